@@ -1,0 +1,80 @@
+/**
+ * Shared names of the Coil API: group/version, annotation, label, finalizer and index keys,
+ * routing table numbers and ports. Values are Coil v2.15's so that manifests, dashboards and
+ * BIRD configs written for Coil keep working.
+ *
+ * @see ../shared/reference/coil-behaviour.md §1–§7 (Coil `v2/pkg/constants/constants.go`)
+ */
+
+/** API group of every Coil custom resource. */
+export const GROUP = 'coil.cybozu.com';
+/** The one served and stored version. */
+export const VERSION = 'v2';
+/** `apiVersion` field value of Coil objects. */
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** Namespace annotation selecting the AddressPool for the namespace's pods. */
+export const ANN_POOL = 'coil.cybozu.com/pool';
+/** Prefix of the client-pod annotation `egress.coil.cybozu.com/<egress-namespace>: <name>[,<name>]`. */
+export const ANN_EGRESS_PREFIX = 'egress.coil.cybozu.com/';
+
+/** Label on AddressBlocks: name of the owning AddressPool. */
+export const LABEL_POOL = 'coil.cybozu.com/pool';
+/** Label on AddressBlocks: name of the Node holding the block. */
+export const LABEL_NODE = 'coil.cybozu.com/node';
+/** Label on AddressBlocks: UID of the BlockRequest the block answers (idempotency, Coil #198). */
+export const LABEL_REQUEST = 'coil.cybozu.com/request';
+/** Label on AddressBlocks reserved by the v1 migration: coild treats them as full. */
+export const LABEL_RESERVED = 'coil.cybozu.com/reserved';
+
+/** Finalizer on AddressPools and AddressBlocks. */
+export const FIN_COIL = 'coil.cybozu.com';
+
+/** Name of the pool used when a namespace has no {@link ANN_POOL} annotation. */
+export const DEFAULT_POOL = 'default';
+
+/** Default `spec.blockSizeBits` of an AddressPool (a block holds 2^5 = 32 addresses). */
+export const DEFAULT_BLOCK_SIZE_BITS = 5;
+/**
+ * Upper bound on `spec.blockSizeBits` (ours; Coil has none). 2^16 addresses per block already
+ * exceeds any node's pod capacity; larger values only waste pool space.
+ */
+export const MAX_BLOCK_SIZE_BITS = 16;
+
+/** Routing table holding the per-pod host routes (coild `--pod-table-id`). */
+export const POD_TABLE_ID = 116;
+/** Priority of the `lookup 116` policy rule (coild `--pod-rule-prio`). */
+export const POD_RULE_PRIO = 2000;
+/** Client-pod egress table for narrow (private-range) destinations. */
+export const EGRESS_NARROW_TABLE_ID = 117;
+/** Client-pod egress table for wide destinations; also the egress pod's return table. */
+export const EGRESS_WIDE_TABLE_ID = 118;
+/** Table where coild exports this node's AddressBlocks for an external router (BIRD). */
+export const EXPORT_TABLE_ID = 119;
+/** Route protocol (author) id of coild's routes (coild `--protocol-id`). */
+export const PROTOCOL_ID = 30;
+
+/** FoU UDP port of egress tunnels (coild `--egress-port`, coil-egress `--fou-port`). */
+export const FOU_PORT = 5555;
+
+/** Default gRPC UNIX socket of coild (coild `--socket`, netconf `socket`). */
+export const DEFAULT_SOCKET_PATH = '/run/coild.sock';
+
+/** Ports of each program: Prometheus metrics and health probes (and webhooks). */
+export const PORTS = {
+  controllerMetrics: 9386,
+  controllerHealth: 9387,
+  controllerWebhook: 9443,
+  coildMetrics: 9384,
+  coildHealth: 9385,
+  egressMetrics: 8080,
+  egressHealth: 8081,
+} as const;
+
+/** Lease name for controller leader election (in the controller's namespace). */
+export const LEADER_ELECTION_ID = 'coil-leader';
+
+/** Field index names used with the informer cache. */
+export const INDEX_BLOCK_BY_NODE = 'addressblock.node';
+export const INDEX_BLOCK_BY_POOL = 'addressblock.pool';
+export const INDEX_BLOCK_BY_REQUEST = 'addressblock.request';
