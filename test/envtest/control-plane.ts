@@ -1,0 +1,331 @@
+/**
+ * A real Kubernetes control plane for tests: etcd + kube-apiserver (+ optionally
+ * kube-controller-manager) on random 127.0.0.1 ports with generated certificates and an admin
+ * kubeconfig — the TypeScript counterpart of controller-runtime's envtest.
+ *
+ * Binaries come from `hack/build-control-plane.sh` (built from the Go module proxy, cached).
+ * Flags follow envtest plus what 1.36/1.37 need (../shared/reference/real-control-plane.md §3).
+ *
+ * One plane per test file: starting one takes a few seconds on 2 cores.
+ *
+ * @example
+ *   const cp = await ControlPlane.start({ crds: coilCrds() });
+ *   after(() => cp.stop());
+ */
+import { execFile } from 'node:child_process';
+import { request } from 'node:https';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { TestCA, createServiceAccountKeys, type CertPair, type ServingCert } from './pki.js';
+import { ManagedProcess, waitFor } from './process.js';
+
+const run = promisify(execFile);
+
+/** Repository root (this file is compiled to dist/test/envtest/). */
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** Options of {@link ControlPlane.start}. */
+export interface ControlPlaneOptions {
+  /**
+   * Also start kube-controller-manager with the garbage-collector, deployment, replicaset,
+   * HPA, namespace and serviceaccount controllers. Default false.
+   */
+  readonly controllerManager?: boolean;
+  /** CRD objects (apiextensions.k8s.io/v1) to install and wait for until Established. */
+  readonly crds?: readonly object[];
+}
+
+/** Controllers run by the optional kube-controller-manager (real-control-plane.md §3.6). */
+const KCM_CONTROLLERS = [
+  'garbage-collector-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'horizontal-pod-autoscaler-controller',
+  'namespace-controller',
+  'serviceaccount-controller',
+];
+
+/** Finds a free TCP port on 127.0.0.1 (tiny race with other binders; start retries cover it). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+/**
+ * Directory holding kube-apiserver, kube-controller-manager and etcd: `$COIL_CONTROL_PLANE_BIN`
+ * if set, else whatever `hack/build-control-plane.sh` prints (it builds on first use).
+ */
+export async function controlPlaneBinDir(): Promise<string> {
+  if (process.env.COIL_CONTROL_PLANE_BIN) return process.env.COIL_CONTROL_PLANE_BIN;
+  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-control-plane.sh')], {
+    maxBuffer: 64 << 20,
+  });
+  const lines = stdout.trim().split('\n');
+  return lines[lines.length - 1]!;
+}
+
+/** A running control plane. Call {@link stop} in `after`, also when tests fail. */
+export class ControlPlane {
+  private etcd?: ManagedProcess;
+  private apiserver?: ManagedProcess;
+  private kcm?: ManagedProcess;
+  private admin?: CertPair;
+  private saKeys?: { keyFile: string; pubFile: string };
+  private webhookCerts = 0;
+  /** Admin (system:masters) client configuration. */
+  kubeConfig = new k8s.KubeConfig();
+
+  private constructor(
+    /** Temporary directory holding certificates, data, logs and the kubeconfig. */
+    readonly dir: string,
+    readonly binDir: string,
+    readonly ca: TestCA,
+    readonly etcdPort: number,
+    readonly apiPort: number,
+  ) {}
+
+  /** `https://127.0.0.1:<port>` of the kube-apiserver. */
+  get server(): string {
+    return `https://127.0.0.1:${this.apiPort}`;
+  }
+
+  /** etcd client URL (`http://127.0.0.1:<port>`). */
+  get etcdEndpoint(): string {
+    return `http://127.0.0.1:${this.etcdPort}`;
+  }
+
+  /** Admin kubeconfig file, for kubectl, helm and child processes. */
+  get kubeconfigPath(): string {
+    return join(this.dir, 'admin.kubeconfig');
+  }
+
+  /**
+   * Starts etcd and kube-apiserver (and kube-controller-manager if asked), waits until they
+   * are ready, then installs `crds`. On failure everything started is stopped again.
+   * @throws Error with the failing process's log tail.
+   */
+  static async start(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+    const binDir = await controlPlaneBinDir();
+    const dir = await mkdtemp(join(tmpdir(), 'coil-envtest-'));
+    const ca = await TestCA.create(join(dir, 'pki'));
+    const cp = new ControlPlane(dir, binDir, ca, await freePort(), await freePort());
+    try {
+      await cp.prepare();
+      await cp.startEtcd();
+      await cp.startApiServer();
+      if (options.controllerManager) await cp.startControllerManager();
+      if (options.crds?.length) await cp.installCrds(options.crds);
+      return cp;
+    } catch (err) {
+      await cp.stop();
+      throw err;
+    }
+  }
+
+  private async prepare(): Promise<void> {
+    await this.ca.issue('apiserver', '/CN=localhost', 'server', [
+      'IP:127.0.0.1', 'DNS:localhost', 'IP:10.0.0.1', 'DNS:kubernetes.default.svc',
+    ]);
+    this.admin = await this.ca.issue('admin', '/O=system:masters/CN=admin', 'client');
+    this.saKeys = await createServiceAccountKeys(this.ca.dir);
+    const b64 = (s: string) => Buffer.from(s).toString('base64');
+    const kubeconfig = {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'envtest', cluster: { server: this.server, 'certificate-authority-data': b64(this.ca.caPem) } }],
+      users: [{ name: 'envtest', user: { 'client-certificate-data': b64(this.admin.certPem), 'client-key-data': b64(this.admin.keyPem) } }],
+      contexts: [{ name: 'envtest', context: { cluster: 'envtest', user: 'envtest' } }],
+      'current-context': 'envtest',
+    };
+    await writeFile(this.kubeconfigPath, JSON.stringify(kubeconfig, null, 2), { mode: 0o600 });
+    this.kubeConfig.loadFromFile(this.kubeconfigPath);
+  }
+
+  /** Starts etcd (data kept in the plane's dir across restarts); resolves when /readyz is ok. */
+  async startEtcd(): Promise<void> {
+    const peer = await freePort();
+    const client = this.etcdEndpoint;
+    this.etcd = await ManagedProcess.start({
+      name: 'etcd',
+      command: join(this.binDir, 'etcd'),
+      logFile: join(this.dir, 'etcd.log'),
+      args: [
+        '--name=default', `--data-dir=${join(this.dir, 'etcd')}`,
+        `--listen-client-urls=${client}`, `--advertise-client-urls=${client}`,
+        `--listen-peer-urls=http://127.0.0.1:${peer}`, `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
+        `--initial-cluster=default=http://127.0.0.1:${peer}`,
+        '--unsafe-no-fsync=true', '--log-level=warn',
+      ],
+    });
+    await waitFor('etcd /readyz', async () => (await fetch(`${client}/readyz`)).ok, { process: this.etcd });
+  }
+
+  /** SIGTERM etcd (or SIGKILL with `crash`); its data stays for {@link startEtcd}. */
+  async stopEtcd(options: { crash?: boolean } = {}): Promise<void> {
+    await this.etcd?.stop(options.crash ? { signal: 'SIGKILL' } : {});
+    this.etcd = undefined;
+  }
+
+  /** Starts kube-apiserver on the plane's port; resolves when /readyz and `default` ns are ok. */
+  async startApiServer(): Promise<void> {
+    const pki = this.ca.dir;
+    this.apiserver = await ManagedProcess.start({
+      name: 'kube-apiserver',
+      command: join(this.binDir, 'kube-apiserver'),
+      logFile: join(this.dir, 'kube-apiserver.log'),
+      args: [
+        `--etcd-servers=${this.etcdEndpoint}`,
+        '--bind-address=127.0.0.1', `--secure-port=${this.apiPort}`,
+        '--advertise-address=127.0.0.1',
+        // 1.37 rejects a loopback advertise address with the lease reconciler (PR #138102).
+        '--endpoint-reconciler-type=none',
+        `--cert-dir=${join(this.dir, 'apiserver-certs')}`,
+        `--tls-cert-file=${join(pki, 'apiserver.crt')}`, `--tls-private-key-file=${join(pki, 'apiserver.key')}`,
+        `--client-ca-file=${this.ca.caFile}`,
+        `--service-account-issuer=${this.server}/`,
+        `--service-account-key-file=${this.saKeys!.pubFile}`,
+        `--service-account-signing-key-file=${this.saKeys!.keyFile}`,
+        '--authorization-mode=RBAC',
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--allow-privileged=true',
+        // envtest's choice: pods in fresh namespaces need no `default` ServiceAccount.
+        '--disable-admission-plugins=ServiceAccount',
+        // Burst tests create hundreds of objects at once; priority & fairness would only queue them.
+        '--enable-priority-and-fairness=false', '--max-requests-inflight=0', '--max-mutating-requests-inflight=0',
+        '--v=1',
+      ],
+    });
+    await waitFor('kube-apiserver /readyz', () => this.get('/readyz').then((r) => r.status === 200), {
+      process: this.apiserver,
+      timeoutMs: 120_000,
+    });
+    await waitFor('namespace default', () => this.get('/api/v1/namespaces/default').then((r) => r.status === 200), {
+      process: this.apiserver,
+    });
+  }
+
+  /** SIGTERM kube-apiserver only (etcd keeps the data); `crash` uses SIGKILL. */
+  async stopApiServer(options: { crash?: boolean } = {}): Promise<void> {
+    await this.apiserver?.stop(options.crash ? { signal: 'SIGKILL' } : {});
+    this.apiserver = undefined;
+  }
+
+  /** Starts kube-controller-manager; resolves when its serviceaccount controller has acted. */
+  async startControllerManager(): Promise<void> {
+    this.kcm = await ManagedProcess.start({
+      name: 'kube-controller-manager',
+      command: join(this.binDir, 'kube-controller-manager'),
+      logFile: join(this.dir, 'kube-controller-manager.log'),
+      args: [
+        `--kubeconfig=${this.kubeconfigPath}`,
+        '--leader-elect=false',
+        // 0 = no HTTPS serving: parallel suites would clash on the default 10257.
+        '--secure-port=0',
+        `--controllers=${KCM_CONTROLLERS.join(',')}`,
+        '--horizontal-pod-autoscaler-sync-period=1s',
+        '--horizontal-pod-autoscaler-downscale-stabilization=0s',
+        '--kube-api-qps=100', '--kube-api-burst=200',
+        '--v=1',
+      ],
+    });
+    await waitFor(
+      'kube-controller-manager (default ServiceAccount)',
+      () => this.get('/api/v1/namespaces/default/serviceaccounts/default').then((r) => r.status === 200),
+      { process: this.kcm, timeoutMs: 120_000 },
+    );
+  }
+
+  /**
+   * Creates or replaces each CRD, then waits until every one is Established (its API served).
+   * @throws the apiserver's error for a CRD it rejects.
+   */
+  async installCrds(crds: readonly object[]): Promise<void> {
+    const api = this.kubeConfig.makeApiClient(k8s.ApiextensionsV1Api);
+    for (const crd of crds as k8s.V1CustomResourceDefinition[]) {
+      const name = crd.metadata!.name!;
+      try {
+        await api.createCustomResourceDefinition({ body: crd });
+      } catch (err) {
+        if (!(err instanceof k8s.ApiException) || err.code !== 409) throw err;
+        const current = await api.readCustomResourceDefinition({ name });
+        const body = { ...crd, metadata: { ...crd.metadata, resourceVersion: current.metadata!.resourceVersion } };
+        await api.replaceCustomResourceDefinition({ name, body });
+      }
+    }
+    for (const crd of crds as k8s.V1CustomResourceDefinition[]) {
+      await waitFor(`CRD ${crd.metadata!.name} Established`, async () => {
+        const current = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
+        return !!current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+      });
+    }
+  }
+
+  /**
+   * Issues a serving certificate for a local webhook server (SANs `IP:127.0.0.1`, `DNS:localhost`),
+   * signed by the plane's CA; use `caPem` as the webhook configuration's `caBundle`.
+   */
+  async newServingCert(): Promise<ServingCert> {
+    const name = `webhook-${++this.webhookCerts}`;
+    const pair = await this.ca.issue(name, '/CN=localhost', 'server', ['IP:127.0.0.1', 'DNS:localhost']);
+    return { ...pair, caPem: this.ca.caPem };
+  }
+
+  /** Stops every process it started (apiserver before etcd) and removes the directory. */
+  async stop(): Promise<void> {
+    await this.kcm?.stop();
+    await this.stopApiServer();
+    await this.stopEtcd();
+    if (!process.env.COIL_ENVTEST_KEEP) await rm(this.dir, { recursive: true, force: true });
+  }
+
+  /** GET with admin credentials; resolves with the status code and body text. */
+  private get(path: string): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port: this.apiPort, path, ca: this.ca.caPem, cert: this.admin!.certPem, key: this.admin!.keyPem, timeout: 5000 },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (body += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', reject);
+      req.end();
+    });
+  }
+}
+
+/**
+ * Polls `fn` until it returns without throwing (and, if it returns a boolean, returns true);
+ * resolves with its value. The last error is rethrown after `timeoutMs` (default 30000).
+ * The envtest counterpart of Gomega's `Eventually`.
+ */
+export async function eventually<T>(
+  fn: () => Promise<T> | T,
+  options: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await fn();
+      if (value !== false) return value;
+      last = new Error('condition returned false');
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw last;
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 100));
+  }
+}
