@@ -1,0 +1,185 @@
+/**
+ * coild's gRPC server shell: `pkg.cnirpc.CNI` (Add, Del, Check, plus CNI 1.1 GC and Status) and
+ * `grpc.health.v1.Health` on a UNIX socket, with the call log and go-grpc-prometheus metrics.
+ * The CNI work itself is a {@link CniHandler} passed in; this file only decodes, dispatches and
+ * maps errors (`toCniError`).
+ *
+ * @see ../shared/reference/coil-behaviour.md §5.1 (API, socket), §5.9 (logging, metrics)
+ * @see ../shared/seeds/cni-over-grpc.md
+ */
+import { chmod, lstat, unlink } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import type Logger from 'bunyan';
+import type { Registry } from 'prom-client';
+import { DEFAULT_SOCKET_PATH } from '../api/v2/keys.js';
+import type { CniArgs, CniHandler } from './cni-handler.js';
+import { toCniError } from './cni-error.js';
+import { loggingInterceptor } from './grpc-server-logging.js';
+import { GrpcServerMetrics, methodLabels } from './grpc-server-metrics.js';
+
+/** Options of {@link CniGrpcServer}. */
+export interface CniGrpcServerOptions {
+  /** The CNI logic (coild's CNI service). */
+  handler: CniHandler;
+  /** Root logger; calls are logged through a `logger: 'grpc'` child. */
+  logger: Logger;
+  /** The program's metrics registry; the five `grpc_server_*` metrics are registered on it. */
+  registry: Registry;
+  /** Socket path (coild `--socket`). Default `/run/coild.sock`. */
+  socketPath?: string;
+  /** File mode of the socket. Default 0o600: only root may ask for pod networks. */
+  socketMode?: number;
+  /** Folder holding cnirpc.proto and health.proto. Default: the repository's `proto/`. */
+  protoDir?: string;
+  /** How long `stop()` lets calls in flight finish before cutting them. Default 10 000 ms. */
+  shutdownTimeoutMs?: number;
+}
+
+/** `CNIArgs` as proto-loader decodes it with keepCase/defaults (field names of the .proto). */
+interface WireCniArgs {
+  container_id: string;
+  netns: string;
+  ifname: string;
+  args: Record<string, string>;
+  path: string;
+  stdin_data: Buffer;
+  ips: string[];
+  interfaces: Record<string, boolean>;
+  valid_attachments: { container_id: string; ifname: string }[];
+}
+
+const LOADER_OPTIONS: protoLoader.Options = { keepCase: true, longs: String, enums: Number, defaults: true, arrays: true, objects: true };
+const CNI_SERVICE = 'pkg.cnirpc.CNI';
+const HEALTH_SERVICE = 'grpc.health.v1.Health';
+const SERVING = 1;
+const NOT_SERVING = 2;
+
+/** Converts the wire message to the handler's camelCase shape. */
+export function decodeCniArgs(w: WireCniArgs): CniArgs {
+  return {
+    containerId: w.container_id,
+    netns: w.netns,
+    ifname: w.ifname,
+    args: { ...w.args },
+    path: w.path,
+    stdinData: w.stdin_data,
+    ips: [...w.ips],
+    interfaces: { ...w.interfaces },
+    validAttachments: w.valid_attachments.map((a) => ({ containerId: a.container_id, ifname: a.ifname })),
+  };
+}
+
+/**
+ * The gRPC server of coild. Calls run concurrently; the handler owns any locking. Health
+ * reports SERVING between `start()` and `stop()`.
+ */
+export class CniGrpcServer {
+  /** Socket path in use. */
+  readonly socketPath: string;
+  private readonly opts: CniGrpcServerOptions;
+  private readonly metrics: GrpcServerMetrics;
+  private server: grpc.Server | undefined;
+  private servingStatus = NOT_SERVING;
+
+  /** @throws Error from prom-client when `registry` already holds the grpc_server_* metrics. */
+  constructor(options: CniGrpcServerOptions) {
+    this.opts = options;
+    this.socketPath = options.socketPath ?? DEFAULT_SOCKET_PATH;
+    this.metrics = new GrpcServerMetrics(options.registry);
+  }
+
+  /**
+   * Removes a stale socket, binds, sets the socket mode, and starts serving.
+   * @throws Error when `socketPath` exists and is not a socket (never delete a file we don't own),
+   *   or when binding fails (directory missing, permission).
+   */
+  async start(): Promise<void> {
+    if (this.server) throw new Error('CniGrpcServer already started');
+    const protoDir = this.opts.protoDir ?? fileURLToPath(new URL('../../../proto/', import.meta.url));
+    const definition = protoLoader.loadSync(['cnirpc.proto', 'health.proto'], { ...LOADER_OPTIONS, includeDirs: [protoDir] });
+    const cniService = definition[CNI_SERVICE] as grpc.ServiceDefinition;
+    const healthService = definition[HEALTH_SERVICE] as grpc.ServiceDefinition;
+    this.metrics.initialize(
+      [...Object.values(cniService), ...Object.values(healthService)].map((m) => methodLabels(m.path, m.requestStream, m.responseStream)),
+    );
+
+    const server = new grpc.Server({ interceptors: [loggingInterceptor(this.opts.logger), this.metrics.interceptor()] });
+    const h = this.opts.handler;
+    const empty = (): object => ({});
+    server.addService(cniService, {
+      Add: unary(async (a) => ({ result: Buffer.from(JSON.stringify(await h.add(a))) })),
+      Del: unary(async (a) => (await h.del(a), empty())),
+      Check: unary(async (a) => (await h.check(a), empty())),
+      GC: unary(async (a) => (await h.gc(a), empty())),
+      Status: unary(async (a) => (await h.status(a), empty())),
+    });
+    server.addService(healthService, {
+      Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        const service = call.request.service;
+        if (service !== '' && service !== CNI_SERVICE) {
+          callback({ code: grpc.status.NOT_FOUND, details: `unknown service ${service}` });
+          return;
+        }
+        callback(null, { status: this.servingStatus });
+      },
+    });
+
+    await removeStaleSocket(this.socketPath);
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+    );
+    // bind() creates the socket with the umask's mode; tighten it before anyone relies on it.
+    await chmod(this.socketPath, this.opts.socketMode ?? 0o600);
+    this.server = server;
+    this.servingStatus = SERVING;
+  }
+
+  /** Reports NOT_SERVING, drains calls for up to `shutdownTimeoutMs`, then removes the socket. */
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    this.server = undefined;
+    this.servingStatus = NOT_SERVING;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, this.opts.shutdownTimeoutMs ?? 10_000);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    await unlink(this.socketPath).catch(() => undefined);
+  }
+}
+
+/** Adapts a handler method to a grpc-js unary implementation, mapping errors with toCniError. */
+function unary(fn: (args: CniArgs) => Promise<object>): grpc.handleUnaryCall<WireCniArgs, object> {
+  return (call, callback) => {
+    let args: CniArgs;
+    try {
+      args = decodeCniArgs(call.request);
+    } catch (err) {
+      callback(toCniError(err));
+      return;
+    }
+    fn(args).then(
+      (response) => callback(null, response),
+      (err: unknown) => callback(toCniError(err)),
+    );
+  };
+}
+
+/** Deletes a socket left by a previous coild; a missing path is fine. */
+async function removeStaleSocket(path: string): Promise<void> {
+  const st = await lstat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (!st) return;
+  if (!st.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to remove it`);
+  await unlink(path);
+}
