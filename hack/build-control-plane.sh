@@ -21,10 +21,15 @@ if have; then
   echo "control plane cached: $OUT" >&2
   echo "$OUT"; exit 0
 fi
+# Parallel callers (several test files, the lab) wait for one build instead of racing it.
+mkdir -p "$CACHE/control-plane"
+exec 9>"$CACHE/control-plane/.lock"
+flock 9
+if have; then echo "$OUT"; exit 0; fi
 command -v go >/dev/null || { echo "go is required (Go >= 1.26) to build the control plane" >&2; exit 1; }
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
-mkdir -p "$OUT.tmp" "$WORK/k8s" "$WORK/etcd"
+rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp" "$WORK/k8s" "$WORK/etcd"
 start=$(date +%s)
 
 # --- kube-apiserver + kube-controller-manager -------------------------------------------------

