@@ -7,7 +7,17 @@
  * Pure: no I/O, no clock.
  * @see coil-behaviour.md §2 (AddressPool, AddressBlock), §4.2 (block allocation)
  */
-import { cidrContains, CidrError, formatCidr, hostBits, parseCidr, subnetAt, subnetIndexOf, type Cidr } from './cidr.js';
+import {
+  cidrContains,
+  CidrError,
+  formatCidr,
+  hostBits,
+  parseCidr,
+  parseCidrWithAddress,
+  subnetAt,
+  subnetIndexOf,
+  type Cidr,
+} from './cidr.js';
 
 /** One `spec.subnets[]` item: CIDR strings; IPv4-only, IPv6-only or dual stack. */
 export interface SubnetSet {
@@ -103,15 +113,16 @@ export class PoolLayout {
   /**
    * Inverse of {@link blockAt}, used to check AddressBlocks read back from the API server.
    * @returns the index, or undefined when the CIDRs are not exactly one block of this pool (wrong
-   *   size, misaligned, outside every subnet, missing or extra family, or v4/v6 at different indices).
+   *   size, host bits set, outside every subnet, missing or extra family, or v4/v6 at different indices).
    * @throws CidrError when a CIDR string does not parse.
    */
   indexOfBlock(cidrs: { readonly ipv4?: string; readonly ipv6?: string }): bigint | undefined {
-    const v4 = cidrs.ipv4 === undefined ? undefined : parseCidr(cidrs.ipv4);
-    const v6 = cidrs.ipv6 === undefined ? undefined : parseCidr(cidrs.ipv6);
+    const v4 = cidrs.ipv4 === undefined ? undefined : parseCidrWithAddress(cidrs.ipv4);
+    const v6 = cidrs.ipv6 === undefined ? undefined : parseCidrWithAddress(cidrs.ipv6);
+    if (v4?.hasHostBits || v6?.hasHostBits) return undefined;
     for (const s of this.subnets) {
-      const i4 = localIndex(s.ipv4, v4, this.blockSizeBits);
-      const i6 = localIndex(s.ipv6, v6, this.blockSizeBits);
+      const i4 = localIndex(s.ipv4, v4?.cidr, this.blockSizeBits);
+      const i6 = localIndex(s.ipv6, v6?.cidr, this.blockSizeBits);
       if (i4 === null || i6 === null) continue;
       const local = i4 ?? i6;
       if (local === undefined || (i4 !== undefined && i6 !== undefined && i4 !== i6)) continue;
