@@ -246,24 +246,26 @@ export class ControlPlane {
 
   /**
    * Creates or replaces each CRD, then waits until every one is Established (its API served).
-   * @throws the apiserver's error for a CRD it rejects.
+   * Sent as raw JSON: client-node's typed serializer drops wire keys such as
+   * `x-kubernetes-int-or-string` from plain objects.
+   * @throws Error with the apiserver's message for a CRD it rejects.
    */
   async installCrds(crds: readonly object[]): Promise<void> {
-    const api = this.kubeConfig.makeApiClient(k8s.ApiextensionsV1Api);
-    for (const crd of crds as k8s.V1CustomResourceDefinition[]) {
-      const name = crd.metadata!.name!;
-      try {
-        await api.createCustomResourceDefinition({ body: crd });
-      } catch (err) {
-        if (!(err instanceof k8s.ApiException) || err.code !== 409) throw err;
-        const current = await api.readCustomResourceDefinition({ name });
-        const body = { ...crd, metadata: { ...crd.metadata, resourceVersion: current.metadata!.resourceVersion } };
-        await api.replaceCustomResourceDefinition({ name, body });
+    const base = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
+    for (const crd of crds as { metadata: { name: string } }[]) {
+      const name = crd.metadata.name;
+      let res = await this.request('POST', base, crd);
+      if (res.status === 409) {
+        const current = JSON.parse((await this.request('GET', `${base}/${name}`)).body) as { metadata: { resourceVersion: string } };
+        const body = { ...crd, metadata: { ...crd.metadata, resourceVersion: current.metadata.resourceVersion } };
+        res = await this.request('PUT', `${base}/${name}`, body);
       }
+      if (res.status >= 300) throw new Error(`CRD ${name}: ${res.status} ${res.body}`);
     }
-    for (const crd of crds as k8s.V1CustomResourceDefinition[]) {
-      await waitFor(`CRD ${crd.metadata!.name} Established`, async () => {
-        const current = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
+    for (const crd of crds as { metadata: { name: string } }[]) {
+      await waitFor(`CRD ${crd.metadata.name} Established`, async () => {
+        const res = await this.request('GET', `${base}/${crd.metadata.name}`);
+        const current = JSON.parse(res.body) as k8s.V1CustomResourceDefinition;
         return !!current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
       });
     }
@@ -287,11 +289,19 @@ export class ControlPlane {
     if (!process.env.COIL_ENVTEST_KEEP) await rm(this.dir, { recursive: true, force: true });
   }
 
-  /** GET with admin credentials; resolves with the status code and body text. */
   private get(path: string): Promise<{ status: number; body: string }> {
+    return this.request('GET', path);
+  }
+
+  /**
+   * A raw JSON request with admin credentials; resolves with the status code and body text
+   * (any status; network errors reject).
+   */
+  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: string }> {
     return new Promise((resolve, reject) => {
+      const headers: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
       const req = request(
-        { host: '127.0.0.1', port: this.apiPort, path, ca: this.ca.caPem, cert: this.admin!.certPem, key: this.admin!.keyPem, timeout: 5000 },
+        { host: '127.0.0.1', port: this.apiPort, method, path, headers, ca: this.ca.caPem, cert: this.admin!.certPem, key: this.admin!.keyPem, timeout: 10_000 },
         (res) => {
           let body = '';
           res.setEncoding('utf8');
@@ -301,7 +311,7 @@ export class ControlPlane {
       );
       req.on('timeout', () => req.destroy(new Error('timeout')));
       req.on('error', reject);
-      req.end();
+      req.end(body === undefined ? undefined : JSON.stringify(body));
     });
   }
 }

@@ -22,6 +22,7 @@ export interface Schema {
   minLength?: number;
   maxLength?: number;
   pattern?: string;
+  anyOf?: Schema[];
   nullable?: boolean;
   'x-kubernetes-int-or-string'?: boolean;
   'x-kubernetes-preserve-unknown-fields'?: boolean;
@@ -69,7 +70,12 @@ export interface KindDefinition {
 export const str = (description: string, extra: Schema = {}): Schema => ({ type: 'string', description, ...extra });
 export const int32 = (description: string, extra: Schema = {}): Schema => ({ type: 'integer', format: 'int32', description, ...extra });
 export const bool = (description: string, extra: Schema = {}): Schema => ({ type: 'boolean', description, ...extra });
-export const intOrString = (description: string): Schema => ({ 'x-kubernetes-int-or-string': true, description });
+/** An int-or-string field, in the form controller-gen emits (structural schemas require the anyOf). */
+export const intOrString = (description: string): Schema => ({
+  anyOf: [{ type: 'integer' }, { type: 'string' }],
+  'x-kubernetes-int-or-string': true,
+  description,
+});
 export const stringMap = (description: string): Schema => ({ type: 'object', description, additionalProperties: { type: 'string' } });
 export const obj = (description: string, properties: Record<string, Schema>, required?: string[]): Schema =>
   required ? { type: 'object', description, properties, required } : { type: 'object', description, properties };
