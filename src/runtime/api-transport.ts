@@ -1,0 +1,69 @@
+import { HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import { ApiError, type KubeStatus } from './errors.js';
+
+/** One REST call: path relative to the cluster server, query parameters, JSON body. */
+export interface ApiRequest {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Path such as `/apis/coil.cybozu.com/v2/addresspools/default`. */
+  readonly path: string;
+  readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+  /** Serialised as JSON unless already a string (SSA YAML/JSON bodies). */
+  readonly body?: unknown;
+  /** Default `application/json`; PATCH callers pass the patch media type. */
+  readonly contentType?: string;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Sends REST calls through client-node's own request machinery (RequestContext, the KubeConfig's
+ * `applySecurityAuthentication` for TLS/client certs/tokens/exec plugins, and its undici-based
+ * HTTP library), returning plain JSON.
+ *
+ * Why not only the typed APIs: `KubernetesObjectApi` runs discovery before its first call per
+ * kind and has no subresource calls, `CustomObjectsApi` cannot address core kinds, and both
+ * deserialise through ObjectSerializer, which turns timestamps into `Date`s — a cached object
+ * would then differ from what the watch delivers. Kind descriptors already carry the path, so one
+ * JSON transport serves the cache, the client, the Lease and Events alike.
+ *
+ * @throws ApiError on any non-2xx answer (code and decoded `metav1.Status`), or with code 0 when
+ *   the server could not be reached (the cause holds the network error)
+ */
+export class ApiTransport {
+  private readonly http = new IsomorphicFetchHttpLibrary();
+
+  constructor(readonly kubeConfig: KubeConfig) {}
+
+  /** Sends `req` and returns the decoded JSON body (`undefined` for an empty body). */
+  async request<T>(req: ApiRequest): Promise<T> {
+    const cluster = this.kubeConfig.getCurrentCluster();
+    if (!cluster) throw new ApiError(0, '', 'kubeconfig has no current cluster');
+    const url = new URL(cluster.server.replace(/\/$/, '') + req.path);
+    for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const ctx = new RequestContext(url.toString(), HttpMethod[req.method]);
+    ctx.setHeaderParam('Accept', 'application/json');
+    if (req.body !== undefined) {
+      ctx.setHeaderParam('Content-Type', req.contentType ?? 'application/json');
+      ctx.setBody(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
+    }
+    if (req.signal) ctx.setSignal(req.signal);
+    await this.kubeConfig.applySecurityAuthentication(ctx);
+    let status: number;
+    let text: string;
+    try {
+      const resp = await this.http.send(ctx).toPromise();
+      status = resp.httpStatusCode;
+      text = await resp.body.text();
+    } catch (cause) {
+      throw new ApiError(0, '', `${req.method} ${req.path}: ${(cause as Error).message}`, undefined, { cause });
+    }
+    if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
+    let body: KubeStatus | undefined;
+    try {
+      body = JSON.parse(text) as KubeStatus;
+    } catch {
+      body = undefined;
+    }
+    const message = body?.message ?? (text || `HTTP ${status}`);
+    throw new ApiError(status, body?.reason ?? '', `${req.method} ${req.path}: ${message}`, body);
+  }
+}

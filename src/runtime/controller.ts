@@ -1,0 +1,159 @@
+import { randomUUID } from 'node:crypto';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Cache } from './cache.js';
+import { PermanentError, TransientError, type Result } from './errors.js';
+import type { EventRecorder } from './event-recorder.js';
+import type { InformerEvent } from './informer.js';
+import { keyOf, parseKey } from './kind.js';
+import type { Logger } from './logging.js';
+import type { Metrics } from './metrics.js';
+import type { Reconcile, ReconcilerRegistration, Request } from './registry.js';
+import { WorkQueue } from './work-queue.js';
+
+/**
+ * Runs one reconciler: maps cache events to keys, feeds a {@link WorkQueue}, and drives
+ * `maxConcurrentReconciles` workers that apply the retry contract of errors.ts.
+ *
+ * Event mapping (controller-runtime's handlers):
+ * - `for` kind → the object's own key;
+ * - `owns` kinds → the key of the controller ownerReference whose kind is the `for` kind
+ *   (both the old and the new owner on MODIFIED, so a re-parented child updates both);
+ * - `watches` → whatever keys `map` returns.
+ *
+ * Concurrency: workers are async loops on one thread; the queue guarantees one key is never held
+ * by two workers, so a reconciler may assume exclusive ownership of its key while it runs.
+ *
+ * @see controller-runtime `pkg/internal/controller/controller.go`, `pkg/handler`
+ */
+export class Controller {
+  readonly queue: WorkQueue;
+  private readonly workers: Promise<void>[] = [];
+  private readonly unsubscribe: (() => void)[] = [];
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private readonly log: Logger;
+
+  constructor(
+    readonly registration: ReconcilerRegistration,
+    private readonly reconciler: Reconcile,
+    private readonly cache: Cache,
+    private readonly metrics: Metrics,
+    private readonly recorder: EventRecorder,
+    log: Logger,
+  ) {
+    this.log = log.child({ controller: registration.name });
+    this.queue = new WorkQueue({ ...registration.backoff, observer: metrics.queueObserver(registration.name) });
+    metrics.initController(registration.name, this.concurrency());
+  }
+
+  /** Subscribes to the cache and starts the workers. */
+  start(): void {
+    const reg = this.registration;
+    this.unsubscribe.push(this.cache.onEvent(reg.for, (e) => this.queue.add(keyOf(e.object))));
+    for (const owned of reg.owns ?? []) {
+      this.unsubscribe.push(this.cache.onEvent(owned, (e) => this.enqueueOwners(e)));
+    }
+    for (const w of reg.watches ?? []) {
+      this.unsubscribe.push(
+        this.cache.onEvent(w.kind, (e) => {
+          for (const req of w.map(e.object)) this.queue.add(keyOf(req));
+          if (e.old) for (const req of w.map(e.old)) this.queue.add(keyOf(req));
+        }),
+      );
+    }
+    // Objects already in a synced cache produced their ADDED events before we subscribed.
+    for (const obj of this.cache.list(reg.for)) this.queue.add(keyOf(obj));
+    const resync = reg.resyncPeriodMs ?? 36_000_000;
+    this.resyncTimer = setInterval(() => {
+      for (const obj of this.cache.list(reg.for)) this.queue.add(keyOf(obj));
+    }, resync).unref();
+    for (let i = 0; i < this.concurrency(); i++) this.workers.push(this.work());
+    this.log.info({ workers: this.concurrency() }, 'controller started');
+  }
+
+  /**
+   * Stops taking new keys and waits for in-flight reconciles to finish (the drain), or until
+   * `timeoutMs` passes. @returns false when the drain timed out
+   */
+  async stop(timeoutMs = 30_000): Promise<boolean> {
+    for (const u of this.unsubscribe.splice(0)) u();
+    clearInterval(this.resyncTimer);
+    this.queue.shutdown();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs)));
+    const drained = Promise.all(this.workers).then(() => true);
+    const ok = await Promise.race([drained, timedOut]);
+    clearTimeout(timer);
+    if (!ok) this.log.warn({ timeoutMs }, 'reconciles still running at shutdown deadline');
+    return ok;
+  }
+
+  private concurrency(): number {
+    return Math.max(1, this.registration.maxConcurrentReconciles ?? 1);
+  }
+
+  private enqueueOwners(e: InformerEvent<KubernetesObject>): void {
+    const owner = this.registration.for;
+    for (const obj of e.old ? [e.object, e.old] : [e.object]) {
+      for (const ref of obj.metadata?.ownerReferences ?? []) {
+        if (!ref.controller || ref.kind !== owner.kind || groupOf(ref.apiVersion) !== owner.group) continue;
+        const ns = owner.namespaced ? obj.metadata?.namespace : undefined;
+        this.queue.add(keyOf(ns ? { namespace: ns, name: ref.name } : { name: ref.name }));
+      }
+    }
+  }
+
+  private async work(): Promise<void> {
+    for (;;) {
+      const key = await this.queue.get();
+      if (key === undefined) return;
+      try {
+        await this.reconcileKey(key);
+      } finally {
+        this.queue.done(key);
+      }
+    }
+  }
+
+  private async reconcileKey(key: string): Promise<void> {
+    const name = this.registration.name;
+    const reconcileID = randomUUID();
+    const log = this.log.child({ object: key, reconcileID });
+    const req: Request = parseKey(key);
+    const attempt = this.queue.numRequeues(key);
+    this.metrics.activeWorkers.inc({ controller: name });
+    const endTimer = this.metrics.reconcileTime.startTimer({ controller: name });
+    let result: Result;
+    try {
+      result = (await this.reconciler.reconcile(req, { attempt, reconcileID, log })) ?? {};
+    } catch (err) {
+      this.metrics.reconcileErrors.inc({ controller: name });
+      this.metrics.reconcileTotal.inc({ controller: name, result: 'error' });
+      if (err instanceof PermanentError) {
+        this.queue.forget(key);
+        this.metrics.terminalReconcileErrors.inc({ controller: name });
+        log.error({ err }, 'reconcile failed permanently; not retrying until the object changes');
+        const obj = this.cache.get(this.registration.for, key);
+        if (obj) this.recorder.event(obj, 'Warning', 'ReconcileFailed', err.message);
+      } else {
+        const delay = this.queue.addRateLimited(key, err instanceof TransientError ? err.delayMs : undefined);
+        log.warn({ err, attempt: attempt + 1, retryInMs: delay }, 'reconcile failed; retrying');
+      }
+      return;
+    } finally {
+      endTimer();
+      this.metrics.activeWorkers.dec({ controller: name });
+    }
+    this.queue.forget(key);
+    if (result.requeueAfterMs !== undefined && result.requeueAfterMs > 0) {
+      this.metrics.reconcileTotal.inc({ controller: name, result: 'requeue_after' });
+      this.queue.addAfter(key, result.requeueAfterMs);
+    } else {
+      this.metrics.reconcileTotal.inc({ controller: name, result: 'success' });
+    }
+    log.debug({ requeueAfterMs: result.requeueAfterMs }, 'reconciled');
+  }
+}
+
+function groupOf(apiVersion: string): string {
+  return apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
+}

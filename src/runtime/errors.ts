@@ -1,0 +1,110 @@
+/**
+ * The retry contract, written once. A reconciler ends by returning a {@link Result} or throwing:
+ *
+ * | outcome                         | queue action                                              |
+ * |---------------------------------|-----------------------------------------------------------|
+ * | `{}`                            | forget the key's failures; wait for the next event/resync |
+ * | `{ requeueAfterMs }`            | forget failures; re-enqueue after the delay               |
+ * | throw {@link TransientError}    | count a failure; retry after `delayMs` or the backoff     |
+ * | throw {@link PermanentError}    | log, count, Warning Event; never retried                  |
+ * | throw anything else             | as TransientError without a delay (per-key backoff)       |
+ *
+ * There is no boolean `requeue` and a Result cannot travel with an error: both were sources of
+ * confusion in controller-runtime (`Result.Requeue` is deprecated; a Result returned with an
+ * error is dropped with only a warning).
+ *
+ * @see controller-runtime `pkg/reconcile/reconcile.go`, kopf `TemporaryError`/`PermanentError`
+ */
+export interface Result {
+  /** Reconcile this key again after this many milliseconds even without an event. */
+  readonly requeueAfterMs?: number;
+}
+
+/**
+ * A failure expected to go away by itself (a conflict, a missing dependency, an API outage).
+ * The key is retried after `delayMs` when given, otherwise after the per-key exponential backoff.
+ */
+export class TransientError extends Error {
+  override readonly name = 'TransientError';
+  constructor(message: string, readonly delayMs?: number, options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
+/**
+ * A failure retrying cannot fix (an invalid spec the webhook could not catch, a pool that can
+ * never fit). Logged, counted in `controller_runtime_terminal_reconcile_errors_total`, reported as
+ * a Warning Event on the object, and not retried until the object changes.
+ */
+export class PermanentError extends Error {
+  override readonly name = 'PermanentError';
+}
+
+/**
+ * A non-2xx answer of the API server. `status` is the decoded `metav1.Status` when the server
+ * sent one, so callers branch on `code`/`reason` instead of parsing messages.
+ *
+ * @see Kubernetes API conventions, "HTTP status codes" and "Response Status Kind"
+ */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(
+    /** HTTP status code (404, 409, 410, 422, …); 0 when no answer arrived. */
+    readonly code: number,
+    /** `Status.reason` (`NotFound`, `Conflict`, `AlreadyExists`, `Invalid`, `Expired`…) or `''`. */
+    readonly reason: string,
+    message: string,
+    /** The decoded Status body, when there was one. */
+    readonly status?: KubeStatus,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The subset of `metav1.Status` the runtime reads and writes. */
+export interface KubeStatus {
+  apiVersion?: 'v1';
+  kind?: 'Status';
+  status?: 'Success' | 'Failure';
+  code?: number;
+  reason?: string;
+  message?: string;
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    causes?: { reason?: string; message?: string; field?: string }[];
+  };
+}
+
+/** 404: the object (or its namespace, or the resource) does not exist. */
+export function isNotFound(e: unknown): boolean {
+  return e instanceof ApiError && e.code === 404;
+}
+
+/**
+ * 409: a write lost an optimistic-concurrency race (`Conflict`) or a create found the name taken
+ * (`AlreadyExists`). Use {@link isAlreadyExists} to tell them apart.
+ */
+export function isConflict(e: unknown): boolean {
+  return e instanceof ApiError && e.code === 409;
+}
+
+/** 409 with reason `AlreadyExists`: a create raced with another creator. */
+export function isAlreadyExists(e: unknown): boolean {
+  return e instanceof ApiError && e.code === 409 && e.reason === 'AlreadyExists';
+}
+
+/**
+ * 422 from a JSON patch whose `test` op failed: the object changed since it was read. Kubernetes
+ * reports this as `Invalid` with a "test operation failed" message, not as a 409.
+ */
+export function isPatchTestFailed(e: unknown): boolean {
+  return e instanceof ApiError && e.code === 422 && /test operation/i.test(e.message);
+}
+
+/** 410: the watch resourceVersion is older than etcd's compaction window; the caller must relist. */
+export function isGone(e: unknown): boolean {
+  return e instanceof ApiError && e.code === 410;
+}

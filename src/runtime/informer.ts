@@ -1,0 +1,285 @@
+import { Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type Logger from 'bunyan';
+import type { ApiTransport } from './api-transport.js';
+import { sleep } from './clock.js';
+import { ApiError, isGone } from './errors.js';
+import { apiVersionOf, collectionPath, keyOf, kindId, type KindDescriptor } from './kind.js';
+
+/** What happened to an object, as seen by the informer (bookmarks and errors never reach handlers). */
+export interface InformerEvent<T extends KubernetesObject> {
+  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  /** The new state; for DELETED, the last state the informer knew. Frozen: clone before changing. */
+  readonly object: Readonly<T>;
+  /** The previous state for MODIFIED (and for DELETED found by a relist). */
+  readonly old?: Readonly<T>;
+}
+
+/** Which objects one informer holds (server-side filters) and how it recovers. */
+export interface InformerOptions {
+  /** Only this namespace (namespaced kinds); all namespaces when absent. */
+  readonly namespace?: string;
+  readonly labelSelector?: string;
+  readonly fieldSelector?: string;
+  /**
+   * Full relist (diffed against the store) this often, default 30 min: guards against watches
+   * that stay open but go silent (kubernetes-client/javascript #958, #596).
+   */
+  readonly relistPeriodMs?: number;
+  /** Abort a watch that delivered nothing, not even a bookmark, for this long. Default 300 000 ms. */
+  readonly watchdogMs?: number;
+  /** First retry delay after a failed list/watch, doubled up to `maxBackoffMs`, ±50 % jitter. Default 800 ms (kube-rs). */
+  readonly initialBackoffMs?: number;
+  /** Default 30 000 ms (kube-rs, client-node). */
+  readonly maxBackoffMs?: number;
+}
+
+/** Derives the index values of one object (e.g. the node label of an AddressBlock). */
+export type IndexFunc<T extends KubernetesObject> = (obj: Readonly<T>) => readonly string[];
+
+type WatchEnd = 'closed' | 'relist';
+
+/**
+ * A reflector and its store for one kind: list, then watch from the list's resourceVersion with
+ * bookmarks; on a normal end resume from the last resourceVersion; on 410 Gone, a watchdog
+ * timeout or the periodic relist, list again and diff against the store, so objects deleted while
+ * the watch was down are reported as DELETED. Any error (connection refused, 5xx, 403) is logged
+ * and retried with exponential backoff — the loop only ends at {@link stop}, never the process.
+ *
+ * This replaces client-node's `makeInformer`, which stops on any error other than 410, never
+ * resyncs and never asks for bookmarks (../shared/reference/npm-ecosystem.md §1).
+ *
+ * Concurrency: one loop per informer; handlers run synchronously inside it and must only enqueue.
+ * Stored objects are deep-frozen so a handler or reconciler cannot corrupt the cache.
+ *
+ * @see client-go `tools/cache/reflector.go`, kube-rs `runtime/src/watcher.rs`
+ */
+export class Informer<T extends KubernetesObject = KubernetesObject> {
+  private readonly store = new Map<string, Readonly<T>>();
+  private readonly indexers = new Map<string, IndexFunc<T>>();
+  private readonly indices = new Map<string, Map<string, Set<string>>>();
+  private readonly handlers = new Set<(e: InformerEvent<T>) => void>();
+  private readonly syncWaiters: (() => void)[] = [];
+  private resourceVersion = '';
+  private synced = false;
+  private running: Promise<void> | undefined;
+  private readonly stopping = new AbortController();
+  private watchAbort: AbortController | undefined;
+  private relistDue = false;
+  private relistTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly kind: KindDescriptor<T>,
+    private readonly transport: ApiTransport,
+    private readonly kubeConfig: KubeConfig,
+    private readonly log: Logger,
+    readonly options: InformerOptions = {},
+  ) {}
+
+  /** Starts the list/watch loop in the background; idempotent. */
+  start(): void {
+    if (this.running || this.stopping.signal.aborted) return;
+    const period = this.options.relistPeriodMs ?? 30 * 60_000;
+    this.relistTimer = setInterval(() => this.requestRelist(), period).unref();
+    this.running = this.run();
+  }
+
+  /** Stops the loop and aborts the open watch; the store keeps its last content. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    clearInterval(this.relistTimer);
+    this.watchAbort?.abort();
+    await this.running;
+  }
+
+  /** True once the first list has been stored (reads before that may miss objects). */
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
+  /** Resolves when {@link hasSynced} becomes true. */
+  waitForSync(): Promise<void> {
+    return this.synced ? Promise.resolve() : new Promise((r) => this.syncWaiters.push(r));
+  }
+
+  /** Subscribes to changes; the returned function unsubscribes. */
+  onEvent(handler: (e: InformerEvent<T>) => void): () => void {
+    this.handlers.add(handler);
+    return () => this.handlers.delete(handler);
+  }
+
+  /** Object by key (`ns/name` or `name`), as last seen; may lag the server. */
+  get(key: string): Readonly<T> | undefined {
+    return this.store.get(key);
+  }
+
+  /** All stored objects. */
+  list(): Readonly<T>[] {
+    return [...this.store.values()];
+  }
+
+  /** Adds (or replaces) an index and builds it over the current store. */
+  addIndex(name: string, fn: IndexFunc<T>): void {
+    this.indexers.set(name, fn);
+    this.indices.set(name, new Map());
+    for (const [key, obj] of this.store) this.index(key, undefined, obj);
+  }
+
+  /** Objects whose index `name` yields `value`. @throws Error for an unknown index */
+  byIndex(name: string, value: string): Readonly<T>[] {
+    const idx = this.indices.get(name);
+    if (!idx) throw new Error(`no index ${name} on ${kindId(this.kind)}`);
+    return [...(idx.get(value) ?? [])].map((k) => this.store.get(k)!).filter(Boolean);
+  }
+
+  /** Makes the loop list again after the current watch (used by the periodic relist). */
+  requestRelist(): void {
+    this.relistDue = true;
+    this.watchAbort?.abort();
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    const stop = this.stopping.signal;
+    while (!stop.aborted) {
+      try {
+        await this.relist();
+        failures = 0;
+        while (!stop.aborted && (await this.watch()) === 'closed') {
+          // The server ended the watch (timeoutSeconds): resume from the last resourceVersion.
+        }
+      } catch (e) {
+        if (stop.aborted) break;
+        failures++;
+        const base = Math.min(this.options.maxBackoffMs ?? 30_000, (this.options.initialBackoffMs ?? 800) * 2 ** (failures - 1));
+        const delay = Math.round(base * (0.5 + Math.random()));
+        this.log.warn({ kind: kindId(this.kind), err: e, retryInMs: delay, failures }, 'list/watch failed; retrying');
+        await sleep(delay, stop);
+      }
+    }
+  }
+
+  private async relist(): Promise<void> {
+    this.relistDue = false;
+    const fresh = new Map<string, T>();
+    let cont: string | undefined;
+    let rv = '';
+    do {
+      const page = await this.transport.request<{ items: T[]; metadata: { resourceVersion?: string; continue?: string } }>({
+        method: 'GET',
+        path: collectionPath(this.kind, this.options.namespace),
+        query: { labelSelector: this.options.labelSelector, fieldSelector: this.options.fieldSelector, limit: 500, continue: cont },
+        signal: this.stopping.signal,
+      });
+      // Items of a list carry no apiVersion/kind; restore them so objects look like watch events.
+      for (const item of page.items) fresh.set(keyOf(item), { ...item, apiVersion: item.apiVersion ?? apiVersionOf(this.kind), kind: item.kind ?? this.kind.kind });
+      rv = page.metadata.resourceVersion ?? rv;
+      cont = page.metadata.continue || undefined;
+    } while (cont);
+    for (const [key, old] of [...this.store]) if (!fresh.has(key)) this.remove(key, old, true);
+    for (const obj of fresh.values()) this.upsert(obj);
+    this.resourceVersion = rv;
+    if (!this.synced) {
+      this.synced = true;
+      for (const w of this.syncWaiters.splice(0)) w();
+    }
+  }
+
+  private watch(): Promise<WatchEnd> {
+    if (this.relistDue) return Promise.resolve('relist');
+    const watch = new Watch(this.kubeConfig);
+    const watchdogMs = this.options.watchdogMs ?? 300_000;
+    // client-node's inactivity timeout is our watchdog; the field is private only in its typings.
+    (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = watchdogMs;
+    const query = {
+      resourceVersion: this.resourceVersion,
+      allowWatchBookmarks: true,
+      // Below the watchdog, so a healthy server always ends the watch first.
+      timeoutSeconds: Math.max(1, Math.floor((watchdogMs / 1000) * (0.5 + Math.random() * 0.3))),
+      labelSelector: this.options.labelSelector,
+      fieldSelector: this.options.fieldSelector,
+    };
+    return new Promise<WatchEnd>((resolve, reject) => {
+      let end: WatchEnd = 'closed';
+      let failure: unknown;
+      const onEvent = (type: string, obj: T & { code?: number; message?: string; reason?: string }): void => {
+        if (type === 'ADDED' || type === 'MODIFIED') this.upsert(obj);
+        else if (type === 'DELETED') this.remove(keyOf(obj), obj, false);
+        else if (type === 'BOOKMARK') this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
+        else if (type === 'ERROR') {
+          if (obj.code === 410) end = 'relist';
+          else failure = new ApiError(obj.code ?? 0, obj.reason ?? '', `watch ${kindId(this.kind)}: ${obj.message ?? 'error event'}`);
+          this.watchAbort?.abort();
+        }
+      };
+      const onDone = (err: unknown): void => {
+        this.watchAbort = undefined;
+        if (failure) return reject(failure);
+        if (this.stopping.signal.aborted || this.relistDue) return resolve('relist');
+        if (!err || end === 'relist') return resolve(end);
+        const e = err as Error & { statusCode?: number };
+        // Watchdog: nothing arrived for watchdogMs; the connection may be dead without an error.
+        if (e.name === 'TimeoutError') return resolve('relist');
+        if (e.statusCode === 410 || isGone(e)) return resolve('relist');
+        reject(err);
+      };
+      const path = collectionPath(this.kind, this.options.namespace);
+      watch.watch(path, query, onEvent, onDone).then(
+        (ctrl) => {
+          if (this.stopping.signal.aborted || this.relistDue) ctrl.abort();
+          else this.watchAbort = ctrl;
+        },
+        reject,
+      );
+    });
+  }
+
+  private upsert(obj: T): void {
+    const key = keyOf(obj);
+    const old = this.store.get(key);
+    if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+    if (old && old.metadata?.resourceVersion === obj.metadata?.resourceVersion) return;
+    const frozen = deepFreeze(obj);
+    this.store.set(key, frozen);
+    this.index(key, old, frozen);
+    this.emit(old ? { type: 'MODIFIED', object: frozen, old } : { type: 'ADDED', object: frozen });
+  }
+
+  private remove(key: string, last: T | Readonly<T>, fromRelist: boolean): void {
+    const old = this.store.get(key);
+    if (!old && fromRelist) return;
+    this.store.delete(key);
+    this.index(key, old, undefined);
+    const object = deepFreeze(fromRelist ? (old ?? last) : last);
+    this.emit(old && fromRelist ? { type: 'DELETED', object, old } : { type: 'DELETED', object });
+  }
+
+  private index(key: string, old: Readonly<T> | undefined, obj: Readonly<T> | undefined): void {
+    for (const [name, fn] of this.indexers) {
+      const idx = this.indices.get(name)!;
+      for (const v of old ? fn(old) : []) idx.get(v)?.delete(key);
+      for (const v of obj ? fn(obj) : []) {
+        let set = idx.get(v);
+        if (!set) idx.set(v, (set = new Set()));
+        set.add(key);
+      }
+    }
+  }
+
+  private emit(e: InformerEvent<T>): void {
+    for (const h of this.handlers) {
+      try {
+        h(e);
+      } catch (err) {
+        this.log.error({ err, kind: kindId(this.kind) }, 'informer event handler threw');
+      }
+    }
+  }
+}
+
+function deepFreeze<O>(o: O): Readonly<O> {
+  if (o && typeof o === 'object' && !Object.isFrozen(o)) {
+    Object.freeze(o);
+    for (const v of Object.values(o)) deepFreeze(v);
+  }
+  return o;
+}

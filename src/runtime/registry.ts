@@ -1,0 +1,159 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Newable } from 'inversify';
+import type { FieldError } from '../api/v2/field-error.js';
+import type { Result } from './errors.js';
+import type { IndexFunc } from './informer.js';
+import type { KindDescriptor, ObjectKey } from './kind.js';
+import type { Logger } from './logging.js';
+
+/** What a reconciler is asked to reconcile: a key, never the event (level-based). */
+export interface Request extends ObjectKey {}
+
+/** Per-reconcile context; deliberately without the triggering event (kube-rs `ReconcileReason` is hidden too). */
+export interface ReconcileContext {
+  /** Consecutive failed attempts of this key before this one (0 on a first try). */
+  readonly attempt: number;
+  /** UUID of this reconcile, also in every log line of `log`. */
+  readonly reconcileID: string;
+  /** Child logger with `controller`, `object` and `reconcileID` fields. */
+  readonly log: Logger;
+}
+
+/** The reconciler contract. @see errors.ts for the retry contract */
+export interface Reconcile {
+  reconcile(req: Request, ctx: ReconcileContext): Promise<Result>;
+}
+
+/** An extra watch: objects of `kind` map to keys of the reconciled kind. */
+export interface WatchSpec<T extends KubernetesObject = KubernetesObject> {
+  readonly kind: KindDescriptor<T>;
+  /** Keys of the `for` kind to reconcile when `obj` changes (e.g. a BlockRequest from an AddressBlock's label). */
+  readonly map: (obj: Readonly<T>) => readonly Request[];
+}
+
+/** An index the reconciler needs on the cache. */
+export interface IndexSpec<T extends KubernetesObject = KubernetesObject> {
+  readonly kind: KindDescriptor<T>;
+  readonly name: string;
+  readonly fn: IndexFunc<T>;
+}
+
+/** One RBAC rule (emitted into the chart by hack/, as controller-gen does from markers). */
+export interface RbacRule {
+  readonly group: string;
+  readonly resources: readonly string[];
+  readonly verbs: readonly string[];
+}
+
+/** Options of `@Reconciler`. */
+export interface ReconcilerOptions {
+  /** Unique, metric-label-safe controller name (`[a-z0-9-]+`). */
+  readonly name: string;
+  /** The reconciled kind; its events enqueue the object's own key. */
+  readonly for: KindDescriptor<any>;
+  /** Kinds whose controller ownerReference points at a `for` object; their events enqueue the owner. */
+  readonly owns?: readonly KindDescriptor<any>[];
+  readonly watches?: readonly WatchSpec<any>[];
+  /** Kinds only read from the cache (no trigger). */
+  readonly reads?: readonly KindDescriptor<any>[];
+  readonly indexes?: readonly IndexSpec<any>[];
+  /** Run only on the elected leader. Default true. */
+  readonly leaderOnly?: boolean;
+  /** Parallel workers (distinct keys only). Default 1, as controller-runtime. */
+  readonly maxConcurrentReconciles?: number;
+  /** Re-enqueue every cached `for` object this often. Default 36 000 000 ms (10 h, controller-runtime `SyncPeriod`). */
+  readonly resyncPeriodMs?: number;
+  /** Per-key error backoff; defaults 5 ms → 300 000 ms (see {@link WorkQueueOptions}). */
+  readonly backoff?: { readonly baseDelayMs?: number; readonly maxDelayMs?: number };
+  readonly rbac?: readonly RbacRule[];
+  /** Registry to record into instead of the default one. */
+  readonly registry?: Registry;
+}
+
+/** A reconciler class with its options, as recorded by `@Reconciler`. */
+export interface ReconcilerRegistration extends Omit<ReconcilerOptions, 'registry'> {
+  readonly target: Newable<Reconcile>;
+}
+
+/** Admission verdict: field errors deny (422 Invalid naming each path); warnings pass through. */
+export type Verdict = readonly FieldError[] | { readonly errors?: readonly FieldError[]; readonly warnings?: readonly string[] } | void;
+
+/** A validating webhook handler; absent methods allow. Validators must not mutate their inputs. */
+export interface Validator<T extends KubernetesObject = KubernetesObject> {
+  validateCreate?(obj: Readonly<T>): Verdict | Promise<Verdict>;
+  validateUpdate?(old: Readonly<T>, obj: Readonly<T>): Verdict | Promise<Verdict>;
+  validateDelete?(old: Readonly<T>): Verdict | Promise<Verdict>;
+}
+
+/** A mutating webhook handler: fills defaults on `obj` (a private copy); the runtime computes the JSON patch. */
+export interface Defaulter<T extends KubernetesObject = KubernetesObject> {
+  default(obj: T): void | Promise<void>;
+}
+
+/** Admission operations a webhook registers for. */
+export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+
+/** Options of `@ValidatingWebhook` / `@MutatingWebhook`. */
+export interface WebhookOptions {
+  readonly for: KindDescriptor<any>;
+  /** Default CREATE and UPDATE. */
+  readonly operations?: readonly Operation[];
+  /** Default `Fail`: never admit what could not be checked. */
+  readonly failurePolicy?: 'Fail' | 'Ignore';
+  /** Default `None`. */
+  readonly sideEffects?: 'None' | 'NoneOnDryRun';
+  /** URL path; default derived from the GVK as controller-runtime does (`/validate-<group-dashed>-<version>-<kind>`). */
+  readonly path?: string;
+  readonly registry?: Registry;
+}
+
+/** A webhook class with its options and type, as recorded by the decorators. */
+export interface WebhookRegistration extends Omit<WebhookOptions, 'registry'> {
+  readonly type: 'validating' | 'mutating';
+  readonly target: Newable<Validator | Defaulter>;
+  readonly path: string;
+}
+
+/**
+ * What the decorators recorded: reconciler and webhook classes with their options. A Registry is
+ * plain data; nothing runs until a Manager reads it at start. Tests build their own instance (or
+ * swap the default with {@link setDefaultRegistry}) so each Manager sees only what it tests, as
+ * kopf's `registry=` allows.
+ *
+ * @throws Error from {@link addReconciler} on a duplicate name (names are metric labels) and from
+ *   {@link addWebhook} on a duplicate path
+ */
+export class Registry {
+  readonly reconcilers: ReconcilerRegistration[] = [];
+  readonly webhooks: WebhookRegistration[] = [];
+
+  addReconciler(reg: ReconcilerRegistration): void {
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(reg.name)) throw new Error(`reconciler name ${JSON.stringify(reg.name)} is not a valid metric label (lower-case, digits, dashes)`);
+    if (this.reconcilers.some((r) => r.name === reg.name)) throw new Error(`duplicate reconciler name ${reg.name}`);
+    this.reconcilers.push(reg);
+  }
+
+  addWebhook(reg: WebhookRegistration): void {
+    if (this.webhooks.some((w) => w.path === reg.path)) throw new Error(`duplicate webhook path ${reg.path}`);
+    this.webhooks.push(reg);
+  }
+}
+
+/**
+ * Holds the default registry used by decorators without `registry:`. This is the only
+ * process-wide value in the runtime, and exists so `@Reconciler({...})` on a class reads like
+ * kopf's `@kopf.on…`; programs and tests that want isolation pass their own Registry.
+ */
+const defaults: { registry: Registry } = { registry: new Registry() };
+
+/** The registry decorators record into when given no `registry` option. */
+export function defaultRegistry(): Registry {
+  return defaults.registry;
+}
+
+/** Replaces the default registry (tests); returns the previous one so it can be restored. */
+export function setDefaultRegistry(registry: Registry): Registry {
+  const previous = defaults.registry;
+  defaults.registry = registry;
+  return previous;
+}
