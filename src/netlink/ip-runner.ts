@@ -1,0 +1,267 @@
+/**
+ * The one way coil talks to the kernel: iproute2 processes, started with argument arrays (never a
+ * shell), on the host or inside a network namespace.
+ *
+ * Why processes: a Node process cannot setns() safely (it is multi-threaded) and no npm netlink
+ * package can work inside another netns (npm-ecosystem.md §7). One `ip -batch -` process per netns
+ * costs ≈ 3–5 ms here, against ≈ 30 ms for one process per command (cni-baseline.md).
+ *
+ * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
+ */
+import { spawn } from 'node:child_process';
+import { NetlinkError, classifyMessage, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
+
+/** One batch line as argv tokens without the leading `ip`, e.g. `['link', 'del', 'veth0']`. */
+export type BatchLine = readonly string[];
+
+/** Where and how to run: `netns` is a netns file path (a CNI_NETNS value); undefined = own netns. */
+export interface RunTarget {
+  /** Path of a network namespace file (`/run/netns/x`, `/proc/<pid>/ns/net`, ...). */
+  netns?: string;
+  /** Address family for `ip -4` / `ip -6`; iproute2 defaults to IPv4 for route/rule reads. */
+  family?: 4 | 6;
+}
+
+/** Options of {@link IpRunner.batch}. */
+export interface BatchOptions extends RunTarget {
+  /**
+   * `'stop'` (default): stop at the first failing line, as plain `ip -batch` does, so lines after
+   * a failure never run. `'continue'`: `ip -force -batch`, run every line and report all failures.
+   */
+  onError?: 'stop' | 'continue';
+}
+
+/** Backoff for transient kernel failures (EBUSY, EAGAIN, ENOBUFS, interrupted dumps). */
+export interface RetryPolicy {
+  /** Total tries including the first; 1 disables retrying. */
+  attempts: number;
+  /** Delay before the second try; doubled for each further try. */
+  initialDelayMs: number;
+  /** Upper bound of one delay. */
+  maxDelayMs: number;
+}
+
+/**
+ * Default retry: 5 tries from 1 ms doubling, like Coil's dump retry (5 tries from 200 µs), rounded
+ * up to Node's timer resolution. @see coil-behaviour.md §5.6 (last bullet)
+ */
+export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = { attempts: 5, initialDelayMs: 1, maxDelayMs: 100 };
+
+/** Constructor options of {@link IpRunner}. */
+export interface IpRunnerOptions {
+  /** iproute2 `ip` binary. Default `'ip'` (looked up in PATH). */
+  ipPath?: string;
+  /** util-linux `nsenter` binary, used for netns paths outside /run/netns. Default `'nsenter'`. */
+  nsenterPath?: string;
+  /** Kill a process still running after this long. Default 10 000 ms. */
+  timeoutMs?: number;
+  /** Retry policy for transient failures. Default {@link DEFAULT_RETRY_POLICY}. */
+  retry?: RetryPolicy;
+}
+
+/** Output of one finished process. */
+export interface ProcessOutput {
+  stdout: string;
+  stderr: string;
+}
+
+interface Exit extends ProcessOutput {
+  exitCode: number | null;
+  spawnError?: NodeJS.ErrnoException;
+}
+
+/** One failed line of an `ip -batch` run. */
+export interface LineFailure {
+  /** 1-based line number within the batch as run. */
+  line: number;
+  /** The kernel's/iproute2's message for that line. */
+  message: string;
+  errno: NetlinkErrno | undefined;
+}
+
+const UNSAFE_TOKEN = /[\s"'\\#]/;
+const RUN_NETNS = /^\/(?:var\/)?run\/netns\/([^/]+)$/;
+
+/**
+ * Runs iproute2 and helper programs with one retry policy and one error type.
+ * @see npm-ecosystem.md §7, STYLE.md §2 "src/node-agent" (kernel I/O)
+ */
+export class IpRunner {
+  /** The `ip` binary this runner starts. */
+  readonly ipPath: string;
+  /** The `nsenter` binary this runner starts. */
+  readonly nsenterPath: string;
+  private readonly timeoutMs: number;
+  private readonly retry: RetryPolicy;
+
+  constructor(options: IpRunnerOptions = {}) {
+    this.ipPath = options.ipPath ?? 'ip';
+    this.nsenterPath = options.nsenterPath ?? 'nsenter';
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
+  }
+
+  /**
+   * Runs `lines` in one `ip -batch -` process. With `onError: 'stop'`, a transient failure at
+   * line k re-runs lines k… (lines before k were applied, ip stops at k); with `'continue'`, the
+   * transiently failed lines are re-run.
+   * @returns stdout of the last process (for `ip -json -batch` reads, one JSON array per line)
+   * @throws NetlinkError for the first permanent failure, or when retries are exhausted
+   * @throws TypeError when a token is empty or contains whitespace, quotes, `\` or `#`, which
+   *   `ip -batch` would split or treat as a comment
+   */
+  async batch(lines: readonly BatchLine[], options: BatchOptions = {}): Promise<string> {
+    const text = lines.map(formatBatchLine);
+    const isContinue = options.onError === 'continue';
+    const argv = [...this.ipArgv(options), ...(isContinue ? ['-force'] : []), '-batch', '-'];
+    let pending = text.map((_, i) => i + 1);
+    let stdout = '';
+    for (let attempt = 1; ; attempt++) {
+      const res = await this.spawn(argv, pending.map((n) => text[n - 1]).join('\n') + '\n');
+      stdout = res.stdout;
+      if (res.exitCode === 0) return stdout;
+      const failures = parseBatchFailures(res.stderr).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
+      const first = failures[0];
+      const isRetryable = res.spawnError === undefined && failures.length > 0 && (isContinue
+        ? failures.every((f) => isTransientErrno(f.errno))
+        : isTransientErrno(first?.errno));
+      if (!isRetryable || attempt >= this.retry.attempts) {
+        throw this.batchError(argv, text, res, failures);
+      }
+      pending = isContinue ? failures.map((f) => f.line) : pending.slice(pending.indexOf(first!.line));
+      await sleep(this.delayMs(attempt));
+    }
+  }
+
+  /**
+   * Runs `ip -json <args>` and parses its output, retrying transient failures (reads are
+   * idempotent).
+   * @param args e.g. `['route', 'show', 'table', '116']`
+   * @returns the parsed JSON (an array for every `show`/`get` command); `[]` for empty output
+   * @throws NetlinkError on failure (e.g. errno ENODEV for `link show dev <missing>`)
+   */
+  async json<T>(args: readonly string[], target: RunTarget = {}): Promise<T> {
+    const argv = [...this.ipArgv(target), '-json', ...args];
+    const { stdout } = await this.withRetry(argv, undefined);
+    const trimmed = stdout.trim();
+    if (trimmed === '') return [] as T;
+    try {
+      return JSON.parse(trimmed) as T;
+    } catch (err) {
+      throw new NetlinkError(`unparsable output of ${argv.join(' ')}`, {
+        argv, command: argv.join(' '), stderr: '', exitCode: 0, cause: err,
+      });
+    }
+  }
+
+  /**
+   * Runs any program (sysctl, unshare, ...) with argument array `argv`, inside `netns` through
+   * nsenter when given, retrying transient failures.
+   * @param input written to stdin, if given
+   * @throws NetlinkError when the program cannot start, times out or exits non-zero
+   */
+  async exec(argv: readonly string[], options: { netns?: string; input?: string } = {}): Promise<ProcessOutput> {
+    const full = options.netns === undefined ? [...argv] : [this.nsenterPath, `--net=${options.netns}`, '--', ...argv];
+    return this.withRetry(full, options.input);
+  }
+
+  /** `ip [-n name | via nsenter] [-4|-6]`: `ip -n` saves nsenter's exec for /run/netns names. */
+  private ipArgv(target: RunTarget): string[] {
+    const family = target.family === undefined ? [] : [`-${target.family}`];
+    if (target.netns === undefined) return [this.ipPath, ...family];
+    const named = RUN_NETNS.exec(target.netns);
+    if (named?.[1] !== undefined) return [this.ipPath, '-n', named[1], ...family];
+    return [this.nsenterPath, `--net=${target.netns}`, '--', this.ipPath, ...family];
+  }
+
+  private async withRetry(argv: readonly string[], input: string | undefined): Promise<ProcessOutput> {
+    for (let attempt = 1; ; attempt++) {
+      const res = await this.spawn(argv, input);
+      if (res.exitCode === 0) return res;
+      const errno = res.spawnError?.code === 'EAGAIN' ? 'EAGAIN' : classifyMessage(res.stderr);
+      if (!isTransientErrno(errno) || attempt >= this.retry.attempts) {
+        throw new NetlinkError(`${argv.join(' ')}: ${describe(res)}`, {
+          argv, command: argv.join(' '), stderr: res.stderr, exitCode: res.exitCode, errno,
+          ...(res.spawnError ? { cause: res.spawnError } : {}),
+        });
+      }
+      await sleep(this.delayMs(attempt));
+    }
+  }
+
+  private batchError(argv: readonly string[], text: readonly string[], res: Exit, failures: LineFailure[]): NetlinkError {
+    const head = argv.slice(0, argv.indexOf('-batch')).join(' ');
+    const first = failures[0];
+    // Without a "Command failed" line ip exited on its own (argument parse error): line unknown.
+    const command = first ? `${head} ${text[first.line - 1] ?? ''}` : `${head} -batch (${text.length} lines)`;
+    const detail = first ? failures.map((f) => `line ${f.line}: ${f.message}`).join('; ') : describe(res);
+    return new NetlinkError(`${command}: ${detail}`, {
+      argv, command, stderr: res.stderr, exitCode: res.exitCode,
+      ...(first ? { failedLine: first.line } : {}),
+      errno: first?.errno ?? classifyMessage(res.stderr),
+      ...(res.spawnError ? { cause: res.spawnError } : {}),
+    });
+  }
+
+  private delayMs(attempt: number): number {
+    return Math.min(this.retry.maxDelayMs, this.retry.initialDelayMs * 2 ** (attempt - 1));
+  }
+
+  private spawn(argv: readonly string[], input: string | undefined): Promise<Exit> {
+    return new Promise((resolve) => {
+      const [file, ...args] = argv;
+      const child = spawn(file ?? '', args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: this.timeoutMs });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      let spawnError: NodeJS.ErrnoException | undefined;
+      child.stdout.on('data', (b: Buffer) => out.push(b));
+      child.stderr.on('data', (b: Buffer) => err.push(b));
+      child.stdin.on('error', () => { /* EPIPE when the process exits early; its exit status tells */ });
+      child.on('error', (e: NodeJS.ErrnoException) => { spawnError = e; });
+      child.on('close', (code, signal) => {
+        const stderr = Buffer.concat(err).toString() + (signal ? `\nkilled by ${signal} (timeout ${this.timeoutMs} ms?)` : '');
+        resolve({ stdout: Buffer.concat(out).toString(), stderr, exitCode: spawnError ? null : code, ...(spawnError ? { spawnError } : {}) });
+      });
+      child.stdin.end(input ?? '');
+    });
+  }
+}
+
+/**
+ * Serialises one batch line. iproute2 splits batch lines on whitespace and honours quotes and
+ * `#` comments, so such characters are refused rather than escaped.
+ * @throws TypeError on an empty or unsafe token
+ */
+export function formatBatchLine(tokens: BatchLine): string {
+  if (tokens.length === 0) throw new TypeError('empty ip batch line');
+  for (const t of tokens) {
+    if (t === '' || UNSAFE_TOKEN.test(t)) throw new TypeError(`unsafe ip batch token ${JSON.stringify(t)} in "${tokens.join(' ')}"`);
+  }
+  return tokens.join(' ');
+}
+
+/** Splits `ip -batch` stderr into per-line failures: each message ends with "Command failed -:N". */
+export function parseBatchFailures(stderr: string): LineFailure[] {
+  const failures: LineFailure[] = [];
+  let messages: string[] = [];
+  for (const raw of stderr.split('\n')) {
+    const m = /^Command failed -:(\d+)$/.exec(raw.trim());
+    if (m?.[1] !== undefined) {
+      const message = messages.join(' ').trim();
+      failures.push({ line: Number(m[1]), message, errno: classifyMessage(message) });
+      messages = [];
+    } else if (raw.trim() !== '') {
+      messages.push(raw.trim());
+    }
+  }
+  return failures;
+}
+
+function describe(res: Exit): string {
+  if (res.spawnError) return `cannot run: ${res.spawnError.message}`;
+  return res.stderr.trim() || `exit status ${res.exitCode}`;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

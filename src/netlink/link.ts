@@ -1,0 +1,76 @@
+/**
+ * `ip link`: batch-line builders and the JSON read. Builders are pure; they return argv tokens
+ * for {@link IpRunner.batch}.
+ */
+import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+
+/** One entry of `ip -json [-d] link show` (the fields coil reads). */
+export interface IpLink {
+  ifindex: number;
+  ifname: string;
+  flags: string[];
+  mtu: number;
+  operstate?: string;
+  link_type?: string;
+  /** MAC address, lower-case colon form. */
+  address?: string;
+  /** Set by `link set … alias`; absent when empty. */
+  ifalias?: string;
+  /** netns id (as seen from this netns) of a veth peer living in another netns. */
+  link_netnsid?: number;
+  /** Only with `-d`: kind of a virtual link (`veth`, `vxlan`, ...); absent for physical NICs. */
+  linkinfo?: { info_kind?: string };
+}
+
+/** Options of {@link link.addVeth}. */
+export interface VethOptions {
+  /** Name of the end created in the runner's netns (≤ 15 bytes). */
+  name: string;
+  /** Name of the peer end. */
+  peerName: string;
+  /** netns file path the peer is created in; iproute2 opens paths containing `/` as files. */
+  peerNetns?: string;
+  /** MTU of both ends; undefined = kernel default (1500). */
+  mtuBytes?: number;
+  /** MAC of `name`; undefined = kernel-random. */
+  mac?: string;
+  /** MAC of the peer; undefined = kernel-random. */
+  peerMac?: string;
+}
+
+/** Options of {@link link.set}. */
+export interface LinkSetOptions {
+  /** Interface alias (IFLA_IFALIAS), max 255 bytes; no whitespace (batch tokens). */
+  alias?: string;
+  state?: 'up' | 'down';
+  mtuBytes?: number;
+}
+
+/** Builders of `ip link` batch lines. */
+export const link = {
+  /** `link add <name> … type veth peer name <peerName> … [netns <path>]` */
+  addVeth(o: VethOptions): BatchLine {
+    const own = [...(o.mtuBytes ? ['mtu', String(o.mtuBytes)] : []), ...(o.mac ? ['address', o.mac] : [])];
+    const peer = [...(o.mtuBytes ? ['mtu', String(o.mtuBytes)] : []), ...(o.peerMac ? ['address', o.peerMac] : [])];
+    return ['link', 'add', o.name, ...own, 'type', 'veth', 'peer', 'name', o.peerName, ...peer,
+      ...(o.peerNetns ? ['netns', o.peerNetns] : [])];
+  },
+  /** `link set dev <name> [alias A] [mtu N] [up|down]` */
+  set(name: string, o: LinkSetOptions): BatchLine {
+    return ['link', 'set', 'dev', name, ...(o.alias !== undefined ? ['alias', o.alias] : []),
+      ...(o.mtuBytes ? ['mtu', String(o.mtuBytes)] : []), ...(o.state ? [o.state] : [])];
+  },
+  /** `link del dev <name>`; a veth's peer goes with it, and so do routes through it. */
+  del(name: string): BatchLine {
+    return ['link', 'del', 'dev', name];
+  },
+} as const;
+
+/**
+ * Reads links with `ip -json -d link show [dev <name>]`.
+ * @throws NetlinkError (errno ENODEV) when `dev` is given and missing
+ */
+export function readLinks(ip: IpRunner, target: RunTarget & { dev?: string } = {}): Promise<IpLink[]> {
+  const { dev, ...rest } = target;
+  return ip.json<IpLink[]>(['-d', 'link', 'show', ...(dev ? ['dev', dev] : [])], rest);
+}

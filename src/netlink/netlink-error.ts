@@ -1,0 +1,103 @@
+/**
+ * The one error type of the netlink layer, and the classification of iproute2's messages.
+ *
+ * iproute2 reports failures only as text on stderr (`RTNETLINK answers: File exists`,
+ * `Cannot find device "x"`), so the kernel errno is recovered here, once, from those messages
+ * instead of every caller matching strings of its own.
+ */
+
+/**
+ * Kernel error classes recognised in iproute2 output. `EEXIST`: the object is already there;
+ * `ENODEV`: no such link; `ESRCH`: no such route or rule; `ENOENT`: no such file/table/netns;
+ * `EBUSY`, `EAGAIN`, `ENOBUFS`, `EINTR` (interrupted dump): transient.
+ */
+export type NetlinkErrno = 'EEXIST' | 'ENODEV' | 'ESRCH' | 'ENOENT' | 'EBUSY' | 'EAGAIN' | 'ENOBUFS' | 'EINTR';
+
+const ERRNO_PATTERNS: ReadonlyArray<readonly [RegExp, NetlinkErrno]> = [
+  [/File exists/i, 'EEXIST'],
+  [/Cannot find device|Device ".*" does not exist|No such device/i, 'ENODEV'],
+  [/No such process/i, 'ESRCH'],
+  [/No such file or directory|FIB table does not exist/i, 'ENOENT'],
+  [/Device or resource busy/i, 'EBUSY'],
+  [/Resource temporarily unavailable/i, 'EAGAIN'],
+  [/No buffer space available/i, 'ENOBUFS'],
+  [/Dump was interrupted/i, 'EINTR'],
+];
+
+const TRANSIENT: ReadonlySet<NetlinkErrno> = new Set(['EBUSY', 'EAGAIN', 'ENOBUFS', 'EINTR']);
+
+/**
+ * Maps an iproute2 message to its errno class.
+ * @param message one failure's stderr text
+ * @returns undefined when the message matches no known class (treated as permanent)
+ */
+export function classifyMessage(message: string): NetlinkErrno | undefined {
+  for (const [pattern, errno] of ERRNO_PATTERNS) {
+    if (pattern.test(message)) return errno;
+  }
+  return undefined;
+}
+
+/** True for errno classes worth retrying: the kernel did not apply the request and may on retry. */
+export function isTransientErrno(errno: NetlinkErrno | undefined): boolean {
+  return errno !== undefined && TRANSIENT.has(errno);
+}
+
+/** What {@link NetlinkError} is built from. */
+export interface NetlinkErrorDetails {
+  /** argv of the process that failed, e.g. `['ip', '-n', 'pod', '-batch', '-']`. */
+  argv: readonly string[];
+  /** The failing command as one readable line (a batch line prefixed with the argv head). */
+  command: string;
+  /** Complete stderr of the process ('' when it could not start). */
+  stderr: string;
+  /** Exit status; null when killed by a signal or never started. */
+  exitCode: number | null;
+  /** 1-based line of the batch that failed; undefined for non-batch commands. */
+  failedLine?: number;
+  /** Errno class of the failure, if recognised. */
+  errno?: NetlinkErrno;
+  /** Underlying cause; defaults to an Error holding `stderr`. */
+  cause?: unknown;
+}
+
+/**
+ * A failed iproute2 (or nsenter/sysctl/unshare) invocation. `cause` holds stderr as an Error
+ * (or the spawn error when the program could not start), so logging `err.cause` shows the kernel's
+ * own words.
+ */
+export class NetlinkError extends Error {
+  /** argv of the failing process. */
+  readonly argv: readonly string[];
+  /** The failing command as one readable line. */
+  readonly command: string;
+  /** Complete stderr of the process. */
+  readonly stderr: string;
+  /** Exit status (null: signal, timeout or spawn failure). */
+  readonly exitCode: number | null;
+  /** 1-based failing line of a batch, if any. */
+  readonly failedLine: number | undefined;
+  /** Recognised errno class, if any. */
+  readonly errno: NetlinkErrno | undefined;
+
+  constructor(message: string, d: NetlinkErrorDetails) {
+    super(message, { cause: d.cause ?? new Error(d.stderr.trim() || '(no stderr)') });
+    this.name = 'NetlinkError';
+    this.argv = d.argv;
+    this.command = d.command;
+    this.stderr = d.stderr;
+    this.exitCode = d.exitCode;
+    this.failedLine = d.failedLine;
+    this.errno = d.errno;
+  }
+
+  /** True when retrying the same command may succeed (EBUSY, EAGAIN, ENOBUFS, interrupted dump). */
+  get isTransient(): boolean {
+    return isTransientErrno(this.errno);
+  }
+}
+
+/** True when `err` is a {@link NetlinkError} of the given errno class(es). */
+export function isNetlinkErrno(err: unknown, ...errnos: NetlinkErrno[]): err is NetlinkError {
+  return err instanceof NetlinkError && err.errno !== undefined && errnos.includes(err.errno);
+}

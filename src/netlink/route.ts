@@ -1,0 +1,86 @@
+/** `ip route`: batch-line builders and JSON reads. */
+import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+import { NetlinkError } from './netlink-error.js';
+
+/** One entry of `ip -json route show` / `route get`. */
+export interface IpRoute {
+  /** `default`, `10.0.0.0/24`, or a bare address for a host route (`10.0.0.5`, `fd00::5`). */
+  dst: string;
+  dev?: string;
+  gateway?: string;
+  /** Numeric protocols print as strings (`"30"`); well-known ones by name (`"kernel"`). */
+  protocol?: string;
+  scope?: string;
+  table?: string;
+  type?: string;
+  prefsrc?: string;
+}
+
+/** Options of {@link route.add}, {@link route.replace} and {@link route.del}. */
+export interface RouteOptions {
+  /** Destination CIDR string (`10.0.0.5/32`, `fd00::/64`) or `default` (IPv4 only; use `::/0`). */
+  dst: string;
+  dev?: string;
+  /** Gateway address (not CIDR). */
+  via?: string;
+  /** Routing table id; undefined = main. */
+  table?: number;
+  /** Route protocol (author) id, e.g. coil's 30. */
+  protocol?: number;
+  scope?: 'link' | 'host' | 'global';
+}
+
+function routeArgs(verb: 'add' | 'replace' | 'del', o: RouteOptions): BatchLine {
+  return ['route', verb, o.dst, ...(o.via ? ['via', o.via] : []), ...(o.dev ? ['dev', o.dev] : []),
+    ...(o.scope ? ['scope', o.scope] : []), ...(o.protocol !== undefined ? ['proto', String(o.protocol)] : []),
+    ...(o.table !== undefined ? ['table', String(o.table)] : [])];
+}
+
+/**
+ * Builders of `ip route` batch lines. The family follows from `dst`, because `ip -batch` lines
+ * cannot carry `-6` (use `::/0`, not `default`, for an IPv6 default route).
+ */
+export const route = {
+  /** `route add …`: fails with EEXIST when the route is there. */
+  add: (o: RouteOptions): BatchLine => routeArgs('add', o),
+  /** `route replace …`: idempotent add. */
+  replace: (o: RouteOptions): BatchLine => routeArgs('replace', o),
+  /** `route del …`: fails with ESRCH when the route is missing. */
+  del: (o: RouteOptions): BatchLine => routeArgs('del', o),
+} as const;
+
+/**
+ * Reads one family's routes with `ip -<family> -json route show [table T] [dev D]`.
+ * @throws NetlinkError, except that a table never created ("FIB table does not exist") reads as `[]`
+ */
+export async function readRoutes(ip: IpRunner, target: RunTarget & { family: 4 | 6; table?: number; dev?: string }): Promise<IpRoute[]> {
+  const { table, dev, ...rest } = target;
+  try {
+    return await ip.json<IpRoute[]>(['route', 'show', ...(table !== undefined ? ['table', String(table)] : []),
+      ...(dev ? ['dev', dev] : [])], rest);
+  } catch (err) {
+    if (err instanceof NetlinkError && /FIB table does not exist/.test(err.stderr)) return [];
+    throw err;
+  }
+}
+
+/** Reads both families' routes of `table` (two processes, in parallel). */
+export async function readRoutesBothFamilies(ip: IpRunner, target: RunTarget & { table?: number; dev?: string }): Promise<IpRoute[]> {
+  const [v4, v6] = await Promise.all([readRoutes(ip, { ...target, family: 4 }), readRoutes(ip, { ...target, family: 6 })]);
+  return [...v4, ...v6];
+}
+
+/**
+ * `ip -json route get <address>`: the route the kernel would use.
+ * @returns undefined when the destination is unreachable (no route)
+ * @throws NetlinkError on any other failure
+ */
+export async function routeGet(ip: IpRunner, address: string, target: RunTarget = {}): Promise<IpRoute | undefined> {
+  try {
+    const routes = await ip.json<IpRoute[]>(['route', 'get', address], target);
+    return routes[0];
+  } catch (err) {
+    if (err instanceof NetlinkError && /unreachable/i.test(err.stderr)) return undefined;
+    throw err;
+  }
+}
