@@ -215,7 +215,9 @@ export class ControlPlane {
 
   /** SIGTERM kube-apiserver only (etcd keeps the data); `crash` uses SIGKILL. */
   async stopApiServer(options: { crash?: boolean } = {}): Promise<void> {
-    await this.apiserver?.stop(options.crash ? { signal: 'SIGKILL' } : {});
+    // After SIGTERM the apiserver stops listening at once, then waits on open watch
+    // connections (e.g. kube-controller-manager's) until killed; its data is safe in etcd.
+    await this.apiserver?.stop(options.crash ? { signal: 'SIGKILL' } : { graceMs: 3000 });
     this.apiserver = undefined;
   }
 
@@ -324,13 +326,13 @@ export class ControlPlane {
 export async function eventually<T>(
   fn: () => Promise<T> | T,
   options: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<T> {
+): Promise<Exclude<T, false>> {
   const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   let last: unknown;
   for (;;) {
     try {
       const value = await fn();
-      if (value !== false) return value;
+      if (value !== false) return value as Exclude<T, false>;
       last = new Error('condition returned false');
     } catch (err) {
       last = err;
