@@ -1,0 +1,269 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { Container } from 'inversify';
+import { mutate, validate } from './admission.js';
+import { ApiTransport } from './api-transport.js';
+import { Cache, type CacheKindOptions } from './cache.js';
+import { Client } from './client.js';
+import { Controller } from './controller.js';
+import { EventRecorder } from './event-recorder.js';
+import { HttpEndpoints, type BindAddress } from './http-servers.js';
+import type { InformerOptions } from './informer.js';
+import { keyOf, type KindDescriptor } from './kind.js';
+import { LeaderElector, type LeaderElectionOptions } from './leader-election.js';
+import { createLogger, type Logger } from './logging.js';
+import { Metrics } from './metrics.js';
+import { OperatorFacade } from './operator-facade.js';
+import { defaultRegistry, type Defaulter, type Reconcile, type Registry, type Validator } from './registry.js';
+import { TOKENS } from './tokens.js';
+import { WebhookServer, type WebhookServerOptions } from './webhook-server.js';
+
+/** Options of a {@link Manager}. Every field but `kubeConfig` has a default. */
+export interface ManagerOptions {
+  readonly kubeConfig: KubeConfig;
+  /** Where decorators recorded reconcilers and webhooks. Default: the default registry. */
+  readonly registry?: Registry;
+  /** Container holding the program's own bindings (e.g. PoolManager); runtime services are added to it. Default: a new one. */
+  readonly container?: Container;
+  /** Program name: logger name, Event source, field manager. Default `coil-controller`. */
+  readonly name?: string;
+  /** Replica identity (Lease holder, Event reportingInstance). Default `<hostname>_<random>`. */
+  readonly identity?: string;
+  readonly logger?: Logger;
+  /** Lease election; reconcilers with `leaderOnly` wait for it. Absent: this replica leads alone. */
+  readonly leaderElection?: Omit<LeaderElectionOptions, 'identity'> & {
+    /** Clear the holder on clean shutdown so a standby takes over at once. Default true. */
+    readonly releaseOnCancel?: boolean;
+  };
+  /** `/metrics` endpoint; absent: not served. */
+  readonly metricsBindAddress?: BindAddress;
+  /** `/healthz` + `/readyz`; absent: not served. May equal the metrics address (one server). */
+  readonly healthProbeBindAddress?: BindAddress;
+  /** Required when the registry holds webhooks. */
+  readonly webhook?: Omit<WebhookServerOptions, 'notReadyReason'>;
+  readonly cache?: {
+    /** Defaults for every informer (relist period, watchdog, backoff). */
+    readonly defaults?: InformerOptions;
+    /** Per-kind selectors, e.g. `{ kind: Pod, options: { fieldSelector: 'spec.nodeName=n1' } }`. */
+    readonly kinds?: readonly { readonly kind: KindDescriptor<any>; readonly options: CacheKindOptions }[];
+    /** Default 120 000 ms. */
+    readonly syncTimeoutMs?: number;
+  };
+  /** How long `stop()` waits for in-flight reconciles. Default 30 000 ms (controller-runtime). */
+  readonly gracefulShutdownTimeoutMs?: number;
+  /**
+   * Called when the lease is lost. Default: log and `process.exit(1)` — a deposed leader must stop
+   * writing at once, and a restart is the only way to be sure nothing it started still runs
+   * (controller-runtime does the same).
+   */
+  readonly onLeadershipLost?: () => void;
+  /** Collect prom-client's `process_*`/`nodejs_*` metrics. Default true. */
+  readonly defaultMetrics?: boolean;
+}
+
+/**
+ * Owns everything a controller process shares, as controller-runtime's Manager does: the
+ * inversify container, client, informer cache, one Controller (work queue + workers) per
+ * registered reconciler, the webhook server, Lease election, metrics, probes, the Event recorder,
+ * the root logger, and shutdown.
+ *
+ * `start()` runs the fixed order: HTTP endpoints → webhook server → caches (wait for sync) →
+ * reconcilers that do not need the lease → leader election → leader-only reconcilers. Webhooks
+ * and metrics serve on every replica. `stop()` drains reconciles (30 s), then releases the
+ * lease, then stops caches and servers.
+ *
+ * @example
+ *   const mgr = new Manager({ kubeConfig, registry, leaderElection: { name: LEADER_ELECTION_ID, namespace: 'kube-system' },
+ *     metricsBindAddress: { port: 9386 }, healthProbeBindAddress: { port: 9387 }, webhook: { port: 9443, certFile, keyFile } });
+ *   await mgr.start();
+ *   mgr.handleSignals();
+ * @see controller-runtime `pkg/manager/internal.go`
+ */
+export class Manager {
+  readonly container: Container;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  readonly transport: ApiTransport;
+  readonly client: Client;
+  readonly cache: Cache;
+  readonly recorder: EventRecorder;
+  readonly operator: OperatorFacade;
+  readonly identity: string;
+  /** Bound ports after start (useful with port 0). */
+  readonly ports: { metrics?: number; health?: number; webhook?: number } = {};
+  private readonly registry: Registry;
+  private readonly endpoints: HttpEndpoints;
+  private readonly controllers: Controller[] = [];
+  private webhookServer: WebhookServer | undefined;
+  private elector: LeaderElector | undefined;
+  private state: 'new' | 'starting' | 'running' | 'stopping' | 'stopped' = 'new';
+  private leaderStarted = false;
+
+  constructor(private readonly options: ManagerOptions) {
+    const name = options.name ?? 'coil-controller';
+    this.identity = options.identity ?? `${hostname()}_${randomBytes(4).toString('hex')}`;
+    this.registry = options.registry ?? defaultRegistry();
+    this.log = options.logger ?? createLogger({ name });
+    this.metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
+    this.transport = new ApiTransport(options.kubeConfig);
+    this.client = new Client(this.transport, name);
+    this.cache = new Cache(this.transport, options.kubeConfig, this.log, options.cache?.defaults);
+    this.recorder = new EventRecorder(this.transport, name, this.identity, this.log);
+    this.operator = new OperatorFacade(this.cache, this.client, this.log.child({ component: 'operator' }));
+    this.endpoints = new HttpEndpoints(this.metrics.registry);
+    const c = (this.container = options.container ?? new Container());
+    c.bind(TOKENS.KubeConfig).toConstantValue(options.kubeConfig);
+    c.bind(TOKENS.Logger).toConstantValue(this.log);
+    c.bind(TOKENS.Manager).toConstantValue(this);
+    c.bind(Client).toConstantValue(this.client);
+    c.bind(Cache).toConstantValue(this.cache);
+    c.bind(EventRecorder).toConstantValue(this.recorder);
+    c.bind(Metrics).toConstantValue(this.metrics);
+    c.bind(OperatorFacade).toConstantValue(this.operator);
+  }
+
+  /**
+   * Starts everything in order and resolves once non-leader work runs (leader-only reconcilers
+   * start whenever the lease is acquired).
+   * @throws Error when a webhook or HTTP port is taken, certificates are unreadable, a reconciler
+   *   cannot be constructed, or the cache does not sync within `cache.syncTimeoutMs`
+   */
+  async start(): Promise<void> {
+    if (this.state !== 'new') throw new Error(`Manager cannot start from state ${this.state}`);
+    this.state = 'starting';
+    const o = this.options;
+    for (const k of o.cache?.kinds ?? []) this.cache.ensure(k.kind, k.options);
+    for (const r of this.registry.reconcilers) {
+      for (const kind of [r.for, ...(r.owns ?? []), ...(r.watches ?? []).map((w) => w.kind), ...(r.reads ?? [])]) this.cache.ensure(kind);
+      for (const ix of r.indexes ?? []) this.cache.addIndex(ix.kind, ix.name, ix.fn);
+      if (!this.container.isBound(r.target)) this.container.bind(r.target).toSelf().inSingletonScope();
+      this.controllers.push(new Controller(r, this.container.get<Reconcile>(r.target), this.cache, this.metrics, this.recorder, this.log));
+    }
+    for (const w of this.registry.webhooks) this.cache.ensure(w.for);
+
+    // 1. probes and metrics
+    this.endpoints.healthChecks.set('ping', () => undefined);
+    this.endpoints.readyChecks.set('cache', () => (this.cache.hasSynced() ? undefined : 'informer cache not synced'));
+    if (o.metricsBindAddress) this.ports.metrics = await this.endpoints.listen(o.metricsBindAddress, { metrics: true, probes: sameAddress(o.metricsBindAddress, o.healthProbeBindAddress) });
+    if (o.healthProbeBindAddress && !sameAddress(o.metricsBindAddress, o.healthProbeBindAddress)) this.ports.health = await this.endpoints.listen(o.healthProbeBindAddress, { probes: true });
+    else if (o.healthProbeBindAddress) this.ports.health = this.ports.metrics;
+
+    // 2. webhooks (before caches: the API server may call them while we sync; they deny until synced)
+    if (this.registry.webhooks.length > 0) {
+      if (!o.webhook) throw new Error('the registry holds webhooks but ManagerOptions.webhook is not set');
+      const server = new WebhookServer({ ...o.webhook, notReadyReason: () => (this.cache.hasSynced() ? undefined : 'webhook cache is not synced yet') }, this.metrics, this.log.child({ component: 'webhook' }));
+      for (const w of this.registry.webhooks) {
+        if (!this.container.isBound(w.target)) this.container.bind(w.target).toSelf().inSingletonScope();
+        const handler = this.container.get<Validator | Defaulter>(w.target);
+        server.register(w.path, w.type === 'validating' ? (req) => validate(handler as Validator, w.for, req) : (req) => mutate(handler as Defaulter, w.for, req));
+      }
+      await server.start();
+      this.webhookServer = server;
+      this.ports.webhook = server.port();
+    }
+
+    // 3. caches, through the dot-i Operator lifecycle (start → init → watchResource per kind)
+    for (const kind of this.cache.kinds()) {
+      this.operator.addWatch({ kind, onEvent: (e) => this.log.trace({ kind: kind.kind, type: e.type, object: keyOf(e.object) }, 'event') });
+    }
+    await this.operator.start();
+    await this.cache.waitForSync(o.cache?.syncTimeoutMs);
+
+    // 4. reconcilers that run on every replica
+    for (const c of this.controllers) if (c.registration.leaderOnly === false) c.start();
+
+    // 5. leader election, then 6. leader-only reconcilers
+    if (o.leaderElection) {
+      this.elector = new LeaderElector({ ...o.leaderElection, identity: this.identity }, this.client, this.metrics, this.log.child({ component: 'leader-election' }));
+      this.elector.run(
+        () => this.startLeaderOnly(),
+        () => this.leadershipLost(),
+      );
+    } else {
+      this.startLeaderOnly();
+    }
+    this.state = 'running';
+    this.log.info({ identity: this.identity, ports: this.ports }, 'manager started');
+  }
+
+  /** Whether leader-only reconcilers run here (always true without leader election). */
+  isLeader(): boolean {
+    return this.leaderStarted;
+  }
+
+  /** The Controller of reconciler `name` (after start). */
+  controller(name: string): Controller | undefined {
+    return this.controllers.find((c) => c.registration.name === name);
+  }
+
+  /**
+   * Graceful shutdown: stop taking work and drain in-flight reconciles (up to
+   * `gracefulShutdownTimeoutMs`), release the lease (unless `releaseLease: false`, which simulates
+   * a crash for tests), flush Events, stop caches and servers. Idempotent.
+   */
+  async stop(opts: { releaseLease?: boolean } = {}): Promise<void> {
+    if (this.state === 'stopping' || this.state === 'stopped') return;
+    this.state = 'stopping';
+    const timeout = this.options.gracefulShutdownTimeoutMs ?? 30_000;
+    await Promise.all(this.controllers.map((c) => c.stop(timeout)));
+    await this.elector?.stop({ release: (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true) });
+    this.leaderStarted = false;
+    await this.recorder.flush();
+    this.operator.stop();
+    await this.cache.stop();
+    await this.webhookServer?.stop();
+    await this.endpoints.close();
+    this.state = 'stopped';
+    this.log.info('manager stopped');
+  }
+
+  /**
+   * Stops gracefully on SIGTERM/SIGINT, then calls `exit(0)` (`exit(1)` if shutdown failed or a
+   * second signal arrives). Only a program's main should call this.
+   * @returns a function removing the handlers
+   */
+  handleSignals(exit: (code: number) => void = (code) => process.exit(code), proc: NodeJS.Process = process): () => void {
+    let received = false;
+    const handler = (signal: string): void => {
+      if (received) return exit(1);
+      received = true;
+      this.log.info({ signal }, 'shutting down');
+      this.stop().then(
+        () => exit(0),
+        (err: unknown) => {
+          this.log.error({ err }, 'shutdown failed');
+          exit(1);
+        },
+      );
+    };
+    proc.on('SIGTERM', handler);
+    proc.on('SIGINT', handler);
+    return () => {
+      proc.off('SIGTERM', handler);
+      proc.off('SIGINT', handler);
+    };
+  }
+
+  private startLeaderOnly(): void {
+    if (this.state === 'stopping' || this.state === 'stopped') return;
+    this.leaderStarted = true;
+    for (const c of this.controllers) if (c.registration.leaderOnly !== false) c.start();
+  }
+
+  private leadershipLost(): void {
+    this.leaderStarted = false;
+    for (const c of this.controllers) if (c.registration.leaderOnly !== false) void c.stop(0);
+    const handler =
+      this.options.onLeadershipLost ??
+      (() => {
+        this.log.fatal('leadership lost; exiting');
+        process.exit(1);
+      });
+    handler();
+  }
+}
+
+function sameAddress(a: BindAddress | undefined, b: BindAddress | undefined): boolean {
+  return !!a && !!b && a.port === b.port && (a.host ?? '0.0.0.0') === (b.host ?? '0.0.0.0');
+}
