@@ -1,0 +1,96 @@
+/**
+ * The messages of proto/cnirpc.proto the `coil` executable sends and receives, with their
+ * hand-written codecs. Field numbers must match the .proto; shim.test.ts checks them against
+ * the real grpc-js server, which reads the .proto.
+ *
+ * @see ../shared/reference/coil-behaviour.md §5.1
+ */
+import { ProtoWriter, readFields } from './protobuf.js';
+
+/** `pkg.cnirpc.CNI` method paths. */
+export const CNI_METHODS = {
+  ADD: '/pkg.cnirpc.CNI/Add',
+  DEL: '/pkg.cnirpc.CNI/Del',
+  CHECK: '/pkg.cnirpc.CNI/Check',
+  GC: '/pkg.cnirpc.CNI/GC',
+  STATUS: '/pkg.cnirpc.CNI/Status',
+} as const;
+
+/** A CNI 1.1 GC attachment (netconf `cni.dev/valid-attachments` entry). */
+export interface Attachment {
+  containerId: string;
+  ifname: string;
+}
+
+/** `pkg.cnirpc.CNIArgs`. */
+export interface CniArgsMessage {
+  containerId: string;
+  netns: string;
+  ifname: string;
+  /** Parsed CNI_ARGS plus `IS_CHAINED`. */
+  args: Record<string, string>;
+  path: string;
+  /** The netconf bytes from stdin. */
+  stdinData: Buffer;
+  /** prevResult addresses without prefix length (`10.64.0.3`), as Coil's shim sends them. */
+  ips: string[];
+  /** prevResult interface name → has a sandbox. */
+  interfaces: Record<string, boolean>;
+  /** GC only (field 9, our addition). */
+  validAttachments: Attachment[];
+}
+
+/** Serializes CNIArgs (fields 1–8 as Coil's, 9 ours). */
+export function encodeCniArgs(m: CniArgsMessage): Buffer {
+  const w = new ProtoWriter().string(1, m.containerId).string(2, m.netns).string(3, m.ifname);
+  for (const [k, v] of Object.entries(m.args)) w.message(4, new ProtoWriter().string(1, k).string(2, v).finish());
+  w.string(5, m.path).bytes(6, m.stdinData);
+  for (const ip of m.ips) w.message(7, Buffer.from(ip, 'utf8'));
+  for (const [k, v] of Object.entries(m.interfaces)) w.message(8, new ProtoWriter().string(1, k).uint(2, v ? 1 : 0).finish());
+  for (const a of m.validAttachments) w.message(9, new ProtoWriter().string(1, a.containerId).string(2, a.ifname).finish());
+  return w.finish();
+}
+
+/** Decodes `AddResponse` to its `result` bytes (CNI result JSON). */
+export function decodeAddResponse(buf: Buffer): Buffer {
+  let result: Buffer = Buffer.alloc(0);
+  for (const f of readFields(buf)) if (f.field === 1 && Buffer.isBuffer(f.value)) result = f.value;
+  return result;
+}
+
+/** `pkg.cnirpc.CNIError`. */
+export interface CniErrorMessage {
+  code: number;
+  msg: string;
+  details: string;
+}
+
+/** Type URL of a CNIError packed in `google.protobuf.Any`. */
+const CNI_ERROR_TYPE_URL = 'type.googleapis.com/pkg.cnirpc.CNIError';
+
+/**
+ * Finds the CNIError among the details of a `google.rpc.Status` (the `grpc-status-details-bin`
+ * trailer). Other detail types are ignored, not dereferenced (Coil's nil-pointer bug, §6).
+ * @returns undefined when there is no CNIError detail.
+ * @throws Error when the bytes are not a valid protobuf message.
+ */
+export function decodeStatusCniError(statusBytes: Buffer): CniErrorMessage | undefined {
+  for (const f of readFields(statusBytes)) {
+    if (f.field !== 3 || !Buffer.isBuffer(f.value)) continue;
+    let typeUrl = '';
+    let value: Buffer = Buffer.alloc(0);
+    for (const a of readFields(f.value)) {
+      if (a.field === 1 && Buffer.isBuffer(a.value)) typeUrl = a.value.toString('utf8');
+      if (a.field === 2 && Buffer.isBuffer(a.value)) value = a.value;
+    }
+    if (typeUrl !== CNI_ERROR_TYPE_URL) continue;
+    const e: CniErrorMessage = { code: 0, msg: '', details: '' };
+    for (const c of readFields(value)) {
+      if (c.field === 1 && typeof c.value === 'number') e.code = c.value;
+      if (c.field === 2 && Buffer.isBuffer(c.value)) e.msg = c.value.toString('utf8');
+      if (c.field === 3 && Buffer.isBuffer(c.value)) e.details = c.value.toString('utf8');
+    }
+    return e;
+  }
+  return undefined;
+}

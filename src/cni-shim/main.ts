@@ -1,0 +1,86 @@
+/**
+ * `coil`, the CNI executable kubelet/containerd run once per pod attachment. It reads the
+ * `CNI_*` environment and the netconf on stdin, makes one gRPC call to coild over its UNIX
+ * socket, and prints the result in the requested `cniVersion` or a CNI error (exit 1).
+ * coild compensates for a failed ADD and treats DEL of unknown state as success; the shim only
+ * reports what coild says.
+ *
+ * Startup is the cost here, so this program imports nothing but `node:` modules and its own
+ * files (hack/build-cni.sh has the measurements).
+ *
+ * @see CNI spec SPEC.md "CNI operations"; ../shared/reference/coil-behaviour.md §6
+ */
+import { readFileSync } from 'node:fs';
+import { CNI_METHODS, decodeAddResponse, encodeCniArgs } from './cnirpc.js';
+import { unaryCall } from './grpc-client.js';
+import { parseRequest, peekCniVersion, SUPPORTED_VERSIONS } from './parse.js';
+import { ErrorCode, PluginError } from './plugin-error.js';
+import { asResult, convertResult, decodeResult } from './result.js';
+
+/** One gRPC call per invocation; Coil's shim waits 1 minute too (coil-behaviour.md §6). */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+
+/** The version this build speaks best: VERSION output and errors that precede the netconf. */
+const LATEST_VERSION = '1.1.0';
+
+/** What one invocation reads and writes: injectable so that `run` has no ambient state. */
+export interface ShimIo {
+  env: Readonly<Record<string, string | undefined>>;
+  stdin: Buffer;
+  /** Receives the complete stdout text (one JSON document and a newline, or nothing). */
+  writeStdout: (text: string) => void;
+  writeStderr: (text: string) => void;
+  /** Deadline of the gRPC call. Default {@link DEFAULT_TIMEOUT_MS}. */
+  timeoutMs?: number;
+}
+
+/**
+ * Runs one CNI invocation.
+ * @returns the process exit code: 0 on success, 1 after printing a CNI error.
+ */
+export async function run(io: ShimIo): Promise<number> {
+  if ((io.env.CNI_COMMAND ?? '') === '') {
+    // skel's behaviour for a human at a shell: say what this is instead of a JSON error.
+    io.writeStderr(`coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`);
+    return 0;
+  }
+  try {
+    const req = parseRequest(io.env, io.stdin);
+    if (req.command === 'VERSION') {
+      io.writeStdout(`${JSON.stringify({ cniVersion: LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS })}\n`);
+      return 0;
+    }
+    const response = await unaryCall({
+      socketPath: req.socketPath,
+      method: CNI_METHODS[req.command],
+      request: encodeCniArgs(req.args),
+      timeoutMs: io.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    });
+    if (req.command === 'ADD') {
+      // Coil re-emits a chained plugin's prevResult (egress-only mode returns an empty result).
+      const result = req.prevResult ? asResult(req.prevResult) : decodeResult(decodeAddResponse(response));
+      io.writeStdout(`${JSON.stringify(convertResult(result, req.cniVersion))}\n`);
+    }
+    return 0;
+  } catch (err) {
+    const e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
+    io.writeStdout(`${JSON.stringify(e.toCniJson(peekCniVersion(io.stdin)))}\n`);
+    return 1;
+  }
+}
+
+/** Reads all of stdin; a closed or absent stdin reads as empty (VERSION needs none). */
+function readStdin(): Buffer {
+  try {
+    return readFileSync(0);
+  } catch {
+    return Buffer.alloc(0);
+  }
+}
+
+process.exitCode = await run({
+  env: process.env,
+  stdin: readStdin(),
+  writeStdout: (text) => process.stdout.write(text),
+  writeStderr: (text) => process.stderr.write(text),
+});

@@ -1,0 +1,106 @@
+/**
+ * A UNIX stream socket with the cheapest API of the runtime we run on. The shipped `coil` is a
+ * Bun executable, where `Bun.connect` is free but importing `node:net` costs ≈ 8 ms per start;
+ * under Node (unit tests, or a Node build) `node:net` is loaded on demand.
+ *
+ * @see hack/build-cni.sh (measurements)
+ */
+
+/** Callbacks of an open connection. */
+export interface ConnectionHandlers {
+  /** Bytes received, in order. */
+  onData(chunk: Buffer): void;
+  /** The connection ended (peer close, or `err`); called at most once. */
+  onClose(err?: Error): void;
+}
+
+/** An open connection. */
+export interface UnixConnection {
+  /** Queues bytes for sending, in order. */
+  write(data: Buffer): void;
+  /** Closes the connection without waiting for anything. */
+  destroy(): void;
+}
+
+/** The subset of Bun's socket API used here (no @types/bun in this project). */
+interface BunSocket {
+  write(data: Uint8Array): number;
+  end(): void;
+}
+interface BunLike {
+  connect(options: {
+    unix: string;
+    socket: {
+      data(s: BunSocket, chunk: Uint8Array): void;
+      drain(s: BunSocket): void;
+      close(s: BunSocket, err?: Error): void;
+      error(s: BunSocket, err: Error): void;
+    };
+  }): Promise<BunSocket>;
+}
+
+/**
+ * Connects to `path`.
+ * @throws Error with the system `code` (ENOENT, ECONNREFUSED, EACCES…) when the connection fails.
+ */
+export function connectUnix(path: string, h: ConnectionHandlers): Promise<UnixConnection> {
+  const bun = (globalThis as { Bun?: BunLike }).Bun;
+  return bun ? connectBun(bun, path, h) : connectNode(path, h);
+}
+
+async function connectBun(bun: BunLike, path: string, h: ConnectionHandlers): Promise<UnixConnection> {
+  // Bun's write() may take only part of the bytes; the rest waits for drain().
+  let pending: Buffer[] = [];
+  let closed = false;
+  const close = (err?: Error): void => {
+    if (closed) return;
+    closed = true;
+    h.onClose(err);
+  };
+  const flush = (s: BunSocket): void => {
+    while (pending.length > 0) {
+      const head = pending[0] as Buffer;
+      const n = s.write(head);
+      if (n < head.length) {
+        pending[0] = head.subarray(Math.max(0, n));
+        return;
+      }
+      pending.shift();
+    }
+  };
+  const socket = await bun.connect({
+    unix: path,
+    socket: {
+      data: (_s, chunk) => h.onData(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+      drain: (s) => flush(s),
+      close: (_s, err) => close(err),
+      error: (_s, err) => close(err),
+    },
+  });
+  return {
+    write: (data) => {
+      pending.push(data);
+      if (pending.length === 1) flush(socket);
+    },
+    destroy: () => {
+      pending = [];
+      closed = true;
+      socket.end();
+    },
+  };
+}
+
+async function connectNode(path: string, h: ConnectionHandlers): Promise<UnixConnection> {
+  const net = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(path);
+    let connected = false;
+    socket.once('connect', () => {
+      connected = true;
+      resolve({ write: (data) => void socket.write(data), destroy: () => socket.destroy() });
+    });
+    socket.on('data', (chunk: Buffer) => h.onData(chunk));
+    socket.on('error', (err) => (connected ? h.onClose(err) : reject(err)));
+    socket.on('close', () => connected && h.onClose());
+  });
+}
