@@ -100,6 +100,14 @@ describe('BlockAllocator: allocation', () => {
     assert.equal(a.allocate('e', 1100)?.offset, 1);
   });
 
+  test('next-fit skips a cooling address after the cursor and takes a cooled one beyond it', () => {
+    const a = new BlockAllocator({ ...V4, coolingMs: 1000 });
+    for (const k of ['a', 'b', 'c', 'd']) a.allocate(k, 0);
+    a.free('b', 0); // offset 1, cooled by t=1000
+    a.free('a', 1500); // offset 0, cooling until t=2500
+    assert.equal(a.allocate('e', 1600)?.offset, 1);
+  });
+
   test('coolingMs 0 disables cooling', () => {
     const a = new BlockAllocator({ ...V4, coolingMs: 0 });
     for (const k of ['a', 'b', 'c', 'd']) a.allocate(k, 0);
