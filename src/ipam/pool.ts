@@ -8,6 +8,7 @@
  * @see coil-behaviour.md §2 (AddressPool, AddressBlock), §4.2 (block allocation)
  */
 import {
+  addressBits,
   cidrContains,
   CidrError,
   formatCidr,
@@ -102,7 +103,7 @@ export class PoolLayout {
     const subnet = this.subnets.find((s) => index >= s.firstIndex && index < s.firstIndex + s.blockCount);
     if (subnet === undefined) return undefined;
     const local = index - subnet.firstIndex;
-    const carve = (c: Cidr): string => formatCidr(subnetAt(c, c.prefix + hostBits(c) - this.blockSizeBits, local)!);
+    const carve = (c: Cidr): string => formatCidr(subnetAt(c, addressBits(c.family) - this.blockSizeBits, local)!);
     return {
       index,
       ...(subnet.ipv4 && { ipv4: carve(subnet.ipv4) }),
