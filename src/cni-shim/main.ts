@@ -10,12 +10,12 @@
  *
  * @see CNI spec SPEC.md "CNI operations"; ../shared/reference/coil-behaviour.md §6
  */
-import { readFileSync } from 'node:fs';
 import { CNI_METHODS, decodeAddResponse, encodeCniArgs } from './cnirpc.js';
 import { unaryCall } from './grpc-client.js';
 import { parseRequest, peekCniVersion, SUPPORTED_VERSIONS } from './parse.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
 import { asResult, convertResult, decodeResult } from './result.js';
+import { readStdin, writeFd } from './stdio.js';
 
 /** One gRPC call per invocation; Coil's shim waits 1 minute too (coil-behaviour.md §6). */
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -28,8 +28,8 @@ export interface ShimIo {
   env: Readonly<Record<string, string | undefined>>;
   stdin: Buffer;
   /** Receives the complete stdout text (one JSON document and a newline, or nothing). */
-  writeStdout: (text: string) => void;
-  writeStderr: (text: string) => void;
+  writeStdout: (text: string) => Promise<void>;
+  writeStderr: (text: string) => Promise<void>;
   /** Deadline of the gRPC call. Default {@link DEFAULT_TIMEOUT_MS}. */
   timeoutMs?: number;
 }
@@ -41,13 +41,13 @@ export interface ShimIo {
 export async function run(io: ShimIo): Promise<number> {
   if ((io.env.CNI_COMMAND ?? '') === '') {
     // skel's behaviour for a human at a shell: say what this is instead of a JSON error.
-    io.writeStderr(`coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`);
+    await io.writeStderr(`coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`);
     return 0;
   }
   try {
     const req = parseRequest(io.env, io.stdin);
     if (req.command === 'VERSION') {
-      io.writeStdout(`${JSON.stringify({ cniVersion: LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS })}\n`);
+      await io.writeStdout(`${JSON.stringify({ cniVersion: LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS })}\n`);
       return 0;
     }
     const response = await unaryCall({
@@ -59,28 +59,19 @@ export async function run(io: ShimIo): Promise<number> {
     if (req.command === 'ADD') {
       // Coil re-emits a chained plugin's prevResult (egress-only mode returns an empty result).
       const result = req.prevResult ? asResult(req.prevResult) : decodeResult(decodeAddResponse(response));
-      io.writeStdout(`${JSON.stringify(convertResult(result, req.cniVersion))}\n`);
+      await io.writeStdout(`${JSON.stringify(convertResult(result, req.cniVersion))}\n`);
     }
     return 0;
   } catch (err) {
     const e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
-    io.writeStdout(`${JSON.stringify(e.toCniJson(peekCniVersion(io.stdin)))}\n`);
+    await io.writeStdout(`${JSON.stringify(e.toCniJson(peekCniVersion(io.stdin)))}\n`);
     return 1;
   }
 }
 
-/** Reads all of stdin; a closed or absent stdin reads as empty (VERSION needs none). */
-function readStdin(): Buffer {
-  try {
-    return readFileSync(0);
-  } catch {
-    return Buffer.alloc(0);
-  }
-}
-
-process.exitCode = await run({
-  env: process.env,
-  stdin: readStdin(),
-  writeStdout: (text) => process.stdout.write(text),
-  writeStderr: (text) => process.stderr.write(text),
-});
+// A promise chain rather than top-level await, so the bundle may be CommonJS (Bun --bytecode).
+void readStdin()
+  .then((stdin) => run({ env: process.env, stdin, writeStdout: (text) => writeFd(1, text), writeStderr: (text) => writeFd(2, text) }))
+  .then((code) => {
+    process.exitCode = code;
+  });

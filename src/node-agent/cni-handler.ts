@@ -33,7 +33,7 @@ export interface CniArgs {
   path: string;
   /** The netconf exactly as the runtime wrote it to the plugin's stdin (JSON bytes). */
   stdinData: Buffer;
-  /** prevResult addresses as CIDR strings (`10.64.0.3/32`, `fd00::3/128`). */
+  /** prevResult addresses without prefix length (`10.64.0.3`, `fd00::3`), as Coil sends them. */
   ips: string[];
   /** prevResult interfaces: name → true when the interface is inside the pod netns. */
   interfaces: Record<string, boolean>;
