@@ -18,7 +18,8 @@ export interface ParsedCidr {
  * @throws TypeError when `address` is neither
  */
 export function canonicalAddress(address: string): string {
-  if (isIPv4(address)) return address.split('.').map((o) => String(Number(o))).join('.');
+  // node:net accepts only plain dotted decimal (no leading zeros), which is already canonical.
+  if (isIPv4(address)) return address;
   if (isIPv6(address)) return new URL(`http://[${address}]/`).hostname.slice(1, -1);
   throw new TypeError(`not an IP address: ${JSON.stringify(address)}`);
 }

@@ -210,15 +210,18 @@ export class IpRunner {
   private spawn(argv: readonly string[], input: string | undefined): Promise<Exit> {
     return new Promise((resolve) => {
       const [file, ...args] = argv;
-      const child = spawn(file ?? '', args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: this.timeoutMs });
+      const child = spawn(file ?? '', args, { stdio: ['pipe', 'pipe', 'pipe'] });
       const out: Buffer[] = [];
       const err: Buffer[] = [];
       let spawnError: NodeJS.ErrnoException | undefined;
+      // Own timer rather than spawn's `timeout`, whose timer outlives a child that never started.
+      const timer = setTimeout(() => child.kill('SIGTERM'), this.timeoutMs);
       child.stdout.on('data', (b: Buffer) => out.push(b));
       child.stderr.on('data', (b: Buffer) => err.push(b));
       child.stdin.on('error', () => { /* EPIPE when the process exits early; its exit status tells */ });
       child.on('error', (e: NodeJS.ErrnoException) => { spawnError = e; });
       child.on('close', (code, signal) => {
+        clearTimeout(timer);
         const stderr = Buffer.concat(err).toString() + (signal ? `\nkilled by ${signal} (timeout ${this.timeoutMs} ms?)` : '');
         resolve({ stdout: Buffer.concat(out).toString(), stderr, exitCode: spawnError ? null : code, ...(spawnError ? { spawnError } : {}) });
       });

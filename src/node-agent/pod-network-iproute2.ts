@@ -166,9 +166,29 @@ export class IpRoutePodNetwork implements PodNetwork {
   }
 
   async destroy(containerId: string, ifname: string): Promise<void> {
-    const name = hostVethName(containerId, ifname);
     try {
-      await this.ip.batch([link.del(name)], { netns: this.hostNetns });
+      await this.ip.batch([link.del(hostVethName(containerId, ifname))], { netns: this.hostNetns });
+    } catch (err) {
+      if (!isNetlinkErrno(err, 'ENODEV')) {
+        throw new PodNetworkError(`destroy of ${containerId}:${ifname} failed`, { kind: 'kernel', containerId, ifname, cause: err });
+      }
+      await this.destroyByAlias(containerId, ifname);
+    }
+  }
+
+  /**
+   * Fallback of destroy: links carrying the pod's alias under another name, which Coil (Go)
+   * created with random names, so pods wired before a migration are still torn down. Costs one
+   * read, only when the deterministic name is absent (a repeated DEL).
+   */
+  private async destroyByAlias(containerId: string, ifname: string): Promise<void> {
+    try {
+      const links = await readLinks(this.ip, { netns: this.hostNetns });
+      const stale = links.filter((l) => {
+        const a = l.ifalias === undefined ? undefined : parseAlias(l.ifalias);
+        return a?.containerId === containerId && a.ifname === ifname;
+      });
+      if (stale.length > 0) await this.ip.batch(stale.map((l) => link.del(l.ifname)), { netns: this.hostNetns, onError: 'continue' });
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) {
         throw new PodNetworkError(`destroy of ${containerId}:${ifname} failed`, { kind: 'kernel', containerId, ifname, cause: err });

@@ -1,0 +1,26 @@
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { IpRunner } from './ip-runner.js';
+import { readRules, rule } from './rule.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+
+describe('rule in a real network namespace', { skip: netnsSkipReason() }, () => {
+  const ip = new IpRunner();
+  const netns = new TestNetnsSet({ ip });
+  let ns: TestNetns;
+  before(async () => { ns = await netns.create('rule'); });
+  after(() => netns.cleanup());
+
+  test('the batch family decides the rule family', async () => {
+    await ip.batch([rule.add({ priority: 2000, table: 116 })], { netns: ns.path, family: 6 });
+    const v6 = await readRules(ip, { netns: ns.path, family: 6 });
+    const v4 = await readRules(ip, { netns: ns.path, family: 4 });
+    assert.deepEqual(v6.filter((r) => r.priority === 2000), [{ priority: 2000, src: 'all', table: '116' }]);
+    assert.deepEqual(v4.filter((r) => r.priority === 2000), []);
+  });
+
+  test('del removes it', async () => {
+    await ip.batch([rule.del({ priority: 2000, table: 116 })], { netns: ns.path, family: 6 });
+    assert.ok(!(await readRules(ip, { netns: ns.path, family: 6 })).some((r) => r.priority === 2000));
+  });
+});
