@@ -24,6 +24,7 @@ import { createNamespace, metricValue, sampleCrd, sampleKind, scrape, testManage
 const Widget = sampleKind('Widget');
 const Gadget = sampleKind('Gadget');
 const Flaky = sampleKind('Flaky');
+const Ticket = sampleKind('Ticket');
 const NS = 'rt-reconcile';
 const FINALIZER = `${Widget.group}/cleanup`;
 const JOURNAL = Symbol('journal');
@@ -33,6 +34,7 @@ class Journal {
   readonly absent = new Set<string>();
   readonly cleanedUp = new Set<string>();
   readonly flakyAttempts = new Map<string, { attempt: number; atMs: number }[]>();
+  readonly ticket = { active: new Map<string, number>(), maxPerKey: 0, running: 0, maxRunning: 0, runs: 0, lastSeen: new Map<string, number>() };
 }
 
 const registry = new Registry();
@@ -101,6 +103,34 @@ class FlakyReconciler implements Reconcile {
   }
 }
 
+/** Simulates I/O-bound work while counting how many reconciles of one key and of all keys overlap. */
+@Reconciler({ name: 'ticket', for: Ticket, registry, maxConcurrentReconciles: 8 })
+class TicketReconciler implements Reconcile {
+  constructor(
+    @inject(Cache) private readonly cache: Cache,
+    @inject(JOURNAL) private readonly journal: Journal,
+  ) {}
+
+  async reconcile(req: Request): Promise<Result> {
+    const t = this.journal.ticket;
+    const key = keyOf(req);
+    const n = (t.active.get(key) ?? 0) + 1;
+    t.active.set(key, n);
+    t.maxPerKey = Math.max(t.maxPerKey, n);
+    t.maxRunning = Math.max(t.maxRunning, ++t.running);
+    t.runs++;
+    try {
+      await new Promise((r) => setTimeout(r, 1 + Math.random() * 10));
+      const obj = this.cache.get(Ticket, req);
+      if (obj) t.lastSeen.set(key, Number(obj.spec?.['n'] ?? 0));
+      return {};
+    } finally {
+      t.running--;
+      t.active.set(key, n - 1);
+    }
+  }
+}
+
 describe('runtime: decorator-registered reconcilers on a real apiserver', () => {
   let cp: ControlPlane;
   let mgr: Manager;
@@ -108,7 +138,7 @@ describe('runtime: decorator-registered reconcilers on a real apiserver', () => 
   const journal = new Journal();
 
   before(async () => {
-    cp = await ControlPlane.start({ crds: [sampleCrd(Widget), sampleCrd(Gadget), sampleCrd(Flaky)] });
+    cp = await ControlPlane.start({ crds: [sampleCrd(Widget), sampleCrd(Gadget), sampleCrd(Flaky), sampleCrd(Ticket)] });
     await createNamespace(cp, NS);
     const container = new Container();
     container.bind(JOURNAL).toConstantValue(journal);
@@ -173,6 +203,20 @@ describe('runtime: decorator-registered reconcilers on a real apiserver', () => 
     // Nominal 100, 200, 400, 800 ms; a retry never comes before its backoff.
     [100, 200, 400, 800].forEach((d, i) => assert.ok(gaps[i]! >= d - 1, `retry ${i + 1} after ${gaps[i]} ms, backoff was ${d} ms`));
     assert.ok(gaps[3]! > gaps[0]!, 'backoff grows');
+  });
+
+  test('1,000 events on 50 keys: one key never reconciled twice at once, keys in parallel, last state seen', async () => {
+    const names = Array.from({ length: 50 }, (_, i) => `t${i}`);
+    await Promise.all(names.map((name) => client.create(Ticket, { metadata: { name, namespace: NS }, spec: { n: 0 } })));
+    for (let round = 1; round <= 19; round++) {
+      await Promise.all(names.map((name) => client.mergePatch(Ticket, { namespace: NS, name }, { spec: { n: round } })));
+    }
+    const t = journal.ticket;
+    await eventually(() => names.every((name) => t.lastSeen.get(`${NS}/${name}`) === 19), { timeoutMs: 60_000 });
+    assert.equal(t.maxPerKey, 1, 'a key was reconciled concurrently');
+    assert.ok(t.maxRunning > 1, `no parallelism across keys (max ${t.maxRunning})`);
+    assert.ok(t.maxRunning <= 8, `more workers than maxConcurrentReconciles (${t.maxRunning})`);
+    assert.ok(t.runs <= 1000, `de-duplication: ${t.runs} reconciles for 1,000 events`);
   });
 
   test('/metrics exposes controller-runtime and workqueue names with real values', async () => {
