@@ -1,0 +1,124 @@
+/**
+ * Lease leader election between Managers sharing one Lease on a real kube-apiserver: exactly one
+ * reconciles; a leader that stops without releasing (a crash, as far as the Lease can tell) is
+ * replaced once the lease expires; a clean shutdown releases the Lease and hands over at once.
+ *
+ * Durations are shortened (lease 4 s, renew deadline 3 s, retry 0.5 s) to keep the suite quick;
+ * bounds are stated in those units.
+ */
+import 'reflect-metadata';
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Container, inject } from 'inversify';
+import { ApiTransport } from '../../src/runtime/api-transport.js';
+import { Client } from '../../src/runtime/client.js';
+import { Reconciler } from '../../src/runtime/decorators.js';
+import type { Result } from '../../src/runtime/errors.js';
+import { keyOf } from '../../src/runtime/kind.js';
+import { LeaseKind } from '../../src/runtime/leader-election.js';
+import type { Manager } from '../../src/runtime/manager.js';
+import { Registry, type Reconcile, type Request } from '../../src/runtime/registry.js';
+import { TOKENS } from '../../src/runtime/tokens.js';
+import { ControlPlane, eventually } from './control-plane.js';
+import { createNamespace, metricValue, sampleCrd, sampleKind, scrape, testManager } from './runtime-support.js';
+
+const Token = sampleKind('Token');
+const NS = 'rt-leader';
+const LEASE = { name: 'rt-leader', namespace: NS, leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
+const RECONCILES = Symbol('reconciles');
+
+/** Which manager reconciled which key. */
+type Reconciles = { identity: string; key: string }[];
+
+const registry = new Registry();
+
+@Reconciler({ name: 'token', for: Token, registry, leaderOnly: true })
+class TokenReconciler implements Reconcile {
+  constructor(
+    @inject(TOKENS.Manager) private readonly mgr: Manager,
+    @inject(RECONCILES) private readonly log: Reconciles,
+  ) {}
+
+  async reconcile(req: Request): Promise<Result> {
+    this.log.push({ identity: this.mgr.identity, key: keyOf(req) });
+    return {};
+  }
+}
+
+/** Resolves with the time (performance.now) at which `mgr` leads, polling every 20 ms. */
+async function leadsAt(mgr: Manager, timeoutMs: number): Promise<number> {
+  await eventually(() => mgr.isLeader(), { timeoutMs, intervalMs: 20 });
+  return performance.now();
+}
+
+describe('runtime: leader election over a Lease', () => {
+  let cp: ControlPlane;
+  let client: Client;
+  const reconciles: Reconciles = [];
+  const managers: Manager[] = [];
+  const lost: string[] = [];
+
+  const start = async (identity: string): Promise<Manager> => {
+    const container = new Container();
+    container.bind(RECONCILES).toConstantValue(reconciles);
+    const mgr = testManager(cp, registry, { identity, container, leaderElection: LEASE, onLeadershipLost: () => lost.push(identity) });
+    managers.push(mgr);
+    await mgr.start();
+    return mgr;
+  };
+
+  before(async () => {
+    cp = await ControlPlane.start({ crds: [sampleCrd(Token)] });
+    await createNamespace(cp, NS);
+    client = new Client(new ApiTransport(cp.kubeConfig), 'test');
+  });
+  after(async () => {
+    for (const m of managers) await m.stop();
+    await cp?.stop();
+  });
+
+  test('with two managers on one Lease exactly one reconciles', async () => {
+    const a = await start('manager-a');
+    await leadsAt(a, 10_000);
+    const b = await start('manager-b');
+    for (let i = 0; i < 5; i++) await client.create(Token, { metadata: { name: `t${i}`, namespace: NS } });
+    await eventually(() => new Set(reconciles.map((r) => r.key)).size === 5);
+    await new Promise((r) => setTimeout(r, 2 * LEASE.retryPeriodMs));
+    assert.deepEqual([...new Set(reconciles.map((r) => r.identity))], ['manager-a']);
+    assert.equal(a.isLeader(), true);
+    assert.equal(b.isLeader(), false);
+    assert.equal(metricValue(await scrape(a.ports.metrics!), 'leader_election_master_status', { name: LEASE.name }), 1);
+    assert.equal(metricValue(await scrape(b.ports.metrics!), 'leader_election_master_status', { name: LEASE.name }), 0);
+    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    assert.equal(lease?.spec?.holderIdentity, 'manager-a');
+  });
+
+  test('a leader stopped without releasing is replaced once the lease expires, not before', async (t) => {
+    const [a, b] = managers as [Manager, Manager];
+    await a.stop({ releaseLease: false });
+    const killedAt = performance.now();
+    const takeoverMs = (await leadsAt(b, 3 * LEASE.leaseDurationMs)) - killedAt;
+    t.diagnostic(`takeover after an unreleased stop: ${Math.round(takeoverMs)} ms (lease ${LEASE.leaseDurationMs} ms)`);
+    // The standby counts the lease duration from when it last saw a renewal (at most one retry
+    // period before the stop), then needs one more attempt to write the Lease.
+    assert.ok(takeoverMs >= LEASE.leaseDurationMs - 2 * LEASE.retryPeriodMs, `lease stolen early: ${takeoverMs} ms`);
+    assert.ok(takeoverMs <= LEASE.leaseDurationMs + 3 * LEASE.retryPeriodMs, `takeover too slow: ${takeoverMs} ms`);
+    await eventually(() => reconciles.filter((r) => r.identity === 'manager-b').length >= 5);
+    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    assert.equal(lease?.spec?.holderIdentity, 'manager-b');
+    assert.equal(lease?.spec?.leaseTransitions, 1);
+  });
+
+  test('a clean shutdown releases the Lease and a standby takes over at once', async (t) => {
+    const b = managers[1]!;
+    const c = await start('manager-c');
+    await new Promise((r) => setTimeout(r, 2 * LEASE.retryPeriodMs));
+    assert.equal(c.isLeader(), false);
+    await b.stop();
+    const stoppedAt = performance.now();
+    const handoverMs = (await leadsAt(c, LEASE.leaseDurationMs)) - stoppedAt;
+    t.diagnostic(`handover after a clean shutdown: ${Math.round(handoverMs)} ms`);
+    assert.ok(handoverMs < LEASE.leaseDurationMs / 2, `handover waited for expiry: ${handoverMs} ms`);
+    assert.deepEqual(lost, [], 'no manager lost its lease involuntarily');
+  });
+});
