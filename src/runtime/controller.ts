@@ -55,8 +55,8 @@ export class Controller {
     for (const w of reg.watches ?? []) {
       this.unsubscribe.push(
         this.cache.onEvent(w.kind, (e) => {
-          for (const req of w.map(e.object)) this.queue.add(keyOf(req));
-          if (e.old) for (const req of w.map(e.old)) this.queue.add(keyOf(req));
+          for (const req of w.map(e.object, this.cache)) this.queue.add(keyOf(req));
+          if (e.old) for (const req of w.map(e.old, this.cache)) this.queue.add(keyOf(req));
         }),
       );
     }

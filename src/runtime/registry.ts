@@ -1,6 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Newable } from 'inversify';
 import type { FieldError } from '../api/v2/field-error.js';
+import type { Cache } from './cache.js';
 import type { Result } from './errors.js';
 import type { IndexFunc } from './informer.js';
 import type { KindDescriptor, ObjectKey } from './kind.js';
@@ -27,8 +28,12 @@ export interface Reconcile {
 /** An extra watch: objects of `kind` map to keys of the reconciled kind. */
 export interface WatchSpec<T extends KubernetesObject = KubernetesObject> {
   readonly kind: KindDescriptor<T>;
-  /** Keys of the `for` kind to reconcile when `obj` changes (e.g. a BlockRequest from an AddressBlock's label). */
-  readonly map: (obj: Readonly<T>) => readonly Request[];
+  /**
+   * Keys of the `for` kind to reconcile when `obj` changes (e.g. a BlockRequest from an AddressBlock's
+   * label). `cache` lets a map look up related objects (e.g. the AddressBlocks of a deleted Node by
+   * index), as controller-runtime map funcs use the client captured at setup.
+   */
+  readonly map: (obj: Readonly<T>, cache: Cache) => readonly Request[];
 }
 
 /** An index the reconciler needs on the cache. */
