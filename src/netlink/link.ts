@@ -14,6 +14,8 @@ export interface IpLink {
   link_type?: string;
   /** MAC address, lower-case colon form. */
   address?: string;
+  /** Link group: `default` or the number as a string. */
+  group?: string;
   /** Set by `link set … alias`; absent when empty. */
   ifalias?: string;
   /** netns id (as seen from this netns) of a veth peer living in another netns. */

@@ -5,13 +5,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
-import { addr, readAddrs } from '../netlink/addr.js';
+import { readAddrs } from '../netlink/addr.js';
 import { canonicalAddress, routeKeyOfDst } from '../netlink/cidr.js';
-import { IpRunner, type BatchLine } from '../netlink/ip-runner.js';
+import { IpRunner } from '../netlink/ip-runner.js';
 import { link, readLinks } from '../netlink/link.js';
+import { LinkReaper } from '../netlink/link-reaper.js';
 import { detectMtu } from '../netlink/mtu.js';
 import { NetlinkError, isNetlinkErrno } from '../netlink/netlink-error.js';
-import { readRoutesBothFamilies, route } from '../netlink/route.js';
+import { readRoutesBothFamilies } from '../netlink/route.js';
 import { readRules, rule } from '../netlink/rule.js';
 import { writeSysctl } from '../netlink/sysctl.js';
 import {
@@ -19,7 +20,8 @@ import {
   type PodCheckOptions, type PodNetwork, type PodNetworkEntry, type PodNetworkInitResult,
   type PodNetworkResult, type PodSetupOptions,
 } from './pod-network.js';
-import { validateSetup, type ValidSetup } from './pod-network-validate.js';
+import { validateSetup } from './pod-network-validate.js';
+import { hostWiring, podWiring } from './pod-network-wiring.js';
 
 /** Constructor options of {@link IpRoutePodNetwork}. */
 export interface IpRoutePodNetworkOptions {
@@ -35,6 +37,12 @@ export interface IpRoutePodNetworkOptions {
   protocolId?: number;
   /** Fixed pod MTU; when set, `init()` does not detect one. */
   mtuBytes?: number;
+  /** Link group of destroyed veths awaiting deletion (> 0). Default 0x434f494c ("COIL"), LinkReaper's. */
+  retiredLinkGroup?: number;
+  /** Delay gathering destroyed veths into one deletion. Default 50 ms. */
+  reapDelayMs?: number;
+  /** Told about failed background deletions (coild logs them); the next deletion retries. */
+  onReapError?: (err: unknown) => void;
 }
 
 /**
@@ -57,6 +65,7 @@ export class IpRoutePodNetwork implements PodNetwork {
   private readonly protocolId: number;
   private mtuBytes: number | undefined;
   private readonly isMtuFixed: boolean;
+  private readonly reaper: LinkReaper;
 
   constructor(options: IpRoutePodNetworkOptions = {}) {
     this.ip = options.ip ?? new IpRunner();
@@ -66,6 +75,12 @@ export class IpRoutePodNetwork implements PodNetwork {
     this.protocolId = options.protocolId ?? PROTOCOL_ID;
     this.mtuBytes = options.mtuBytes;
     this.isMtuFixed = options.mtuBytes !== undefined;
+    this.reaper = new LinkReaper({
+      ip: this.ip, netns: this.hostNetns,
+      ...(options.retiredLinkGroup !== undefined ? { group: options.retiredLinkGroup } : {}),
+      ...(options.reapDelayMs !== undefined ? { delayMs: options.reapDelayMs } : {}),
+      ...(options.onReapError ? { onError: options.onReapError } : {}),
+    });
   }
 
   async init(): Promise<PodNetworkInitResult> {
@@ -83,6 +98,7 @@ export class IpRoutePodNetwork implements PodNetwork {
       ensureRule(4),
       ensureRule(6),
       this.isMtuFixed ? Promise.resolve() : detectMtu(this.ip, host).then((m) => { this.mtuBytes = m; }),
+      this.reaper.reap(),
     ]);
     const errors = steps.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
     if (errors.length > 0) throw new AggregateError(errors, `pod network init: ${errors.length} of ${steps.length} steps failed`);
@@ -98,7 +114,9 @@ export class IpRoutePodNetwork implements PodNetwork {
     const fail = (message: string, cause: unknown, kind: 'kernel' | 'name-collision' = 'kernel') =>
       new PodNetworkError(`setup of ${v.containerId}:${v.ifname}: ${message}`, { kind, containerId: v.containerId, ifname: v.ifname, cause });
 
-    const hostLines = this.hostLines(v, hostIfname, netnsPath, { mac, podMac, ...(mtuBytes ? { mtuBytes } : {}) });
+    const hostLines = hostWiring(v, {
+      hostIfname, netnsPath, mac, podMac, podTableId: this.podTableId, protocolId: this.protocolId, ...(mtuBytes ? { mtuBytes } : {}),
+    });
     try {
       await this.ip.batch(hostLines, { netns: this.hostNetns });
     } catch (err) {
@@ -111,13 +129,15 @@ export class IpRoutePodNetwork implements PodNetwork {
       if (stale === undefined) throw fail(`interface ${v.ifname} already exists in ${netnsPath}`, err);
       if (stale !== '' && stale !== v.alias) throw fail(`host veth ${hostIfname} belongs to "${stale}"`, err, 'name-collision');
       try {
-        await this.ip.batch([link.del(hostIfname), ...hostLines], { netns: this.hostNetns });
+        // Deleted synchronously, tolerating the reaper getting there first (a retired link).
+        await this.deleteLink(hostIfname);
+        await this.ip.batch(hostLines, { netns: this.hostNetns });
       } catch (err2) {
         throw fail('host side failed after removing a stale veth', await this.rollback(hostIfname, err2));
       }
     }
     try {
-      await this.ip.batch(this.podLines(v), { netns: netnsPath });
+      await this.ip.batch(podWiring(v), { netns: netnsPath });
     } catch (err) {
       throw fail('pod side failed', await this.rollback(hostIfname, err));
     }
@@ -142,7 +162,7 @@ export class IpRoutePodNetwork implements PodNetwork {
           : readAddrs(this.ip, { netns: options.netnsPath, dev: options.ifname }).catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV') ? [] : Promise.reject(e))),
       ]);
       const hostLink = links[0];
-      if (hostLink === undefined) return [`host veth ${hostIfname} not found`];
+      if (hostLink === undefined || this.reaper.isRetired(hostLink)) return [`host veth ${hostIfname} not found`];
       const problems: string[] = [];
       const alias = hostLink.ifalias === undefined ? undefined : parseAlias(hostLink.ifalias);
       if (alias?.containerId !== options.containerId || alias.ifname !== options.ifname) {
@@ -167,7 +187,8 @@ export class IpRoutePodNetwork implements PodNetwork {
 
   async destroy(containerId: string, ifname: string): Promise<void> {
     try {
-      await this.ip.batch([link.del(hostVethName(containerId, ifname))], { netns: this.hostNetns });
+      await this.ip.batch([this.reaper.retire(hostVethName(containerId, ifname))], { netns: this.hostNetns });
+      this.reaper.schedule();
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) {
         throw new PodNetworkError(`destroy of ${containerId}:${ifname} failed`, { kind: 'kernel', containerId, ifname, cause: err });
@@ -186,9 +207,11 @@ export class IpRoutePodNetwork implements PodNetwork {
       const links = await readLinks(this.ip, { netns: this.hostNetns });
       const stale = links.filter((l) => {
         const a = l.ifalias === undefined ? undefined : parseAlias(l.ifalias);
-        return a?.containerId === containerId && a.ifname === ifname;
+        return a?.containerId === containerId && a.ifname === ifname && !this.reaper.isRetired(l);
       });
-      if (stale.length > 0) await this.ip.batch(stale.map((l) => link.del(l.ifname)), { netns: this.hostNetns, onError: 'continue' });
+      if (stale.length === 0) return;
+      await this.ip.batch(stale.map((l) => this.reaper.retire(l.ifname)), { netns: this.hostNetns, onError: 'continue' });
+      this.reaper.schedule();
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) {
         throw new PodNetworkError(`destroy of ${containerId}:${ifname} failed`, { kind: 'kernel', containerId, ifname, cause: err });
@@ -204,7 +227,7 @@ export class IpRoutePodNetwork implements PodNetwork {
         readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }),
       ]);
       return links.flatMap((l) => {
-        const a = l.ifalias === undefined ? undefined : parseAlias(l.ifalias);
+        const a = l.ifalias === undefined || this.reaper.isRetired(l) ? undefined : parseAlias(l.ifalias);
         if (a === undefined || a.pool === '') return [];
         const mine = routes.filter((r) => r.dev === l.ifname).map((r) => routeKeyOfDst(r.dst));
         const ipv4 = mine.find((k) => !k.includes('/') && !k.includes(':'));
@@ -217,30 +240,12 @@ export class IpRoutePodNetwork implements PodNetwork {
     }
   }
 
-  /** Host batch: veth (peer created directly in the pod netns), alias, gateway addresses, routes. */
-  private hostLines(v: ValidSetup, name: string, netnsPath: string, o: { mac: string; podMac: string; mtuBytes?: number }): BatchLine[] {
-    const common = { dev: name, table: this.podTableId, protocol: this.protocolId };
-    return [
-      link.addVeth({ name, peerName: v.ifname, peerNetns: netnsPath, mac: o.mac, peerMac: o.podMac, ...(o.mtuBytes ? { mtuBytes: o.mtuBytes } : {}) }),
-      link.set(name, { alias: v.alias, state: 'up' }),
-      ...(v.ipv4 && v.hostIPv4 ? [addr.add({ cidr: `${v.hostIPv4}/32`, dev: name })] : []),
-      ...(v.ipv6 ? [addr.add({ cidr: `${IPV6_GATEWAY}/64`, dev: name, isNoDad: true })] : []),
-      ...(v.ipv6 && v.hostIPv6 ? [addr.add({ cidr: `${v.hostIPv6}/128`, dev: name, isNoDad: true })] : []),
-      ...(v.ipv4 ? [route.add({ ...common, dst: `${v.ipv4}/32`, scope: 'link' })] : []),
-      ...(v.ipv6 ? [route.add({ ...common, dst: `${v.ipv6}/128` })] : []),
-    ];
-  }
-
-  /** Pod batch: link up, /32 and /128, gateway routes (§5.6 "Routes inside the pod"). */
-  private podLines(v: ValidSetup): BatchLine[] {
-    const dev = v.ifname;
-    return [
-      link.set(dev, { state: 'up' }),
-      ...(v.ipv4 ? [addr.add({ cidr: `${v.ipv4}/32`, dev })] : []),
-      ...(v.ipv6 ? [addr.add({ cidr: `${v.ipv6}/128`, dev, isNoDad: true })] : []),
-      ...(v.ipv4 && v.hostIPv4 ? [route.add({ dst: `${v.hostIPv4}/32`, dev, scope: 'link' }), route.add({ dst: 'default', via: v.hostIPv4, dev })] : []),
-      ...(v.ipv6 ? [route.add({ dst: '::/0', via: IPV6_GATEWAY, dev })] : []),
-    ];
+  async reap(): Promise<void> {
+    try {
+      await this.reaper.reap();
+    } catch (err) {
+      throw new PodNetworkError('deleting destroyed veths failed', { kind: 'kernel', containerId: '', ifname: '', cause: err });
+    }
   }
 
   /** Alias of an existing host link named `name` ('' when unset), or undefined when there is none. */
@@ -254,6 +259,15 @@ export class IpRoutePodNetwork implements PodNetwork {
     }
   }
 
+  /** Deletes a host link now; a missing one is fine. @throws NetlinkError */
+  private async deleteLink(name: string): Promise<void> {
+    try {
+      await this.ip.batch([link.del(name)], { netns: this.hostNetns });
+    } catch (err) {
+      if (!isNetlinkErrno(err, 'ENODEV')) throw err;
+    }
+  }
+
   /**
    * Deletes the host veth after a failure past `link add` (its peer and routes go with it), so a
    * failed setup leaves nothing. A failed rollback is reported together with the original error.
@@ -261,11 +275,11 @@ export class IpRoutePodNetwork implements PodNetwork {
    */
   private async rollback(name: string, err: unknown): Promise<unknown> {
     try {
-      await this.ip.batch([link.del(name)], { netns: this.hostNetns });
+      await this.deleteLink(name);
+      return err;
     } catch (rbErr) {
-      if (!isNetlinkErrno(rbErr, 'ENODEV')) return new AggregateError([err, rbErr], `${String(err)}; rollback failed too`);
+      return new AggregateError([err, rbErr], `${String(err)}; rollback failed too`);
     }
-    return err;
   }
 }
 

@@ -111,15 +111,36 @@ describe('IpRoutePodNetwork in real network namespaces', { skip: netnsSkipReason
     await ping(b.ns, 'fd00:50:1::1');
   });
 
-  test('destroy removes the veth and its routes; a second destroy succeeds', async () => {
+  test('destroy disconnects at once (routes gone, not listed, check fails) and a second destroy succeeds', async () => {
     const { ns, containerId } = await newPod();
     const res = await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.0.4', ipv6: 'fd00:50::4', hostIPv4: NODE_V4 });
     await pn.destroy(containerId, 'eth0');
-    assert.ok(!(await hostVeths()).some((l) => l.ifname === res.hostIfname));
     assert.ok(!(await hostRoutes(4)).some((r) => r.dst === '10.50.0.4'));
     assert.ok(!(await hostRoutes(6)).some((r) => r.dst === 'fd00:50::4'));
+    assert.ok(!(await pn.list()).some((e) => e.containerId === containerId));
+    assert.deepEqual(await pn.check({ containerId, ifname: 'eth0' }), [`host veth ${res.hostIfname} not found`]);
+    await pn.destroy(containerId, 'eth0');
+  });
+
+  test('destroyed veths are deleted on both sides by the reaper', async () => {
+    const { ns, containerId } = await newPod();
+    const res = await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.0.12', hostIPv4: NODE_V4 });
+    await pn.destroy(containerId, 'eth0');
+    await pn.reap();
+    assert.ok(!(await hostVeths()).some((l) => l.ifname === res.hostIfname));
     assert.deepEqual(await readLinks(ip, { netns: ns.path }).then((ls) => ls.map((l) => l.ifname)), ['lo']);
     await pn.destroy(containerId, 'eth0');
+  });
+
+  test('setup right after destroy of the same key succeeds before the reaper ran', async () => {
+    const { ns, containerId } = await newPod();
+    const o = { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.0.13', hostIPv4: NODE_V4 };
+    await pn.setup(ns.path, o);
+    await pn.destroy(containerId, 'eth0');
+    await pn.setup(ns.path, o);
+    assert.deepEqual(await pn.check({ containerId, ifname: 'eth0', netnsPath: ns.path, ipv4: '10.50.0.13' }), []);
+    await pn.reap();
+    assert.deepEqual(await pn.check({ containerId, ifname: 'eth0', netnsPath: ns.path, ipv4: '10.50.0.13' }), [], 'the reaper spared the new veth');
   });
 
   test('destroy also removes a link that carries the alias under another name (Coil-made veth)', async () => {
@@ -129,6 +150,7 @@ describe('IpRoutePodNetwork in real network namespaces', { skip: netnsSkipReason
       ['link', 'set', 'dev', 'vethgo0', 'alias', `COIL:default:${containerId}:eth0`, 'up'],
     ], { netns: host.path });
     await pn.destroy(containerId, 'eth0');
+    await pn.reap();
     assert.ok(!(await hostVeths()).some((l) => l.ifname === 'vethgo0'));
   });
 
@@ -210,6 +232,7 @@ describe('IpRoutePodNetwork in real network namespaces', { skip: netnsSkipReason
       pool: 'blue', containerId, ifname: 'net1', hostIfname: res.hostIfname, ipv4: '10.50.2.1', ipv6: 'fd00:50:2::1', netnsId: undefined,
     });
     assert.equal(typeof mine?.netnsId, 'number');
-    assert.equal(entries.length, (await hostVeths()).length, 'one entry per coil veth');
+    await pn.reap();
+    assert.equal(entries.length, (await hostVeths()).length, 'one entry per live coil veth');
   });
 });

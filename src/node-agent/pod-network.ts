@@ -118,11 +118,18 @@ export interface PodNetwork {
    */
   check(options: PodCheckOptions): Promise<string[]>;
   /**
-   * Removes the pod interface (host veth, its peer and the routes through it). A missing link is
-   * success, so DEL may repeat.
+   * Disconnects the pod interface: on return its routes are gone, the host veth is down, and
+   * list/check no longer see it; the veth pair itself is deleted shortly after, in a batch with
+   * other destroyed ones (see {@link reap}). A missing link is success, so DEL may repeat.
    * @throws PodNetworkError
    */
   destroy(containerId: string, ifname: string): Promise<void>;
+  /**
+   * Deletes the veths of destroyed pods now and waits (shutdown, tests). `init()` does it too,
+   * for leftovers of a previous run.
+   * @throws PodNetworkError
+   */
+  reap(): Promise<void>;
   /**
    * Every coil pod interface on the host, for start-up recovery (Coil rebuilds IPAM from this).
    * Egress-only aliases (`COIL::<uid>:<ifname>`, empty pool) are left out.

@@ -1,0 +1,71 @@
+/**
+ * The wiring of one pod interface as two `ip -batch` scripts, one per side, exactly as Coil's
+ * `SetupIPAM` (coil-behaviour.md §5.6) except for the IPv6 gateway (see IpRoutePodNetwork).
+ * Pure: builds lines, runs nothing.
+ */
+import { addr } from '../netlink/addr.js';
+import type { BatchLine } from '../netlink/ip-runner.js';
+import { link } from '../netlink/link.js';
+import { route } from '../netlink/route.js';
+import { IPV6_GATEWAY } from './pod-network.js';
+import type { ValidSetup } from './pod-network-validate.js';
+
+/** Host-side parameters of {@link hostWiring}. */
+export interface HostWiringOptions {
+  hostIfname: string;
+  /** Pod netns file path; the veth peer is created directly in it (iproute2 opens paths with `/`). */
+  netnsPath: string;
+  /** MAC of the host veth. */
+  mac: string;
+  /** MAC of the pod-side veth. */
+  podMac: string;
+  podTableId: number;
+  protocolId: number;
+  /** MTU of both ends; undefined = kernel default. */
+  mtuBytes?: number;
+}
+
+/**
+ * Host batch. Line 1 is `link add`: a failure there created nothing, a failure later leaves a
+ * veth the caller must delete.
+ *   link add <host> … type veth peer name <ifname> … netns <pod>
+ *   link set dev <host> alias COIL:<pool>:<containerID>:<ifname> up
+ *   addr add <nodeIPv4>/32 dev <host>                       (IPv4)
+ *   addr add fe80::1/64 dev <host> nodad                    (IPv6 gateway)
+ *   addr add <nodeIPv6>/128 dev <host> nodad                (IPv6, when the node has one)
+ *   route add <podIPv4>/32 dev <host> scope link proto 30 table 116
+ *   route add <podIPv6>/128 dev <host> proto 30 table 116
+ */
+export function hostWiring(v: ValidSetup, o: HostWiringOptions): BatchLine[] {
+  const dev = o.hostIfname;
+  const common = { dev, table: o.podTableId, protocol: o.protocolId };
+  return [
+    link.addVeth({ name: dev, peerName: v.ifname, peerNetns: o.netnsPath, mac: o.mac, peerMac: o.podMac, ...(o.mtuBytes ? { mtuBytes: o.mtuBytes } : {}) }),
+    link.set(dev, { alias: v.alias, state: 'up' }),
+    ...(v.ipv4 && v.hostIPv4 ? [addr.add({ cidr: `${v.hostIPv4}/32`, dev })] : []),
+    ...(v.ipv6 ? [addr.add({ cidr: `${IPV6_GATEWAY}/64`, dev, isNoDad: true })] : []),
+    ...(v.ipv6 && v.hostIPv6 ? [addr.add({ cidr: `${v.hostIPv6}/128`, dev, isNoDad: true })] : []),
+    ...(v.ipv4 ? [route.add({ ...common, dst: `${v.ipv4}/32`, scope: 'link' })] : []),
+    ...(v.ipv6 ? [route.add({ ...common, dst: `${v.ipv6}/128` })] : []),
+  ];
+}
+
+/**
+ * Pod batch, run inside the pod netns after {@link hostWiring}:
+ *   link set dev <ifname> up
+ *   addr add <podIPv4>/32 dev <ifname>
+ *   addr add <podIPv6>/128 dev <ifname> nodad
+ *   route add <nodeIPv4>/32 dev <ifname> scope link
+ *   route add default via <nodeIPv4> dev <ifname>
+ *   route add ::/0 via fe80::1 dev <ifname>
+ */
+export function podWiring(v: ValidSetup): BatchLine[] {
+  const dev = v.ifname;
+  return [
+    link.set(dev, { state: 'up' }),
+    ...(v.ipv4 ? [addr.add({ cidr: `${v.ipv4}/32`, dev })] : []),
+    ...(v.ipv6 ? [addr.add({ cidr: `${v.ipv6}/128`, dev, isNoDad: true })] : []),
+    ...(v.ipv4 && v.hostIPv4 ? [route.add({ dst: `${v.hostIPv4}/32`, dev, scope: 'link' }), route.add({ dst: 'default', via: v.hostIPv4, dev })] : []),
+    ...(v.ipv6 ? [route.add({ dst: '::/0', via: IPV6_GATEWAY, dev })] : []),
+  ];
+}
