@@ -7,23 +7,24 @@
 #
 # Why Bun: the executable runs once per pod attachment, so its start is on every pod's ADD path,
 # and the target is ADD ≤ Debian's Go ptp+host-local (p50 ≈ 20 ms here, cni-baseline.md §2).
-# Measured 2026-11-22 ~03:30–03:45 UTC with --bench (hyperfine, 40 runs, a trivial handler behind
-# the real grpc-js server; machine shared and busy, load 2–3 on 2 vCPUs, so compare within a run):
+# Measured 2026-11-22 03:35 UTC with `RUNS=50 hack/build-cni.sh --bench` (hyperfine, warm-up 5; a
+# trivial handler behind the real grpc-js server; 2 shared vCPUs, load 1.2–1.7, so compare rows
+# within one run):
 #
-#   option                                              ADD mean / median   VERSION   size
-#   (b) bun build --compile --bytecode, hand HTTP/2     ≈ 12 / 11 ms        ≈ 7 ms    111 MB (one file)
-#   (a) Node 24 esbuild bundle + enableCompileCache     ≈ 50 / 48 ms        ≈ 45 ms   12 KB + a node binary
-#   (c) Node 24 grpc-js + proto-loader client           ≈ 165 / 160 ms      -         node_modules
-#   (b') Bun executable using node:http2                ≈ 50 ms             ≈ 33 ms
-#   for scale: Bun hello world ≈ 4–6 ms; `node -e 0` ≈ 34 ms
+#   option                                              ADD mean / median    VERSION median   size
+#   (b) bun build --compile --bytecode, hand HTTP/2     13.9 ± 1.3 / 14.2 ms      7.3 ms      111 MB, one file (gzip 52 MB)
+#   (a) Node 24 esbuild bundle + enableCompileCache     62.2 ± 23.7 / 56.7 ms    43.2 ms      12 KB + a Node binary on the host
+#   (c) Node 24 grpc-js + proto-loader client          161.2 ± 26.4 / 158.8 ms    -           node_modules
+#   earlier run: (b) with node:http2 instead of the hand client ≈ 50 ms ADD, 33 ms VERSION
+#   for scale: a Bun hello-world executable ≈ 4–6 ms; `node -e 0` ≈ 34 ms
 #
 # What the numbers taught (each cost is per start, inside the Bun executable):
 #   import 'node:http2' ≈ 17 ms, touching process.stdout ≈ 15 ms, import 'node:net' ≈ 8 ms,
 #   import 'node:fs' ≈ 2 ms; Bun.connect, Bun.stdin and Bun.write ≈ 0. Hence the shim speaks
 #   HTTP/2 + HPACK itself (src/cni-shim/grpc-client.ts, hpack.ts) and uses Bun's I/O when present
 #   (unix-socket.ts, stdio.ts); under Node the same code falls back to node:net / node:fs.
-# Of the ≈ 12 ms, ≈ 5–7 ms is coild's side (grpc-js accepting a new HTTP/2 connection per call).
-# The size is Bun's runtime; it compresses to ≈ 40 MB in an image layer.
+# The ≈ 7 ms between ADD and VERSION is the call itself, mostly coild's side (grpc-js accepting a
+# new HTTP/2 connection per call). The size is Bun's runtime, not our code (the bundle is 12 KB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
