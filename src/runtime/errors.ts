@@ -97,11 +97,13 @@ export function isAlreadyExists(e: unknown): boolean {
 }
 
 /**
- * 422 from a JSON patch whose `test` op failed: the object changed since it was read. Kubernetes
- * reports this as `Invalid` with a "test operation failed" message, not as a 409.
+ * 422 from a JSON patch whose `test` op failed: the object changed since it was read. The API
+ * server reports this as a bare `Invalid` ("the server rejected our request due to an error in
+ * our request") without field causes, which tells it apart from a schema or webhook rejection of
+ * the patched object (those name their fields in `details.causes`).
  */
 export function isPatchTestFailed(e: unknown): boolean {
-  return e instanceof ApiError && e.code === 422 && /test operation/i.test(e.message);
+  return e instanceof ApiError && e.code === 422 && !(e.status?.details?.causes?.length ?? 0);
 }
 
 /** 410: the watch resourceVersion is older than etcd's compaction window; the caller must relist. */
