@@ -63,7 +63,11 @@ export async function run(io: ShimIo): Promise<number> {
     }
     return 0;
   } catch (err) {
-    const e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
+    let e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
+    if (io.env.CNI_COMMAND === 'STATUS' && e.code === ErrorCode.TRY_AGAIN_LATER) {
+      // STATUS has its own vocabulary (CNI 1.1 "STATUS"): an unreachable coild means ADD cannot work.
+      e = new PluginError(ErrorCode.PLUGIN_NOT_AVAILABLE, e.message, e.details, { cause: e });
+    }
     await io.writeStdout(`${JSON.stringify(e.toCniJson(peekCniVersion(io.stdin)))}\n`);
     return 1;
   }

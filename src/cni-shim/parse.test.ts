@@ -76,6 +76,7 @@ describe('parseRequest', () => {
 
   it('an unknown CNI_COMMAND is code 4', () => {
     throwsCode(() => parseRequest({ ...ENV, CNI_COMMAND: 'FROB' }, conf()), 4);
+    throwsCode(() => parseRequest({ ...ENV, CNI_COMMAND: 'toString' }, conf()), 4);
   });
 
   it('a container id with invalid characters is code 4', () => {

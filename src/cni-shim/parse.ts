@@ -59,7 +59,7 @@ export function parseRequest(env: Readonly<Record<string, string | undefined>>, 
   const command = env.CNI_COMMAND ?? '';
   if (command === '') throw new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, 'required env variables [CNI_COMMAND] missing');
   if (command === 'VERSION') return { command };
-  if (!(command in REQUIRED_ENV)) throw new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, `unknown CNI_COMMAND: ${command}`);
+  if (!Object.hasOwn(REQUIRED_ENV, command)) throw new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, `unknown CNI_COMMAND: ${command}`);
   const cmd = command as CallCommand;
   const missing = REQUIRED_ENV[cmd].filter((k) => (env[k] ?? '') === '');
   if (missing.length > 0) {

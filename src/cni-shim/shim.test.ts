@@ -212,6 +212,12 @@ describe('coil executable against coild gRPC server', () => {
     assert.deepEqual(r.json, { cniVersion: '1.1.0', code: 50, msg: 'no address block yet' });
   });
 
+  it('STATUS with coild absent is code 50, not 11', async () => {
+    const r = await runCoil({ CNI_COMMAND: 'STATUS', CNI_PATH: '/opt/cni/bin' }, netconf('1.1.0', { socket: join(dir, 'missing.sock') }));
+    assert.equal(r.code, 1);
+    assert.equal(r.json?.code, 50);
+  });
+
   it('a handler CniError with code 3 arrives through the gRPC detail', async () => {
     const r = await runCoil(env('ADD', 'ghost'), netconf('0.4.0'));
     assert.equal(r.code, 1);

@@ -93,7 +93,7 @@ export class CniGrpcServer {
   /**
    * Removes a stale socket, binds, sets the socket mode, and starts serving.
    * @throws Error when `socketPath` exists and is not a socket (never delete a file we don't own),
-   *   or when binding fails (directory missing, permission).
+   *   or when binding or chmod fails (directory missing, permission); nothing is left listening.
    */
   async start(): Promise<void> {
     if (this.server) throw new Error('CniGrpcServer already started');
@@ -131,7 +131,12 @@ export class CniGrpcServer {
       server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
     );
     // bind() creates the socket with the umask's mode; tighten it before anyone relies on it.
-    await chmod(this.socketPath, this.opts.socketMode ?? 0o600);
+    try {
+      await chmod(this.socketPath, this.opts.socketMode ?? 0o600);
+    } catch (err) {
+      server.forceShutdown();
+      throw err;
+    }
     this.server = server;
     this.servingStatus = SERVING;
   }
