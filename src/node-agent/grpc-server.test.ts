@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,6 +81,21 @@ describe('CniGrpcServer', () => {
     writeFileSync(file, 'keep me');
     const other = new CniGrpcServer({ handler, logger, registry: new Registry(), socketPath: file, protoDir: PROTO_DIR });
     await assert.rejects(other.start(), /not a socket/);
+  });
+
+  it('stop() removes its socket, but not one a successor put in its place', async () => {
+    const path = join(dir, 'second.sock');
+    const first = new CniGrpcServer({ handler, logger, registry: new Registry(), socketPath: path, protoDir: PROTO_DIR });
+    await first.start();
+    await first.stop();
+    assert.equal(existsSync(path), false);
+    await first.start();
+    const successor = new CniGrpcServer({ handler, logger, registry: new Registry(), socketPath: path, protoDir: PROTO_DIR });
+    await successor.start();
+    await first.stop();
+    assert.ok(statSync(path).isSocket());
+    await successor.stop();
+    assert.equal(existsSync(path), false);
   });
 
   it('Add returns the handler result as JSON bytes', async () => {

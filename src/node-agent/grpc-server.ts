@@ -7,7 +7,8 @@
  * @see ../shared/reference/coil-behaviour.md §5.1 (API, socket), §5.9 (logging, metrics)
  * @see ../shared/seeds/cni-over-grpc.md
  */
-import { chmod, lstat, unlink } from 'node:fs/promises';
+import { chmod, lstat, mkdtemp, rename, rmdir, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -82,6 +83,8 @@ export class CniGrpcServer {
   private readonly metrics: GrpcServerMetrics;
   private server: grpc.Server | undefined;
   private servingStatus = NOT_SERVING;
+  /** Inode of the socket we created, so stop() never removes a successor's socket. */
+  private socketIno: number | bigint | undefined;
 
   /** @throws Error from prom-client when `registry` already holds the grpc_server_* metrics. */
   constructor(options: CniGrpcServerOptions) {
@@ -91,7 +94,7 @@ export class CniGrpcServer {
   }
 
   /**
-   * Removes a stale socket, binds, sets the socket mode, and starts serving.
+   * Binds (replacing a stale socket), sets the socket mode, and starts serving.
    * @throws Error when `socketPath` exists and is not a socket (never delete a file we don't own),
    *   or when binding or chmod fails (directory missing, permission); nothing is left listening.
    */
@@ -126,22 +129,33 @@ export class CniGrpcServer {
       },
     });
 
-    await removeStaleSocket(this.socketPath);
-    await new Promise<void>((resolve, reject) =>
-      server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-    );
-    // bind() creates the socket with the umask's mode; tighten it before anyone relies on it.
+    await checkReplaceable(this.socketPath);
+    // Bind inside a fresh 0700 directory, set the mode, then rename into place: the socket is
+    // never reachable with the umask's mode, and rename() replaces a stale socket atomically.
+    const privateDir = await mkdtemp(join(dirname(this.socketPath), `.${basename(this.socketPath)}-`));
+    const bindPath = join(privateDir, 's');
     try {
-      await chmod(this.socketPath, this.opts.socketMode ?? 0o600);
+      await new Promise<void>((resolve, reject) =>
+        server.bindAsync(`unix:${bindPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+      );
+      await chmod(bindPath, this.opts.socketMode ?? 0o600);
+      await rename(bindPath, this.socketPath);
+      this.socketIno = (await lstat(this.socketPath)).ino;
     } catch (err) {
       server.forceShutdown();
       throw err;
+    } finally {
+      await unlink(bindPath).catch(() => undefined);
+      await rmdir(privateDir).catch(() => undefined);
     }
     this.server = server;
     this.servingStatus = SERVING;
   }
 
-  /** Reports NOT_SERVING, drains calls for up to `shutdownTimeoutMs`, then removes the socket. */
+  /**
+   * Reports NOT_SERVING, drains calls for up to `shutdownTimeoutMs`, then removes the socket
+   * unless another coild has replaced it meanwhile.
+   */
   async stop(): Promise<void> {
     const server = this.server;
     if (!server) return;
@@ -157,7 +171,8 @@ export class CniGrpcServer {
         resolve();
       });
     });
-    await unlink(this.socketPath).catch(() => undefined);
+    const st = await lstat(this.socketPath).catch(() => undefined);
+    if (st && st.ino === this.socketIno) await unlink(this.socketPath).catch(() => undefined);
   }
 }
 
@@ -178,13 +193,14 @@ function unary(fn: (args: CniArgs) => Promise<object>): grpc.handleUnaryCall<Wir
   };
 }
 
-/** Deletes a socket left by a previous coild; a missing path is fine. */
-async function removeStaleSocket(path: string): Promise<void> {
+/**
+ * A socket left by a previous coild may be replaced; anything else at the path is refused, so a
+ * typo in `--socket` never deletes a file we do not own.
+ */
+async function checkReplaceable(path: string): Promise<void> {
   const st = await lstat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return undefined;
     throw err;
   });
-  if (!st) return;
-  if (!st.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to remove it`);
-  await unlink(path);
+  if (st && !st.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to replace it`);
 }
