@@ -8,6 +8,7 @@
  */
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { Container, inject } from 'inversify';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
@@ -15,7 +16,7 @@ import { Client } from '../../src/runtime/client.js';
 import { Reconciler } from '../../src/runtime/decorators.js';
 import type { Result } from '../../src/runtime/errors.js';
 import { keyOf } from '../../src/runtime/kind.js';
-import { LeaseKind } from '../../src/runtime/leader-election.js';
+import { LeaseKind, microTime } from '../../src/runtime/leader-election.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { Registry, type Reconcile, type Request } from '../../src/runtime/registry.js';
 import { TOKENS } from '../../src/runtime/tokens.js';
@@ -120,5 +121,42 @@ describe('runtime: leader election over a Lease', () => {
     t.diagnostic(`handover after a clean shutdown: ${Math.round(handoverMs)} ms`);
     assert.ok(handoverMs < LEASE.leaseDurationMs / 2, `handover waited for expiry: ${handoverMs} ms`);
     assert.deepEqual(lost, [], 'no manager lost its lease involuntarily');
+  });
+
+  test('a leader that cannot renew gives up within the renew deadline and reports the loss', async (t) => {
+    const c = managers[2]!;
+    assert.equal(c.isLeader(), true);
+    // Another writer takes the Lease over and keeps renewing it, as a split-brain peer would.
+    const hijacked = performance.now();
+    const stop = new AbortController();
+    const intruder = (async () => {
+      while (!stop.signal.aborted) {
+        const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+        await client.update(LeaseKind, { ...lease!, spec: { ...lease!.spec, holderIdentity: 'intruder', renewTime: microTime() } }).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    try {
+      await eventually(() => lost.includes('manager-c'), { timeoutMs: 3 * LEASE.leaseDurationMs, intervalMs: 20 });
+      const lostAfterMs = performance.now() - hijacked;
+      t.diagnostic(`leadership given up ${Math.round(lostAfterMs)} ms after the Lease was taken`);
+      assert.ok(lostAfterMs <= LEASE.renewDeadlineMs + 3 * LEASE.retryPeriodMs, `gave up late: ${lostAfterMs} ms`);
+      assert.equal(c.isLeader(), false);
+    } finally {
+      stop.abort();
+      await intruder;
+    }
+  });
+
+  test('SIGTERM shuts down gracefully: lease released, exit code 0', async () => {
+    const d = await start('manager-d');
+    await leadsAt(d, 3 * LEASE.leaseDurationMs);
+    const proc = new EventEmitter() as unknown as NodeJS.Process;
+    const exited = new Promise<number>((resolve) => d.handleSignals(resolve, proc));
+    proc.emit('SIGTERM', 'SIGTERM');
+    assert.equal(await exited, 0);
+    assert.equal(d.isLeader(), false);
+    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    assert.equal(lease?.spec?.holderIdentity, '', 'released for the next leader');
   });
 });
