@@ -177,7 +177,9 @@ export class IpRunner {
   private async withRetry(argv: readonly string[], input: string | undefined): Promise<ProcessOutput> {
     for (let attempt = 1; ; attempt++) {
       const res = await this.spawn(argv, input);
-      if (res.exitCode === 0) return res;
+      // Some iproute2 versions exit 0 after an interrupted (inconsistent) dump; only stderr tells.
+      const isInterrupted = /Dump was interrupted/.test(res.stderr);
+      if (res.exitCode === 0 && !isInterrupted) return res;
       const errno = res.spawnError?.code === 'EAGAIN' ? 'EAGAIN' : classifyMessage(res.stderr);
       if (!isTransientErrno(errno) || attempt >= this.retry.attempts) {
         throw new NetlinkError(`${argv.join(' ')}: ${describe(res)}`, {

@@ -55,7 +55,8 @@ export interface IpRoutePodNetworkOptions {
  * can host IPv6 pods (coil-behaviour.md §12 item 7). Pod addresses are added `nodad` as well:
  * IPAM hands each out once and the only other station on a veth is the host.
  *
- * State: only the detected MTU (set by `init()`); calls for different keys run in parallel.
+ * State: the detected MTU (set by `init()`) and the reaper's timer; calls for different keys run
+ * in parallel.
  */
 export class IpRoutePodNetwork implements PodNetwork {
   private readonly ip: IpRunner;
@@ -154,14 +155,16 @@ export class IpRoutePodNetwork implements PodNetwork {
   async check(options: PodCheckOptions): Promise<string[]> {
     const hostIfname = hostVethName(options.containerId, options.ifname);
     const host = { netns: this.hostNetns };
+    // A missing link or netns is a finding, not a failure to read.
+    const orMissing = <T>(p: Promise<T[]>): Promise<T[] | 'missing'> =>
+      p.catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV', 'ENOENT') ? 'missing' as const : Promise.reject(e)));
     try {
       const [links, routes, podAddrs] = await Promise.all([
-        readLinks(this.ip, { ...host, dev: hostIfname }).catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV') ? [] : Promise.reject(e))),
+        orMissing(readLinks(this.ip, { ...host, dev: hostIfname })),
         readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }),
-        options.netnsPath === undefined ? undefined
-          : readAddrs(this.ip, { netns: options.netnsPath, dev: options.ifname }).catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV') ? [] : Promise.reject(e))),
+        options.netnsPath === undefined ? undefined : orMissing(readAddrs(this.ip, { netns: options.netnsPath, dev: options.ifname })),
       ]);
-      const hostLink = links[0];
+      const hostLink = links === 'missing' ? undefined : links[0];
       if (hostLink === undefined || this.reaper.isRetired(hostLink)) return [`host veth ${hostIfname} not found`];
       const problems: string[] = [];
       const alias = hostLink.ifalias === undefined ? undefined : parseAlias(hostLink.ifalias);
@@ -172,12 +175,11 @@ export class IpRoutePodNetwork implements PodNetwork {
       const wanted = [options.ipv4, options.ipv6].filter((a): a is string => a !== undefined).map(canonicalAddress);
       const routed = new Set(routes.filter((r) => r.dev === hostIfname).map((r) => routeKeyOfDst(r.dst)));
       for (const a of wanted) if (!routed.has(a)) problems.push(`no route to ${a} via ${hostIfname} in table ${this.podTableId}`);
-      if (podAddrs !== undefined) {
-        const podLink = podAddrs[0];
-        if (podLink === undefined) return [...problems, `${options.ifname} not found in ${options.netnsPath}`];
-        const have = new Set(podLink.addr_info.map((a) => canonicalAddress(a.local)));
-        for (const a of wanted) if (!have.has(a)) problems.push(`${options.ifname} lacks address ${a}`);
-      }
+      if (podAddrs === undefined) return problems;
+      const podLink = podAddrs === 'missing' ? undefined : podAddrs[0];
+      if (podLink === undefined) return [...problems, `${options.ifname} not found in ${options.netnsPath ?? ''}`];
+      const have = new Set(podLink.addr_info.map((a) => canonicalAddress(a.local)));
+      for (const a of wanted) if (!have.has(a)) problems.push(`${options.ifname} lacks address ${a}`);
       return problems;
     } catch (err) {
       throw new PodNetworkError(`check of ${options.containerId}:${options.ifname}: cannot read the kernel`,

@@ -165,6 +165,13 @@ describe('IpRoutePodNetwork in real network namespaces', { skip: netnsSkipReason
     assert.deepEqual(await pn.check(expect), [`host veth ${res.hostIfname} not found`]);
   });
 
+  test('check reports a pod netns that no longer exists', async () => {
+    const { ns, containerId } = await newPod();
+    await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.0.14', hostIPv4: NODE_V4 });
+    const gone = `${ns.path}-gone`;
+    assert.deepEqual(await pn.check({ containerId, ifname: 'eth0', netnsPath: gone, ipv4: '10.50.0.14' }), [`eth0 not found in ${gone}`]);
+  });
+
   test('setup with an invalid address fails before touching the kernel', async () => {
     const { ns, containerId } = await newPod();
     await assert.rejects(pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.0.300', hostIPv4: NODE_V4 }),

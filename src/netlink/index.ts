@@ -1,0 +1,16 @@
+/**
+ * Kernel networking shared by coild and coil-egress: iproute2 `ip -batch -` runner, netns entry,
+ * link/addr/route/rule builders and JSON reads, sysctls, MTU and feature detection. Everything
+ * that touches the kernel goes through here (STYLE.md §2, ARCHITECTURE.md "src/netlink").
+ */
+export * from './addr.js';
+export * from './cidr.js';
+export * from './features.js';
+export * from './ip-runner.js';
+export * from './link.js';
+export * from './link-reaper.js';
+export * from './mtu.js';
+export * from './netlink-error.js';
+export * from './route.js';
+export * from './rule.js';
+export * from './sysctl.js';
