@@ -57,6 +57,14 @@ describe('IpRouteExporter in a real network namespace', { skip: netnsSkipReason(
     assert.deepEqual(await table119(), ['10.60.0.32/27 lo 30', 'fd00:60::/120 lo 30']);
   });
 
+  test('overlapping syncs apply in call order', async () => {
+    const a = exporter.sync(['10.62.0.0/27']);
+    const b = exporter.sync(['10.62.0.32/27']);
+    await Promise.all([a, b]);
+    assert.deepEqual(await table119(), ['10.62.0.32/27 lo 30']);
+    await exporter.sync(['10.60.0.32/27', 'fd00:60::/120']);
+  });
+
   test('clear empties table 119 and is idempotent', async () => {
     assert.deepEqual(await exporter.clear(), { added: [], deleted: ['10.60.0.32/27', 'fd00:60::/120'] });
     assert.deepEqual(await table119(), []);

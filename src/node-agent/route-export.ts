@@ -9,7 +9,7 @@ import { formatCidr, parseCidr } from '../netlink/cidr.js';
 import { IpRunner, type BatchLine } from '../netlink/ip-runner.js';
 import { readRoutes, route, type IpRoute } from '../netlink/route.js';
 
-/** Kernel side of route export; `sync` calls must not overlap (the caller serialises them). */
+/** Kernel side of route export. Overlapping calls run one after another, in call order. */
 export interface RouteExporter {
   /**
    * Makes the export table hold exactly `<cidr> dev lo proto <protocolId>` for each of `desired`
@@ -53,6 +53,8 @@ export class IpRouteExporter implements RouteExporter {
   private readonly hostNetns: string | undefined;
   private readonly tableId: number;
   private readonly protocolId: number;
+  /** Tail of the running syncs: two interleaved read-modify-write passes would undo each other. */
+  private chain: Promise<unknown> = Promise.resolve();
 
   constructor(options: IpRouteExporterOptions = {}) {
     this.ip = options.ip ?? new IpRunner();
@@ -61,7 +63,17 @@ export class IpRouteExporter implements RouteExporter {
     this.protocolId = options.protocolId ?? PROTOCOL_ID;
   }
 
-  async sync(desired: readonly string[]): Promise<RouteExportChange> {
+  sync(desired: readonly string[]): Promise<RouteExportChange> {
+    const run = this.chain.then(() => this.syncNow(desired));
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  clear(): Promise<RouteExportChange> {
+    return this.sync([]);
+  }
+
+  private async syncNow(desired: readonly string[]): Promise<RouteExportChange> {
     // Canonical CIDR text on both sides, so `fd00:0::/120` matches the kernel's `fd00::/120`.
     const want = new Set(desired.map((c) => formatCidr(parseCidr(c))));
     const host = { netns: this.hostNetns, table: this.tableId };
@@ -86,10 +98,6 @@ export class IpRouteExporter implements RouteExporter {
     }
     if (lines.length > 0) await this.ip.batch(lines, { netns: this.hostNetns });
     return change;
-  }
-
-  clear(): Promise<RouteExportChange> {
-    return this.sync([]);
   }
 }
 
