@@ -1,0 +1,122 @@
+/**
+ * AddressBlock garbage collection in the controller, without coild:
+ * - blocks of Nodes that no longer exist are released (Node deletions are watched; every block is
+ *   also re-checked each `gcIntervalMs` and at start), fixing Coil's hourly-poll-only GC whose
+ *   first error stopped the controller (coil-behaviour.md §4.4, §12 item 4);
+ * - blocks of a Node NotReady for longer than `nodeNotReadyReclaimMs` that no pod of that node
+ *   uses any more are released too (Coil #204: a dead node's blocks stayed pinned by their finalizer).
+ *
+ * @see coil-behaviour.md §4.4, §11 (#204), §12 item 4
+ */
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { inject } from 'inversify';
+import type { AddressBlock } from '../api/v2/addressblock.js';
+import { nodeOf } from '../api/v2/addressblock.js';
+import { FIN_COIL, INDEX_BLOCK_BY_NODE } from '../api/v2/keys.js';
+import { cidrContainsAddress, tryParseCidr } from '../ipam/cidr.js';
+import { tryParseAddress } from '../ipam/ip-address.js';
+import { Cache } from '../runtime/cache.js';
+import { Client } from '../runtime/client.js';
+import { Reconciler } from '../runtime/decorators.js';
+import type { Result } from '../runtime/errors.js';
+import { EventRecorder } from '../runtime/event-recorder.js';
+import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
+import { Kinds, timeMs } from './kinds.js';
+import { IPAM_OPTIONS, type IpamOptions } from './options.js';
+
+/** Index function of {@link INDEX_BLOCK_BY_NODE}: the block's node label. */
+export function blockNodeIndex(b: Readonly<AddressBlock>): string[] {
+  const node = nodeOf(b);
+  return node ? [node] : [];
+}
+
+/**
+ * Since when `node` has not been Ready (its Ready condition is False or Unknown), in ms since the
+ * epoch; undefined when it is Ready or reports no Ready condition yet.
+ */
+export function notReadySinceMs(node: Readonly<V1Node>): number | undefined {
+  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  if (ready === undefined || ready.status === 'True') return undefined;
+  return timeMs(ready.lastTransitionTime as unknown as string) ?? 0;
+}
+
+/**
+ * Pods that may still use an address of `block`: not hostNetwork, not finished (Succeeded/Failed
+ * pods run nothing), with an IP inside the block. Terminating pods count: on a partitioned node
+ * their containers may still run.
+ */
+export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Readonly<V1Pod>[]): V1Pod[] {
+  const cidrs = [block.ipv4, block.ipv6].flatMap((c) => (c ? [tryParseCidr(c)] : [])).filter((c) => c !== undefined);
+  return pods.filter((p) => {
+    if (p.spec?.hostNetwork || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') return false;
+    const ips = [...(p.status?.podIPs ?? []).map((i) => i.ip), p.status?.podIP].filter((ip): ip is string => !!ip);
+    return ips.some((ip) => {
+      const a = tryParseAddress(ip);
+      return a !== undefined && cidrs.some((c) => cidrContainsAddress(c, a));
+    });
+  });
+}
+
+/**
+ * Reconciles one AddressBlock against its Node. Keyed by block so every block is visited at start
+ * and at each resync (the periodic sweep; the program sets `resyncPeriodMs` from `--gc-interval`);
+ * a Node event enqueues that node's blocks. Failures are thrown and retried with backoff — never
+ * fatal to the process (Coil's runner returned the error and stopped the manager).
+ *
+ * Leader-only.
+ */
+@Reconciler({
+  name: 'addressblock-gc',
+  for: Kinds.AddressBlock,
+  watches: [{ kind: Kinds.Node, map: (node, cache) => cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_NODE, node.metadata?.name ?? '').map((b) => ({ name: b.metadata!.name! })) }],
+  indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_NODE, fn: blockNodeIndex }],
+  leaderOnly: true,
+  resyncPeriodMs: 3_600_000,
+  rbac: [
+    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch', 'update', 'patch', 'delete'] },
+    { group: '', resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+    { group: '', resources: ['pods'], verbs: ['list'] },
+    { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+  ],
+})
+export class AddressBlockGcReconciler implements Reconcile {
+  constructor(
+    @inject(Cache) private readonly cache: Cache,
+    @inject(Client) private readonly client: Client,
+    @inject(EventRecorder) private readonly events: EventRecorder,
+    @inject(IPAM_OPTIONS) private readonly options: IpamOptions,
+  ) {}
+
+  /** @throws ApiError on a failed list or write (retried) */
+  async reconcile(req: Request, ctx: ReconcileContext): Promise<Result> {
+    const block = this.cache.get(Kinds.AddressBlock, req);
+    const nodeName = block && nodeOf(block);
+    if (!block || !nodeName || !block.metadata?.finalizers?.includes(FIN_COIL)) return {};
+    const node = this.cache.get(Kinds.Node, { name: nodeName });
+    if (!node) return this.release(block, ctx, `node ${nodeName} no longer exists`);
+    const since = notReadySinceMs(node);
+    const grace = this.options.nodeNotReadyReclaimMs;
+    if (since === undefined || grace <= 0) return {};
+    const left = since + grace - Date.now();
+    if (left > 0) return { requeueAfterMs: left };
+    // A live list, not a cache: releasing a block another pod still uses would duplicate addresses,
+    // and caching every Pod of the cluster for this rare case would cost far more.
+    const pods = await this.client.list(Kinds.Pod, { fieldSelector: `spec.nodeName=${nodeName}` });
+    const users = podsUsingBlock(block, pods);
+    if (users.length > 0) {
+      ctx.log.debug({ node: nodeName, pods: users.length }, 'node NotReady but the block is still used');
+      return { requeueAfterMs: this.options.reclaimRecheckMs };
+    }
+    return this.release(block, ctx, `node ${nodeName} NotReady for ${Math.round((Date.now() - since) / 1000)} s and no pod uses the block`);
+  }
+
+  /** Removes the finalizer (coild would have) and deletes the block; both guarded against a replaced object. */
+  private async release(block: Readonly<AddressBlock>, ctx: ReconcileContext, why: string): Promise<Result> {
+    const name = block.metadata!.name!;
+    ctx.log.info({ block: name, reason: why }, 'releasing AddressBlock');
+    await this.client.removeFinalizer(Kinds.AddressBlock, structuredClone(block) as AddressBlock, FIN_COIL);
+    if (!block.metadata?.deletionTimestamp) await this.client.delete(Kinds.AddressBlock, { name }, { uid: block.metadata!.uid! });
+    this.events.event(block as AddressBlock, 'Normal', 'BlockReleased', `released ${name}: ${why}`);
+    return {};
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * AddressPool reconciler: keeps the pool's allocation state (shared with the BlockRequest
+ * reconciler through {@link PoolManager}) in step with the cached AddressBlocks, publishes
+ * `status.allocatedBlocks`/`status.maxBlocks` and the gauges, and holds the `coil.cybozu.com`
+ * finalizer until no AddressBlock of the pool remains.
+ *
+ * @see coil-behaviour.md §4.1, §4.2, §9
+ */
+import { inject } from 'inversify';
+import type { AddressPool } from '../api/v2/addresspool.js';
+import { FIN_COIL, INDEX_BLOCK_BY_POOL } from '../api/v2/keys.js';
+import { PoolLayoutError } from '../ipam/pool.js';
+import { Cache } from '../runtime/cache.js';
+import { Client } from '../runtime/client.js';
+import { Reconciler } from '../runtime/decorators.js';
+import { PermanentError, type Result } from '../runtime/errors.js';
+import type { Reconcile, Request } from '../runtime/registry.js';
+import { Kinds } from './kinds.js';
+import { blockPoolIndex, PoolManager } from './pool-manager.js';
+
+/** While a block of a deleting pool is still being created (not yet cached), look again this soon. */
+const PENDING_RECHECK_MS = 1_000;
+
+/**
+ * Reconciles one AddressPool. Triggered by the pool and by its AddressBlocks (controller
+ * ownerReference), so a block created or released re-syncs the counts at once.
+ *
+ * Leader-only: the allocation state must have one writer.
+ */
+@Reconciler({
+  name: 'addresspool',
+  for: Kinds.AddressPool,
+  owns: [Kinds.AddressBlock],
+  indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex }],
+  leaderOnly: true,
+  rbac: [
+    { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+    { group: 'coil.cybozu.com', resources: ['addresspools/status'], verbs: ['get', 'update', 'patch'] },
+    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch'] },
+  ],
+})
+export class AddressPoolReconciler implements Reconcile {
+  constructor(
+    @inject(Cache) private readonly cache: Cache,
+    @inject(Client) private readonly client: Client,
+    @inject(PoolManager) private readonly pools: PoolManager,
+  ) {}
+
+  /**
+   * @throws PermanentError when the spec cannot be laid out (only a pool created without the webhook)
+   * @throws ApiError on a failed write (retried; 409/422 mean the cache was stale)
+   */
+  async reconcile(req: Request): Promise<Result> {
+    const pool = this.cache.get(Kinds.AddressPool, req);
+    if (!pool) {
+      this.pools.drop(req.name);
+      return {};
+    }
+    if (pool.metadata?.deletionTimestamp) return this.cleanup(pool);
+    return this.apply(pool);
+  }
+
+  private async apply(pool: Readonly<AddressPool>): Promise<Result> {
+    // The mutating webhook adds the finalizer on create; pools created while it was absent get it here.
+    if (!pool.metadata?.finalizers?.includes(FIN_COIL)) {
+      await this.client.addFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
+      return {};
+    }
+    const counts = this.syncState(pool);
+    const status = { allocatedBlocks: counts.allocatedBlocks, maxBlocks: counts.maxBlocks.toString() };
+    if (pool.status?.allocatedBlocks !== status.allocatedBlocks || pool.status?.maxBlocks !== status.maxBlocks) {
+      await this.client.patchStatus(Kinds.AddressPool, { name: pool.metadata!.name! }, status, { resourceVersion: pool.metadata!.resourceVersion! });
+    }
+    return {};
+  }
+
+  /** coil-behaviour.md §4.1: the finalizer goes only when no AddressBlock carries the pool's label. */
+  private async cleanup(pool: Readonly<AddressPool>): Promise<Result> {
+    const name = pool.metadata!.name!;
+    if (!pool.metadata?.finalizers?.includes(FIN_COIL)) return {};
+    try {
+      this.pools.sync(pool, Date.now());
+    } catch (e) {
+      // Counts only feed the gauges here; an unusable spec must not pin the pool forever.
+      if (!(e instanceof PoolLayoutError)) throw e;
+    }
+    // Each remaining block's deletion re-enqueues the pool (owns), so no polling is needed for them.
+    if (this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_POOL, name).length > 0) return {};
+    if (this.pools.hasPending(name)) return { requeueAfterMs: PENDING_RECHECK_MS };
+    await this.client.removeFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
+    this.pools.drop(name);
+    return {};
+  }
+
+  private syncState(pool: Readonly<AddressPool>): ReturnType<PoolManager['sync']> {
+    try {
+      return this.pools.sync(pool, Date.now());
+    } catch (e) {
+      if (e instanceof PoolLayoutError) throw new PermanentError(`AddressPool ${pool.metadata?.name}: ${e.message}`, { cause: e });
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * BlockRequest reconciler: answers a node's request for one more block of a pool by creating the
+ * AddressBlock at the lowest free index and writing the request's status — exactly once.
+ *
+ * @see coil-behaviour.md §4.2, §4.3; Coil #152, #198, #271
+ */
+import { inject } from 'inversify';
+import type { AddressBlock } from '../api/v2/addressblock.js';
+import type { AddressPool } from '../api/v2/addresspool.js';
+import type { BlockRequest, BlockRequestStatus } from '../api/v2/blockrequest.js';
+import { COND_COMPLETE, COND_FAILED, isAnswered, REASON_OUT_OF_BLOCKS } from '../api/v2/blockrequest.js';
+import { findCondition, setCondition } from '../api/v2/conditions.js';
+import { API_VERSION, FIN_COIL, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { PoolLayoutError } from '../ipam/pool.js';
+import { Cache } from '../runtime/cache.js';
+import { Client } from '../runtime/client.js';
+import { Reconciler } from '../runtime/decorators.js';
+import { isAlreadyExists, PermanentError, TransientError, type Result } from '../runtime/errors.js';
+import { EventRecorder } from '../runtime/event-recorder.js';
+import type { Reconcile, Request } from '../runtime/registry.js';
+import { Kinds, timeMs } from './kinds.js';
+import { IPAM_OPTIONS, type IpamOptions } from './options.js';
+import { PoolManager, type BlockChoice } from './pool-manager.js';
+
+/** Name collisions tolerated in one reconcile before backing off (each one marks a taken index). */
+const MAX_COLLISIONS = 8;
+/** Retry delay while the requested pool is not (yet) in the cache. */
+const POOL_MISSING_RETRY_MS = 5_000;
+
+/** Index function of {@link INDEX_BLOCK_BY_REQUEST}: the block's request-UID label. */
+export function blockRequestIndex(b: Readonly<AddressBlock>): string[] {
+  const uid = b.metadata?.labels?.[LABEL_REQUEST];
+  return uid ? [uid] : [];
+}
+
+/**
+ * Reconciles one BlockRequest:
+ * - answered (any condition) → never answered again; deleted `blockRequestTtlMs` after its answer;
+ * - a block labelled with this request's UID exists (cached, or created by this process and not
+ *   cached yet) → answer with it: the controller crashed or failed between create and status (#198, #271);
+ * - pool being deleted or exhausted → `Complete=True` + `Failed=True` (reason `out of blocks`) and a
+ *   Warning Event `OutOfBlocks`;
+ * - else create `<pool>-<index>` at the lowest free index; an AlreadyExists (the cache lagged,
+ *   #152) marks that index taken and tries the next one instead of failing.
+ * Errors are thrown, never swallowed (Coil returns nil after a failed List).
+ *
+ * Leader-only; runs 4 keys at once — safe because {@link PoolManager.allocate} is synchronous.
+ */
+@Reconciler({
+  name: 'blockrequest',
+  for: Kinds.BlockRequest,
+  reads: [Kinds.AddressPool],
+  indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_REQUEST, fn: blockRequestIndex }],
+  leaderOnly: true,
+  maxConcurrentReconciles: 4,
+  rbac: [
+    { group: 'coil.cybozu.com', resources: ['blockrequests'], verbs: ['get', 'list', 'watch', 'delete'] },
+    { group: 'coil.cybozu.com', resources: ['blockrequests/status'], verbs: ['get', 'update', 'patch'] },
+    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch', 'create'] },
+    { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'list', 'watch'] },
+    { group: 'coil.cybozu.com', resources: ['addresspools/finalizers'], verbs: ['update'] },
+    { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+  ],
+})
+export class BlockRequestReconciler implements Reconcile {
+  constructor(
+    @inject(Cache) private readonly cache: Cache,
+    @inject(Client) private readonly client: Client,
+    @inject(EventRecorder) private readonly events: EventRecorder,
+    @inject(PoolManager) private readonly pools: PoolManager,
+    @inject(IPAM_OPTIONS) private readonly options: IpamOptions,
+  ) {}
+
+  /**
+   * @throws TransientError while the pool is not cached, or after {@link MAX_COLLISIONS} name collisions
+   * @throws PermanentError when the pool's spec cannot be laid out
+   * @throws ApiError on a failed write (retried; a stale status write fails its resourceVersion)
+   */
+  async reconcile(req: Request): Promise<Result> {
+    const br = this.cache.get(Kinds.BlockRequest, req);
+    if (!br) return {};
+    if (isAnswered(br.status)) return this.expire(br);
+    const uid = br.metadata!.uid!;
+    const poolName = br.spec.poolName;
+    const existing = this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, uid)[0]?.metadata?.name ?? this.pools.pendingBlockOf(poolName, uid);
+    if (existing !== undefined) return this.answerAllocated(br, existing);
+    const pool = this.cache.get(Kinds.AddressPool, { name: poolName });
+    if (!pool) throw new TransientError(`AddressPool ${poolName} not found`, POOL_MISSING_RETRY_MS);
+    if (pool.metadata?.deletionTimestamp) return this.answerFailed(br, `pool ${poolName} is being deleted`);
+    for (let collisions = 0; collisions < MAX_COLLISIONS; collisions++) {
+      const choice = this.allocate(pool, uid);
+      if (choice === undefined) return this.answerFailed(br, `pool ${poolName} does not have free blocks`);
+      const name = await this.createBlock(pool, br, choice);
+      if (name !== undefined) return this.answerAllocated(br, name);
+    }
+    throw new TransientError(`AddressPool ${poolName}: ${MAX_COLLISIONS} block names already taken; the cache is behind`);
+  }
+
+  private allocate(pool: Readonly<AddressPool>, uid: string): BlockChoice | undefined {
+    try {
+      return this.pools.allocate(pool, uid, Date.now());
+    } catch (e) {
+      if (e instanceof PoolLayoutError) throw new PermanentError(`AddressPool ${pool.metadata?.name}: ${e.message}`, { cause: e });
+      throw e;
+    }
+  }
+
+  /** Creates the chosen block. @returns its name, or undefined when the name was another request's */
+  private async createBlock(pool: Readonly<AddressPool>, br: Readonly<BlockRequest>, choice: BlockChoice): Promise<string | undefined> {
+    const poolName = pool.metadata!.name!;
+    const uid = br.metadata!.uid!;
+    const block: AddressBlock = {
+      metadata: {
+        name: choice.name,
+        labels: { [LABEL_POOL]: poolName, [LABEL_NODE]: br.spec.nodeName, [LABEL_REQUEST]: uid },
+        finalizers: [FIN_COIL],
+        ownerReferences: [{ apiVersion: API_VERSION, kind: 'AddressPool', name: poolName, uid: pool.metadata!.uid!, controller: true, blockOwnerDeletion: true }],
+      },
+      index: Number(choice.block.index),
+      ...(choice.block.ipv4 !== undefined && { ipv4: choice.block.ipv4 }),
+      ...(choice.block.ipv6 !== undefined && { ipv6: choice.block.ipv6 }),
+    };
+    try {
+      await this.client.create(Kinds.AddressBlock, block);
+      return choice.name;
+    } catch (e) {
+      if (!isAlreadyExists(e)) {
+        this.pools.release(poolName, choice.block.index);
+        throw e;
+      }
+    }
+    // Coil #152: the name exists though our state said free. Ours from an earlier attempt? Then reuse it.
+    const other = await this.client.get(Kinds.AddressBlock, { name: choice.name });
+    if (other?.metadata?.labels?.[LABEL_REQUEST] === uid) return choice.name;
+    this.pools.markForeign(poolName, choice.block.index);
+    return undefined;
+  }
+
+  private async answerAllocated(br: Readonly<BlockRequest>, blockName: string): Promise<Result> {
+    const now = new Date().toISOString();
+    const status: BlockRequestStatus = {
+      addressBlockName: blockName,
+      conditions: setCondition(br.status?.conditions, { type: COND_COMPLETE, status: 'True', reason: 'allocated', message: `allocated a block ${blockName}` }, now),
+    };
+    await this.writeStatus(br, status);
+    return {};
+  }
+
+  private async answerFailed(br: Readonly<BlockRequest>, message: string): Promise<Result> {
+    const now = new Date().toISOString();
+    let conditions = setCondition(br.status?.conditions, { type: COND_COMPLETE, status: 'True', reason: 'completed with failure', message: 'completed with failure' }, now);
+    conditions = setCondition(conditions, { type: COND_FAILED, status: 'True', reason: REASON_OUT_OF_BLOCKS, message }, now);
+    await this.writeStatus(br, { conditions });
+    this.events.event(br as BlockRequest, 'Warning', 'OutOfBlocks', message);
+    return {};
+  }
+
+  /** Guarded by the resourceVersion the decision was made on, so a request is answered only once. */
+  private async writeStatus(br: Readonly<BlockRequest>, status: BlockRequestStatus): Promise<void> {
+    await this.client.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, status, { resourceVersion: br.metadata!.resourceVersion! });
+  }
+
+  /** Deletes an answered request once it is older than the TTL (coil-behaviour.md §12 item 1). */
+  private async expire(br: Readonly<BlockRequest>): Promise<Result> {
+    const ttl = this.options.blockRequestTtlMs;
+    if (ttl <= 0) return {};
+    const answeredMs = timeMs(findCondition(br.status?.conditions, COND_COMPLETE)?.lastTransitionTime) ?? timeMs(br.metadata?.creationTimestamp) ?? 0;
+    const left = answeredMs + ttl - Date.now();
+    if (left > 0) return { requeueAfterMs: left };
+    await this.client.delete(Kinds.BlockRequest, { name: br.metadata!.name! }, { uid: br.metadata!.uid! });
+    return {};
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * Tunables of the IPAM reconcilers, bound in the container under {@link IPAM_OPTIONS} by the
+ * program (from flags) or by a test. Durations in milliseconds.
+ */
+
+/** Injection token of {@link IpamOptions}. */
+export const IPAM_OPTIONS = Symbol.for('coil.reconcilers.IpamOptions');
+
+/** Options of the AddressPool, BlockRequest and AddressBlock GC reconcilers. */
+export interface IpamOptions {
+  /**
+   * How often every AddressBlock is checked against the Nodes even without an event (Coil
+   * `--gc-interval`, default 3 600 000 ms). Node deletions are also watched, so this is a safety
+   * net, not the main path (coil-behaviour.md §4.4: Coil only polls).
+   */
+  readonly gcIntervalMs: number;
+  /**
+   * A Node NotReady for longer than this (by its Ready condition's lastTransitionTime) may lose
+   * the blocks no pod of it uses any more, without coild (Coil #204). Default 3 600 000 ms: far
+   * beyond pod eviction (300 s) and a reboot, so a partitioned node whose pods were force-deleted
+   * but may still run keeps its addresses while it could plausibly come back; a dead node's
+   * blocks still free within the hour, Coil's GC cadence. 0 disables the reclaim.
+   */
+  readonly nodeNotReadyReclaimMs: number;
+  /** While a dead node's block still has pods, re-check this often. Default 60 000 ms. */
+  readonly reclaimRecheckMs: number;
+  /**
+   * Answered BlockRequests are deleted this long after their answer (Coil never deletes them,
+   * coil-behaviour.md §12 item 1). Default 300 000 ms: coild waits seconds for an answer and, after
+   * a restart, finds its blocks by the `coil.cybozu.com/request` and node labels, so nothing reads
+   * a request minutes after it was answered. 0 keeps them (Coil's behaviour).
+   */
+  readonly blockRequestTtlMs: number;
+}
+
+/** The defaults documented on {@link IpamOptions}. */
+export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
+  gcIntervalMs: 3_600_000,
+  nodeNotReadyReclaimMs: 3_600_000,
+  reclaimRecheckMs: 60_000,
+  blockRequestTtlMs: 300_000,
+});
