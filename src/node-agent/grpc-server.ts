@@ -110,13 +110,18 @@ export class CniGrpcServer {
 
     const server = new grpc.Server({ interceptors: [loggingInterceptor(this.opts.logger), this.metrics.interceptor()] });
     const h = this.opts.handler;
-    const empty = (): object => ({});
+    // Del, Check, GC and Status answer google.protobuf.Empty.
+    const toEmpty = (fn: (a: CniArgs) => Promise<void>) =>
+      unary(async (a) => {
+        await fn(a);
+        return {};
+      });
     server.addService(cniService, {
       Add: unary(async (a) => ({ result: Buffer.from(JSON.stringify(await h.add(a))) })),
-      Del: unary(async (a) => (await h.del(a), empty())),
-      Check: unary(async (a) => (await h.check(a), empty())),
-      GC: unary(async (a) => (await h.gc(a), empty())),
-      Status: unary(async (a) => (await h.status(a), empty())),
+      Del: toEmpty((a) => h.del(a)),
+      Check: toEmpty((a) => h.check(a)),
+      GC: toEmpty((a) => h.gc(a)),
+      Status: toEmpty((a) => h.status(a)),
     });
     server.addService(healthService, {
       Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, callback: grpc.sendUnaryData<unknown>) => {
