@@ -66,6 +66,8 @@ export interface ProcessOutput {
 }
 
 interface Exit extends ProcessOutput {
+  /** argv of the process that produced this result. */
+  argv: readonly string[];
   exitCode: number | null;
   spawnError?: NodeJS.ErrnoException;
 }
@@ -105,7 +107,7 @@ export class IpRunner {
    * Runs `lines` in one `ip -batch -` process. With `onError: 'stop'`, a transient failure at
    * line k re-runs lines k… (lines before k were applied, ip stops at k); with `'continue'`, the
    * transiently failed lines are re-run.
-   * @returns stdout of the last process (for `ip -json -batch` reads, one JSON array per line)
+   * @returns stdout of the successful process
    * @throws NetlinkError for the first permanent failure, or when retries are exhausted
    * @throws TypeError when a token is empty or contains whitespace, quotes, `\` or `#`, which
    *   `ip -batch` would split or treat as a comment
@@ -113,20 +115,18 @@ export class IpRunner {
   async batch(lines: readonly BatchLine[], options: BatchOptions = {}): Promise<string> {
     const text = lines.map(formatBatchLine);
     const isContinue = options.onError === 'continue';
-    const argv = [...this.ipArgv(options), ...(isContinue ? ['-force'] : []), '-batch', '-'];
+    const tail = [...(isContinue ? ['-force'] : []), '-batch', '-'];
     let pending = text.map((_, i) => i + 1);
-    let stdout = '';
     for (let attempt = 1; ; attempt++) {
-      const res = await this.spawn(argv, pending.map((n) => text[n - 1]).join('\n') + '\n');
-      stdout = res.stdout;
-      if (res.exitCode === 0) return stdout;
+      const res = await this.spawnIp(options, tail, pending.map((n) => text[n - 1]).join('\n') + '\n');
+      if (res.exitCode === 0) return res.stdout;
       const failures = parseBatchFailures(res.stderr).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
       const first = failures[0];
       const isRetryable = res.spawnError === undefined && failures.length > 0 && (isContinue
         ? failures.every((f) => isTransientErrno(f.errno))
         : isTransientErrno(first?.errno));
       if (!isRetryable || attempt >= this.retry.attempts) {
-        throw this.batchError(argv, text, res, failures);
+        throw this.batchError(res.argv, text, res, failures);
       }
       pending = isContinue ? failures.map((f) => f.line) : pending.slice(pending.indexOf(first!.line));
       await sleep(this.delayMs(attempt));
@@ -141,8 +141,7 @@ export class IpRunner {
    * @throws NetlinkError on failure (e.g. errno ENODEV for `link show dev <missing>`)
    */
   async json<T>(args: readonly string[], target: RunTarget = {}): Promise<T> {
-    const argv = [...this.ipArgv(target), '-json', ...args];
-    const { stdout } = await this.withRetry(argv, undefined);
+    const { stdout, argv } = await this.withRetry(() => this.spawnIp(target, ['-json', ...args], undefined));
     const trimmed = stdout.trim();
     if (trimmed === '') return [] as T;
     try {
@@ -162,21 +161,29 @@ export class IpRunner {
    */
   async exec(argv: readonly string[], options: { netns?: string; input?: string } = {}): Promise<ProcessOutput> {
     const full = options.netns === undefined ? [...argv] : [this.nsenterPath, `--net=${options.netns}`, '--', ...argv];
-    return this.withRetry(full, options.input);
+    const { stdout, stderr } = await this.withRetry(() => this.spawn(full, options.input));
+    return { stdout, stderr };
   }
 
-  /** `ip [-n name | via nsenter] [-4|-6]`: `ip -n` saves nsenter's exec for /run/netns names. */
-  private ipArgv(target: RunTarget): string[] {
+  /**
+   * Runs `ip [-4|-6] <tail>` in `target.netns`. A path in /run/netns (or /var/run/netns) runs as
+   * `ip -n <name>`, one exec instead of nsenter's two; iproute2 resolves the name in its own
+   * compiled-in directory, so if that fails to open the netns the call is re-run through nsenter.
+   */
+  private async spawnIp(target: RunTarget, tail: readonly string[], input: string | undefined): Promise<Exit> {
     const family = target.family === undefined ? [] : [`-${target.family}`];
-    if (target.netns === undefined) return [this.ipPath, ...family];
-    const named = RUN_NETNS.exec(target.netns);
-    if (named?.[1] !== undefined) return [this.ipPath, '-n', named[1], ...family];
-    return [this.nsenterPath, `--net=${target.netns}`, '--', this.ipPath, ...family];
+    if (target.netns === undefined) return this.spawn([this.ipPath, ...family, ...tail], input);
+    const viaNsenter = [this.nsenterPath, `--net=${target.netns}`, '--', this.ipPath, ...family, ...tail];
+    const name = RUN_NETNS.exec(target.netns)?.[1];
+    if (name === undefined) return this.spawn(viaNsenter, input);
+    const res = await this.spawn([this.ipPath, '-n', name, ...family, ...tail], input);
+    return res.exitCode !== 0 && /Cannot open network namespace/.test(res.stderr) ? this.spawn(viaNsenter, input) : res;
   }
 
-  private async withRetry(argv: readonly string[], input: string | undefined): Promise<ProcessOutput> {
+  private async withRetry(run: () => Promise<Exit>): Promise<Exit> {
     for (let attempt = 1; ; attempt++) {
-      const res = await this.spawn(argv, input);
+      const res = await run();
+      const argv = res.argv;
       // Some iproute2 versions exit 0 after an interrupted (inconsistent) dump; only stderr tells.
       const isInterrupted = /Dump was interrupted/.test(res.stderr);
       if (res.exitCode === 0 && !isInterrupted) return res;
@@ -225,7 +232,7 @@ export class IpRunner {
       child.on('close', (code, signal) => {
         clearTimeout(timer);
         const stderr = Buffer.concat(err).toString() + (signal ? `\nkilled by ${signal} (timeout ${this.timeoutMs} ms?)` : '');
-        resolve({ stdout: Buffer.concat(out).toString(), stderr, exitCode: spawnError ? null : code, ...(spawnError ? { spawnError } : {}) });
+        resolve({ argv, stdout: Buffer.concat(out).toString(), stderr, exitCode: spawnError ? null : code, ...(spawnError ? { spawnError } : {}) });
       });
       child.stdin.end(input ?? '');
     });

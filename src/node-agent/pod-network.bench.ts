@@ -46,6 +46,20 @@ async function main(): Promise<void> {
       console.log(stats('destroy (caller-visible; veth deleted by the reaper)', destroy));
       console.log(`| reaper: last group delete | 1 | ${(performance.now() - t).toFixed(1)} | | |`);
     }
+    // Burst: every pod at once (kubelet starting many pods), latency per call and pods/s.
+    const lat: number[] = [];
+    const t0 = performance.now();
+    await Promise.all(pods.map(async (pod, i) => {
+      const t = performance.now();
+      await pn.setup(pod.path, { containerId: `burst${i}`, ifname: 'eth0', pool: 'default', ipv4: `10.70.1.${i + 2}`, ipv6: `fd00:70:1::${i + 2}`, hostIPv4: '192.168.70.1' });
+      lat.push(performance.now() - t);
+    }));
+    const wall = performance.now() - t0;
+    console.log(stats(`setup, ${pods.length} concurrent (${(pods.length / (wall / 1000)).toFixed(0)} pods/s)`, lat));
+    const t1 = performance.now();
+    await Promise.all(pods.map((_, i) => pn.destroy(`burst${i}`, 'eth0')));
+    await pn.reap();
+    console.log(`| destroy + reap, ${pods.length} concurrent: wall | 1 | ${(performance.now() - t1).toFixed(1)} | | |`);
   } finally {
     await netns.cleanup();
   }

@@ -230,6 +230,21 @@ describe('IpRoutePodNetwork in real network namespaces', { skip: netnsSkipReason
     assert.equal((await readLinks(ip, { netns: host.path, dev: res.hostIfname }))[0]?.mtu, 1400);
   });
 
+  test('20 concurrent setups and destroys on one node all succeed', async () => {
+    const pods = await Promise.all(Array.from({ length: 20 }, () => newPod()));
+    const results = await Promise.all(pods.map((p, i) => pn.setup(p.ns.path, {
+      containerId: p.containerId, ifname: 'eth0', pool: 'default', ipv4: `10.50.3.${i + 1}`, ipv6: `fd00:50:3::${i + 1}`, hostIPv4: NODE_V4,
+    })));
+    assert.equal(new Set(results.map((r) => r.hostIfname)).size, 20);
+    const checks = await Promise.all(pods.map((p, i) => pn.check({ containerId: p.containerId, ifname: 'eth0', netnsPath: p.ns.path, ipv4: `10.50.3.${i + 1}`, ipv6: `fd00:50:3::${i + 1}` })));
+    assert.deepEqual(checks.flat(), []);
+    await ping(pods[0]!.ns, '10.50.3.20');
+    await Promise.all(pods.map((p) => pn.destroy(p.containerId, 'eth0')));
+    await pn.reap();
+    const left = new Set((await hostVeths()).map((l) => l.ifname));
+    assert.ok(results.every((r) => !left.has(r.hostIfname)));
+  });
+
   test('list recovers pool, container id, ifname and IPs of every pod interface', async () => {
     const { ns, containerId } = await newPod();
     const res = await pn.setup(ns.path, { containerId, ifname: 'net1', pool: 'blue', ipv4: '10.50.2.1', ipv6: 'fd00:50:2::1', hostIPv4: NODE_V4 });
