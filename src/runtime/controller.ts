@@ -43,6 +43,7 @@ export class Controller {
     this.log = log.child({ controller: registration.name });
     this.queue = new WorkQueue({ ...registration.backoff, observer: metrics.queueObserver(registration.name) });
     metrics.initController(registration.name, this.concurrency());
+    metrics.watchInProgress(registration.name, () => this.queue.unfinishedWork());
   }
 
   /** Subscribes to the cache and starts the workers. */

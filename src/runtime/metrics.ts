@@ -22,6 +22,7 @@ export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after'
  * `…_reconcile_errors_total`, `…_terminal_reconcile_errors_total`, `…_reconcile_time_seconds`,
  * `…_max_concurrent_reconciles`, `…_active_workers`, `workqueue_{depth,adds_total,
  * queue_duration_seconds,work_duration_seconds,retries_total}{name,controller}`,
+ * `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds`,
  * `leader_election_master_status{name}`, `controller_runtime_webhook_{requests_total,
  * latency_seconds,requests_in_flight}`, `certwatcher_read_certificate{,_errors}_total`, plus
  * prom-client's `process_*`/`nodejs_*` defaults.
@@ -41,6 +42,10 @@ export class Metrics {
   readonly queueDuration: Histogram<'name' | 'controller'>;
   readonly workDuration: Histogram<'name' | 'controller'>;
   readonly queueRetries: Counter<'name' | 'controller'>;
+  readonly unfinishedWork: Gauge<'name' | 'controller'>;
+  readonly longestRunning: Gauge<'name' | 'controller'>;
+  /** Per controller: reads the queue's in-progress ages at scrape time. */
+  private readonly inProgress = new Map<string, () => { totalMs: number; longestMs: number }>();
   readonly leaderStatus: Gauge<'name'>;
   readonly webhookRequests: Counter<'webhook' | 'code'>;
   readonly webhookLatency: Histogram<'webhook'>;
@@ -62,6 +67,26 @@ export class Metrics {
     this.queueDuration = new Histogram({ name: 'workqueue_queue_duration_seconds', help: 'How long in seconds an item stays in workqueue before being requested', labelNames: ['name', 'controller'], buckets: QUEUE_BUCKETS, registers });
     this.workDuration = new Histogram({ name: 'workqueue_work_duration_seconds', help: 'How long in seconds processing an item from workqueue takes', labelNames: ['name', 'controller'], buckets: QUEUE_BUCKETS, registers });
     this.queueRetries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue', labelNames: ['name', 'controller'], registers });
+    const inProgress = this.inProgress;
+    // Computed when scraped (prom-client calls collect()), instead of client-go's 500 ms ticker.
+    this.unfinishedWork = new Gauge({
+      name: 'workqueue_unfinished_work_seconds',
+      help: 'How many seconds of work has been done that is in progress and has not been observed by work_duration. Large values indicate stuck threads.',
+      labelNames: ['name', 'controller'],
+      registers,
+      collect() {
+        for (const [name, read] of inProgress) this.set({ name, controller: name }, read().totalMs / 1000);
+      },
+    });
+    this.longestRunning = new Gauge({
+      name: 'workqueue_longest_running_processor_seconds',
+      help: 'How many seconds has the longest running processor for workqueue been running.',
+      labelNames: ['name', 'controller'],
+      registers,
+      collect() {
+        for (const [name, read] of inProgress) this.set({ name, controller: name }, read().longestMs / 1000);
+      },
+    });
     this.leaderStatus = new Gauge({ name: 'leader_election_master_status', help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master', labelNames: ['name'], registers });
     this.webhookRequests = new Counter({ name: 'controller_runtime_webhook_requests_total', help: 'Total number of admission requests by HTTP status code', labelNames: ['webhook', 'code'], registers });
     this.webhookLatency = new Histogram({ name: 'controller_runtime_webhook_latency_seconds', help: 'Histogram of the latency of processing admission requests', labelNames: ['webhook'], registers });
@@ -80,6 +105,11 @@ export class Metrics {
     this.terminalReconcileErrors.inc({ controller: name }, 0);
     this.queueRetries.inc({ name, controller: name }, 0);
     this.queueAdds.inc({ name, controller: name }, 0);
+  }
+
+  /** Exposes the in-progress ages of controller `name`'s queue as the unfinished-work gauges. */
+  watchInProgress(name: string, read: () => { totalMs: number; longestMs: number }): void {
+    this.inProgress.set(name, read);
   }
 
   /** The work-queue observer of controller `name` (both `name` and `controller` labels carry it, as in controller-runtime). */

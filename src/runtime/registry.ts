@@ -36,11 +36,25 @@ export interface WatchSpec<T extends KubernetesObject = KubernetesObject> {
   readonly map: (obj: Readonly<T>, cache: Cache) => readonly Request[];
 }
 
+/**
+ * Builds a {@link WatchSpec} with `map` typed by the kind (an object literal in `watches: [...]`
+ * would type `obj` as `any`, because option arrays accept every kind).
+ * @example watches: [watchKind(AddressBlock, (b) => [{ name: b.metadata!.labels![LABEL_REQUEST]! }])]
+ */
+export function watchKind<T extends KubernetesObject>(kind: KindDescriptor<T>, map: (obj: Readonly<T>) => readonly Request[]): WatchSpec<T> {
+  return { kind, map };
+}
+
 /** An index the reconciler needs on the cache. */
 export interface IndexSpec<T extends KubernetesObject = KubernetesObject> {
   readonly kind: KindDescriptor<T>;
   readonly name: string;
   readonly fn: IndexFunc<T>;
+}
+
+/** Builds an {@link IndexSpec} with `fn` typed by the kind (see {@link watchKind}). */
+export function indexKind<T extends KubernetesObject>(kind: KindDescriptor<T>, name: string, fn: IndexFunc<T>): IndexSpec<T> {
+  return { kind, name, fn };
 }
 
 /** One RBAC rule (emitted into the chart by hack/, as controller-gen does from markers). */
@@ -50,7 +64,11 @@ export interface RbacRule {
   readonly verbs: readonly string[];
 }
 
-/** Options of `@Reconciler`. */
+/**
+ * Options of `@Reconciler`. Kind-typed fields use `any` because a descriptor of a specific kind
+ * must fit, and `map`/`fn` parameters make WatchSpec/IndexSpec contravariant; build them with
+ * {@link watchKind}/{@link indexKind} to keep the types.
+ */
 export interface ReconcilerOptions {
   /** Unique, metric-label-safe controller name (`[a-z0-9-]+`). */
   readonly name: string;
@@ -132,12 +150,14 @@ export class Registry {
   readonly reconcilers: ReconcilerRegistration[] = [];
   readonly webhooks: WebhookRegistration[] = [];
 
+  /** Records a reconciler. @throws Error on an invalid or duplicate name */
   addReconciler(reg: ReconcilerRegistration): void {
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(reg.name)) throw new Error(`reconciler name ${JSON.stringify(reg.name)} is not a valid metric label (lower-case, digits, dashes)`);
     if (this.reconcilers.some((r) => r.name === reg.name)) throw new Error(`duplicate reconciler name ${reg.name}`);
     this.reconcilers.push(reg);
   }
 
+  /** Records a webhook. @throws Error on a duplicate path */
   addWebhook(reg: WebhookRegistration): void {
     if (this.webhooks.some((w) => w.path === reg.path)) throw new Error(`duplicate webhook path ${reg.path}`);
     this.webhooks.push(reg);

@@ -155,6 +155,21 @@ export class WorkQueue {
     return this.processing.size;
   }
 
+  /**
+   * Work in progress, for client-go's stuck-worker gauges: the summed and the longest age of the
+   * keys currently processing, in ms.
+   */
+  unfinishedWork(): { totalMs: number; longestMs: number } {
+    const now = this.clock.now();
+    let totalMs = 0;
+    let longestMs = 0;
+    for (const started of this.startedAt.values()) {
+      totalMs += now - started;
+      longestMs = Math.max(longestMs, now - started);
+    }
+    return { totalMs, longestMs };
+  }
+
   /** Whether a key waits for a delayed add (a retry or requeueAfter). */
   isWaiting(key: string): boolean {
     return this.delayed.has(key);

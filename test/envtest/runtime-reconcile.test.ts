@@ -13,10 +13,10 @@ import { Client } from '../../src/runtime/client.js';
 import { Reconciler } from '../../src/runtime/decorators.js';
 import { isAlreadyExists, type Result } from '../../src/runtime/errors.js';
 import { EventRecorder } from '../../src/runtime/event-recorder.js';
-import { apiVersionOf, keyOf } from '../../src/runtime/kind.js';
+import { apiVersionOf, defineKind, keyOf } from '../../src/runtime/kind.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { OperatorFacade } from '../../src/runtime/operator-facade.js';
-import { Registry, type Reconcile, type ReconcileContext, type Request } from '../../src/runtime/registry.js';
+import { Registry, indexKind, watchKind, type Reconcile, type ReconcileContext, type Request } from '../../src/runtime/registry.js';
 import { Container } from 'inversify';
 import { ControlPlane, eventually } from './control-plane.js';
 import { createNamespace, metricValue, sampleCrd, sampleKind, scrape, testManager, type Sample } from './runtime-support.js';
@@ -26,6 +26,12 @@ const Gadget = sampleKind('Gadget');
 const Flaky = sampleKind('Flaky');
 const Ticket = sampleKind('Ticket');
 const NS = 'rt-reconcile';
+/** A core kind watched for notes: a ConfigMap labelled `widget=<name>` annotates that Widget. */
+const ConfigMap = defineKind<Sample & { data?: Record<string, string> }>({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true });
+const widgetOf = (cm: { metadata?: { namespace?: string; labels?: Record<string, string> } }): Request[] => {
+  const name = cm.metadata?.labels?.['widget'];
+  return name && cm.metadata?.namespace ? [{ namespace: cm.metadata.namespace, name }] : [];
+};
 const FINALIZER = `${Widget.group}/cleanup`;
 const JOURNAL = Symbol('journal');
 
@@ -43,7 +49,15 @@ const registry = new Registry();
  * The sample: keeps a child Gadget `<name>-gadget` (controller-owned) and mirrors
  * `spec.size` and the Gadget's `spec.color` into status; cleans up through a finalizer.
  */
-@Reconciler({ name: 'widget', for: Widget, owns: [Gadget], registry, maxConcurrentReconciles: 2 })
+@Reconciler({
+  name: 'widget',
+  for: Widget,
+  owns: [Gadget],
+  watches: [watchKind(ConfigMap, widgetOf)],
+  indexes: [indexKind(ConfigMap, 'configmap.widget', (cm) => widgetOf(cm).map(keyOf))],
+  registry,
+  maxConcurrentReconciles: 2,
+})
 class WidgetReconciler implements Reconcile {
   constructor(
     @inject(Cache) private readonly cache: Cache,
@@ -77,8 +91,10 @@ class WidgetReconciler implements Reconcile {
         if (!isAlreadyExists(e)) throw e;
       }
     }
-    const status = { observedSize: w.spec?.['size'] ?? null, gadgetColor: gadget?.spec?.['color'] ?? null };
-    if (JSON.stringify(status) !== JSON.stringify({ observedSize: w.status?.['observedSize'] ?? null, gadgetColor: w.status?.['gadgetColor'] ?? null })) {
+    const notes = this.cache.byIndex(ConfigMap, 'configmap.widget', keyOf(req)).map((cm) => cm.data?.['note'] ?? '');
+    const status = { observedSize: w.spec?.['size'] ?? null, gadgetColor: gadget?.spec?.['color'] ?? null, notes: notes.sort() };
+    const current = { observedSize: w.status?.['observedSize'] ?? null, gadgetColor: w.status?.['gadgetColor'] ?? null, notes: w.status?.['notes'] ?? [] };
+    if (JSON.stringify(status) !== JSON.stringify(current)) {
       await this.client.patchStatus(Widget, req, status, { resourceVersion: w.metadata!.resourceVersion! });
     }
     return {};
@@ -177,6 +193,13 @@ describe('runtime: decorator-registered reconcilers on a real apiserver', () => 
     await eventually(async () => (await widget('w1'))?.status?.['gadgetColor'] === 'blue');
   });
 
+  test('a watched kind maps to its Widget through the watch and an index', async () => {
+    await client.create(ConfigMap, { metadata: { name: 'note-1', namespace: NS, labels: { widget: 'w1' } }, data: { note: 'hello' } });
+    await eventually(async () => JSON.stringify((await widget('w1'))?.status?.['notes']) === '["hello"]');
+    await client.mergePatch(ConfigMap, { namespace: NS, name: 'note-1' }, { metadata: { labels: { widget: 'elsewhere' } } });
+    await eventually(async () => JSON.stringify((await widget('w1'))?.status?.['notes']) === '[]');
+  });
+
   test('reconciles a delete: the finalizer runs cleanup, then the object goes and is seen absent', async () => {
     assert.equal(await client.delete(Widget, { namespace: NS, name: 'w1' }), true);
     await eventually(async () => (await widget('w1')) === undefined);
@@ -205,7 +228,7 @@ describe('runtime: decorator-registered reconcilers on a real apiserver', () => 
     assert.ok(gaps[3]! > gaps[0]!, 'backoff grows');
   });
 
-  test('1,000 events on 50 keys: one key never reconciled twice at once, keys in parallel, last state seen', async () => {
+  test('1,000 events on 50 keys: one key never reconciled twice at once, keys in parallel, last state seen', async (ctx) => {
     const names = Array.from({ length: 50 }, (_, i) => `t${i}`);
     await Promise.all(names.map((name) => client.create(Ticket, { metadata: { name, namespace: NS }, spec: { n: 0 } })));
     for (let round = 1; round <= 19; round++) {
@@ -217,6 +240,7 @@ describe('runtime: decorator-registered reconcilers on a real apiserver', () => 
     assert.ok(t.maxRunning > 1, `no parallelism across keys (max ${t.maxRunning})`);
     assert.ok(t.maxRunning <= 8, `more workers than maxConcurrentReconciles (${t.maxRunning})`);
     assert.ok(t.runs <= 1000, `de-duplication: ${t.runs} reconciles for 1,000 events`);
+    ctx.diagnostic(`1,000 events → ${t.runs} reconciles, at most ${t.maxRunning} keys at once, ${t.maxPerKey} per key`);
   });
 
   test('/metrics exposes controller-runtime and workqueue names with real values', async () => {
@@ -229,6 +253,8 @@ describe('runtime: decorator-registered reconcilers on a real apiserver', () => 
     assert.ok(metricValue(m, 'controller_runtime_reconcile_time_seconds_bucket', { ...w, le: '60' })! > 0);
     assert.equal(metricValue(m, 'controller_runtime_max_concurrent_reconciles', w), 2);
     assert.equal(metricValue(m, 'workqueue_depth', q), 0);
+    assert.equal(metricValue(m, 'workqueue_unfinished_work_seconds', q), 0);
+    assert.equal(metricValue(m, 'workqueue_longest_running_processor_seconds', q), 0);
     assert.ok(metricValue(m, 'workqueue_adds_total', q)! > 0);
     assert.ok(metricValue(m, 'workqueue_queue_duration_seconds_count', q)! > 0);
     assert.ok(metricValue(m, 'workqueue_work_duration_seconds_count', q)! > 0);
