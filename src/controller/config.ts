@@ -1,0 +1,146 @@
+/**
+ * coil-controller flags: Coil's names and defaults (coil-behaviour.md §1.2 `coil-ipam-controller`)
+ * plus ours. Environment variables are read here and in main.ts only.
+ */
+import { parseArgs } from 'node:util';
+import { LEADER_ELECTION_ID, PORTS } from '../api/v2/keys.js';
+import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
+import type { BindAddress } from '../runtime/http-servers.js';
+
+/** Parsed configuration of one coil-controller process. */
+export interface ControllerConfig {
+  /** `--metrics-addr`, default `:9386`; `0` disables. */
+  readonly metricsAddr?: BindAddress;
+  /** `--health-addr`, default `:9387`; `0` disables. */
+  readonly healthAddr?: BindAddress;
+  /** `--webhook-addr`, default `:9443`. */
+  readonly webhookAddr: BindAddress;
+  /** `--cert-dir`, default `/certs`: holds `tls.crt` and `tls.key`. */
+  readonly certDir: string;
+  /** `--enable-webhooks` (ours), default true; false serves no webhook (e.g. local runs without certificates). */
+  readonly enableWebhooks: boolean;
+  /** `--kubeconfig`, else `$KUBECONFIG`, else in-cluster, else `~/.kube/config`. */
+  readonly kubeconfig?: string;
+  /** `--leader-elect` (ours), default true. */
+  readonly leaderElect: boolean;
+  /** `--leader-election-id`, default `coil-leader`. */
+  readonly leaderElectionId: string;
+  /** `--leader-election-namespace`, default `$COIL_POD_NAMESPACE` or `kube-system`. */
+  readonly leaderElectionNamespace: string;
+  /** `--graceful-shutdown` (ours), default 20 s as Coil. */
+  readonly gracefulShutdownMs: number;
+  /** `--log-level` (ours; `--zap-log-level` is accepted as an alias), default `info`. */
+  readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+  /** `--gc-interval` (1h), `--node-notready-reclaim` (1h), `--blockrequest-ttl` (5m). */
+  readonly ipam: IpamOptions;
+}
+
+/** A flag value that cannot be used. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+/**
+ * Parses Go-style durations: `1h`, `10s`, `1h30m`, `250ms`, `0`. @returns milliseconds
+ * @throws ConfigError on anything else
+ */
+export function parseDuration(text: string): number {
+  if (text === '0') return 0;
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
+  const unit: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  let m: RegExpExecArray | null;
+  let end = 0;
+  while ((m = re.exec(text)) !== null) {
+    total += Number(m[1]) * unit[m[2]!]!;
+    end = re.lastIndex;
+  }
+  if (end === 0 || end !== text.length) throw new ConfigError(`invalid duration ${JSON.stringify(text)} (use e.g. 1h, 10m, 30s)`);
+  return Math.round(total);
+}
+
+/**
+ * Parses `host:port` / `:port`; `0` or empty means disabled.
+ * @throws ConfigError on a bad port
+ */
+export function parseBindAddress(text: string): BindAddress | undefined {
+  if (text === '' || text === '0') return undefined;
+  const colon = text.lastIndexOf(':');
+  const host = colon > 0 ? text.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
+  const port = Number(colon >= 0 ? text.slice(colon + 1) : text);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid address ${JSON.stringify(text)}`);
+  return { host, port };
+}
+
+/** Parses `argv` (without node and script). @throws ConfigError on an unknown flag or bad value */
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ControllerConfig {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      strict: true,
+      options: {
+        'metrics-addr': { type: 'string', default: `:${PORTS.controllerMetrics}` },
+        'health-addr': { type: 'string', default: `:${PORTS.controllerHealth}` },
+        'webhook-addr': { type: 'string', default: `:${PORTS.controllerWebhook}` },
+        'cert-dir': { type: 'string', default: '/certs' },
+        'enable-webhooks': { type: 'string', default: 'true' },
+        'gc-interval': { type: 'string', default: '1h' },
+        'node-notready-reclaim': { type: 'string', default: '1h' },
+        'blockrequest-ttl': { type: 'string', default: '5m' },
+        kubeconfig: { type: 'string' },
+        'leader-elect': { type: 'string', default: 'true' },
+        'leader-election-id': { type: 'string', default: LEADER_ELECTION_ID },
+        'leader-election-namespace': { type: 'string' },
+        'graceful-shutdown': { type: 'string', default: '20s' },
+        'log-level': { type: 'string' },
+        // Coil's manifests pass controller-runtime's zap flags; accepted so they keep working.
+        'zap-log-level': { type: 'string' },
+        'zap-stacktrace-level': { type: 'string' },
+        'zap-encoder': { type: 'string' },
+        'zap-devel': { type: 'string' },
+        'zap-time-encoding': { type: 'string' },
+      },
+    });
+  } catch (e) {
+    throw new ConfigError((e as Error).message, { cause: e });
+  }
+  const v = parsed.values;
+  const level = v['log-level'] ?? v['zap-log-level'] ?? 'info';
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`invalid log level ${level}`);
+  const webhookAddr = parseBindAddress(v['webhook-addr']!);
+  if (!webhookAddr) throw new ConfigError('--webhook-addr cannot be disabled; use --enable-webhooks=false');
+  const metricsAddr = parseBindAddress(v['metrics-addr']!);
+  const healthAddr = parseBindAddress(v['health-addr']!);
+  const kubeconfig = v.kubeconfig ?? env.KUBECONFIG;
+  return {
+    ...(metricsAddr && { metricsAddr }),
+    ...(healthAddr && { healthAddr }),
+    webhookAddr,
+    certDir: v['cert-dir']!,
+    enableWebhooks: parseBool('enable-webhooks', v['enable-webhooks']!),
+    ...(kubeconfig ? { kubeconfig } : {}),
+    leaderElect: parseBool('leader-elect', v['leader-elect']!),
+    leaderElectionId: v['leader-election-id']!,
+    leaderElectionNamespace: v['leader-election-namespace'] ?? env.COIL_POD_NAMESPACE ?? 'kube-system',
+    gracefulShutdownMs: parseDuration(v['graceful-shutdown']!),
+    logLevel: level as ControllerConfig['logLevel'],
+    ipam: {
+      ...DEFAULT_IPAM_OPTIONS,
+      gcIntervalMs: positive('gc-interval', parseDuration(v['gc-interval']!)),
+      nodeNotReadyReclaimMs: parseDuration(v['node-notready-reclaim']!),
+      blockRequestTtlMs: parseDuration(v['blockrequest-ttl']!),
+    },
+  };
+}
+
+function parseBool(flag: string, text: string): boolean {
+  if (text === 'true' || text === '') return true;
+  if (text === 'false') return false;
+  throw new ConfigError(`--${flag}: expected true or false, got ${JSON.stringify(text)}`);
+}
+
+function positive(flag: string, ms: number): number {
+  if (ms <= 0) throw new ConfigError(`--${flag} must be positive`);
+  return ms;
+}

@@ -1,0 +1,49 @@
+/**
+ * Assembles the IPAM part of coil-controller into a fresh {@link Registry}: the AddressPool
+ * webhooks and the AddressPool, BlockRequest and AddressBlock GC reconcilers, plus the container
+ * bindings they need (the shared {@link PoolManager} and the {@link IpamOptions}). Used by the
+ * entrypoint and by the envtest suites, which pick only the parts they test.
+ */
+import type { Container, Newable } from 'inversify';
+import { AddressBlockGcReconciler } from '../reconcilers/addressblock-gc.js';
+import { AddressPoolReconciler } from '../reconcilers/addresspool.js';
+import { BlockRequestReconciler } from '../reconcilers/blockrequest.js';
+import { DEFAULT_IPAM_OPTIONS, IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
+import { PoolManager } from '../reconcilers/pool-manager.js';
+import { AddressPoolDefaulter, AddressPoolValidator } from '../webhooks/addresspool.js';
+import { defaultRegistry, Registry } from '../runtime/registry.js';
+
+/** Which IPAM parts to register; everything by default. */
+export interface IpamParts {
+  readonly webhooks?: boolean;
+  readonly addressPool?: boolean;
+  readonly blockRequest?: boolean;
+  readonly gc?: boolean;
+}
+
+/**
+ * Copies the chosen registrations (recorded by the decorators in the default registry) into
+ * `into`, with the GC's resync period set from `options.gcIntervalMs`.
+ * @returns `into`, for chaining
+ */
+export function addIpam(into: Registry, parts: IpamParts = {}, options: IpamOptions = DEFAULT_IPAM_OPTIONS): Registry {
+  const want = new Set<Newable<unknown>>();
+  if (parts.webhooks ?? true) want.add(AddressPoolDefaulter).add(AddressPoolValidator);
+  if (parts.addressPool ?? true) want.add(AddressPoolReconciler);
+  if (parts.blockRequest ?? true) want.add(BlockRequestReconciler);
+  if (parts.gc ?? true) want.add(AddressBlockGcReconciler);
+  const source = defaultRegistry();
+  for (const r of source.reconcilers) {
+    if (!want.has(r.target)) continue;
+    into.addReconciler(r.target === AddressBlockGcReconciler ? { ...r, resyncPeriodMs: options.gcIntervalMs } : r);
+  }
+  for (const w of source.webhooks) if (want.has(w.target)) into.addWebhook(w);
+  return into;
+}
+
+/** Binds what the IPAM reconcilers inject: one PoolManager shared by both pool-state users, and the options. */
+export function bindIpam(container: Container, options: IpamOptions = DEFAULT_IPAM_OPTIONS): Container {
+  container.bind(PoolManager).toSelf().inSingletonScope();
+  container.bind(IPAM_OPTIONS).toConstantValue(options);
+  return container;
+}
