@@ -1,0 +1,113 @@
+/**
+ * charts/coil with the real helm binary: lint, template, and install / upgrade / uninstall
+ * against a real kube-apiserver (server-side validation of every object).
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { ControlPlane, REPO_ROOT, eventually } from './control-plane.js';
+import { kubectl, toolPath } from './tools.js';
+
+const run = promisify(execFile);
+const CHART = join(REPO_ROOT, 'charts/coil');
+
+async function helm(args: readonly string[], kubeconfig?: string): Promise<string> {
+  const bin = await toolPath('helm');
+  const env = { ...process.env, HELM_CACHE_HOME: '/tmp/coil-helm/cache', HELM_CONFIG_HOME: '/tmp/coil-helm/config', HELM_DATA_HOME: '/tmp/coil-helm/data' };
+  try {
+    const { stdout } = await run(bin, kubeconfig ? [`--kubeconfig=${kubeconfig}`, ...args] : args, { env, maxBuffer: 64 << 20 });
+    return stdout;
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new Error(e.stderr?.trim() || e.message, { cause: err });
+  }
+}
+
+function kinds(manifest: string): string[] {
+  return parseAllDocuments(manifest)
+    .map((d) => d.toJS() as { kind?: string; metadata?: { name?: string } } | null)
+    .filter((o): o is { kind: string; metadata: { name: string } } => !!o?.kind)
+    .map((o) => `${o.kind}/${o.metadata.name}`)
+    .sort();
+}
+
+describe('Helm chart charts/coil', () => {
+  let cp: ControlPlane;
+
+  before(async () => {
+    cp = await ControlPlane.start();
+  });
+  after(() => cp?.stop());
+
+  test('helm lint passes', async () => {
+    const out = await helm(['lint', CHART, '--strict']);
+    assert.match(out, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+  });
+
+  test('helm template renders every program, RBAC and webhook object', async () => {
+    const objects = kinds(await helm(['template', 'coil', CHART, '--namespace', 'kube-system']));
+    for (const expected of [
+      'ClusterRole/coil-controller', 'ClusterRole/coild', 'ClusterRole/coil-egress', 'ClusterRoleBinding/coil-controller',
+      'ClusterRoleBinding/coild', 'ConfigMap/coil-config', 'DaemonSet/coild', 'Deployment/coil-controller',
+      'MutatingWebhookConfiguration/coil-mutating-webhook-configuration', 'Role/coil-leader-election',
+      'Secret/coil-webhook-server-cert', 'Service/coil-webhook-service', 'ServiceAccount/coil-controller', 'ServiceAccount/coild',
+      'ValidatingWebhookConfiguration/coil-validating-webhook-configuration',
+    ]) {
+      assert.ok(objects.includes(expected), `${expected} rendered (got ${objects.join(', ')})`);
+    }
+  });
+
+  test('values.schema.json rejects a bad value naming it', async () => {
+    await assert.rejects(helm(['template', 'coil', CHART, '--set', 'cni.confName=coil.conf']), /cni\.confName/);
+    await assert.rejects(helm(['template', 'coil', CHART, '--set', 'defaultPool.blockSizeBits=40']), /defaultPool\.blockSizeBits/);
+  });
+
+  test('IPAM off renders no AddressPool webhook and no IPAM rules for the programs', async () => {
+    const out = await helm(['template', 'coil', CHART, '--set', 'ipam.enabled=false']);
+    const docs = parseAllDocuments(out).map((d) => d.toJS() as { kind?: string; metadata?: { name?: string }; rules?: { resources: string[] }[]; webhooks?: { name: string }[] } | null);
+    const webhooks = docs.flatMap((d) => d?.webhooks ?? []).map((w) => w.name);
+    assert.ok(!webhooks.some((w) => w.includes('addresspool')), `no AddressPool webhook (${webhooks.join(', ')})`);
+    for (const role of docs.filter((d) => d?.kind === 'ClusterRole' && ['coil-controller', 'coild'].includes(d.metadata?.name ?? ''))) {
+      const resources = role!.rules!.flatMap((r) => r.resources);
+      assert.ok(!resources.includes('addressblocks') && !resources.includes('blockrequests'), `${role!.metadata!.name}: ${resources.join(',')}`);
+    }
+  });
+
+  test('helm install creates every object, upgrade applies changed values, uninstall removes them', async () => {
+    const ns = 'kube-system';
+    await helm(['install', 'coil', CHART, '--namespace', ns], cp.kubeconfigPath);
+    const apps = cp.kubeConfig.makeApiClient(k8s.AppsV1Api);
+    const ds = await apps.readNamespacedDaemonSet({ name: 'coild', namespace: ns });
+    assert.equal(ds.spec?.template.spec?.hostNetwork, true);
+    assert.equal(ds.spec?.template.spec?.hostPID, true);
+    assert.equal(ds.spec?.template.spec?.containers[0]?.volumeMounts?.find((m) => m.name === 'run')?.mountPropagation, 'HostToContainer');
+    const dep = await apps.readNamespacedDeployment({ name: 'coil-controller', namespace: ns });
+    assert.equal(dep.spec?.replicas, 2);
+    const crds = await kubectl(cp.kubeconfigPath, ['get', 'crd', '-o', 'name']);
+    assert.match(crds, /addresspools\.coil\.cybozu\.com/, 'the chart installed the CRDs');
+
+    const secretBefore = await cp.kubeConfig.makeApiClient(k8s.CoreV1Api).readNamespacedSecret({ name: 'coil-webhook-server-cert', namespace: ns });
+    await helm(['upgrade', 'coil', CHART, '--namespace', ns, '--set', 'controller.replicas=3', '--set', 'coild.coolingPeriod=45s'], cp.kubeconfigPath);
+    const upgraded = await apps.readNamespacedDeployment({ name: 'coil-controller', namespace: ns });
+    assert.equal(upgraded.spec?.replicas, 3);
+    const dsUp = await apps.readNamespacedDaemonSet({ name: 'coild', namespace: ns });
+    assert.ok(dsUp.spec?.template.spec?.containers[0]?.args?.includes('--cooling-period=45s'));
+    const secretAfter = await cp.kubeConfig.makeApiClient(k8s.CoreV1Api).readNamespacedSecret({ name: 'coil-webhook-server-cert', namespace: ns });
+    assert.equal(secretAfter.data?.['ca.crt'], secretBefore.data?.['ca.crt'], 'the upgrade keeps the webhook CA');
+    const validating = await cp.kubeConfig.makeApiClient(k8s.AdmissionregistrationV1Api)
+      .readValidatingWebhookConfiguration({ name: 'coil-validating-webhook-configuration' });
+    assert.equal(validating.webhooks?.[0]?.clientConfig.caBundle, secretAfter.data?.['ca.crt'], 'caBundle matches the Secret CA');
+
+    await helm(['uninstall', 'coil', '--namespace', ns, '--wait'], cp.kubeconfigPath);
+    await eventually(async () => {
+      await assert.rejects(apps.readNamespacedDaemonSet({ name: 'coild', namespace: ns }));
+      return true;
+    });
+    const roles = await kubectl(cp.kubeconfigPath, ['get', 'clusterrole', '-l', 'app.kubernetes.io/name=coil', '-o', 'name']);
+    assert.equal(roles.trim(), '', 'no ClusterRole left');
+  });
+});
