@@ -38,6 +38,11 @@ export interface ControlPlaneOptions {
   readonly controllerManager?: boolean;
   /** CRD objects (apiextensions.k8s.io/v1) to install and wait for until Established. */
   readonly crds?: readonly object[];
+  /**
+   * Extra subjectAltNames of the apiserver certificate (e.g. `IP:172.31.120.254`), for clients
+   * that reach it through a relay on another address, as the lab's netns nodes do.
+   */
+  readonly apiServerSans?: readonly string[];
 }
 
 /** Controllers run by the optional kube-controller-manager (real-control-plane.md §3.6). */
@@ -119,7 +124,7 @@ export class ControlPlane {
     const ca = await TestCA.create(join(dir, 'pki'));
     const cp = new ControlPlane(dir, binDir, ca, await freePort(), await freePort());
     try {
-      await cp.prepare();
+      await cp.prepare(options.apiServerSans ?? []);
       await cp.startEtcd();
       await cp.startApiServer();
       if (options.controllerManager) await cp.startControllerManager();
@@ -131,9 +136,9 @@ export class ControlPlane {
     }
   }
 
-  private async prepare(): Promise<void> {
+  private async prepare(extraSans: readonly string[]): Promise<void> {
     await this.ca.issue('apiserver', '/CN=localhost', 'server', [
-      'IP:127.0.0.1', 'DNS:localhost', 'IP:10.0.0.1', 'DNS:kubernetes.default.svc',
+      'IP:127.0.0.1', 'DNS:localhost', 'IP:10.0.0.1', 'DNS:kubernetes.default.svc', ...extraSans,
     ]);
     this.admin = await this.ca.issue('admin', '/O=system:masters/CN=admin', 'client');
     this.saKeys = await createServiceAccountKeys(this.ca.dir);
