@@ -1,0 +1,122 @@
+/**
+ * BlockReleaser: gives this node's empty AddressBlocks back to the pool, after a grace period.
+ *
+ * Coil releases a block the moment its last address is freed; on a busy node that means create,
+ * delete and re-advertise over and over (coil-behaviour.md §12 item 2; Calico keeps empty blocks
+ * for a while for the same reason). Here a block is released only once it has been empty for
+ * `graceMs` and none of its addresses is still cooling — a cooling address must not become
+ * another node's pod address while stale routes or conntrack entries still point here.
+ * Releasing = remove the `coil.cybozu.com` finalizer, then delete (Coil §5.5); the controller's
+ * finalizer-free block is then gone for good.
+ */
+import type Logger from 'bunyan';
+import { FIN_COIL } from '../api/v2/keys.js';
+import type { Client } from '../runtime/client.js';
+import { isConflict, isNotFound, isPatchTestFailed } from '../runtime/errors.js';
+import { CoildKinds } from './kinds.js';
+import type { NodeBlock, NodeIpam } from './node-ipam.js';
+
+/** Constructor options of {@link BlockReleaser}. */
+export interface BlockReleaserOptions {
+  readonly ipam: NodeIpam;
+  readonly client: Client;
+  readonly logger: Logger;
+  /** How long a block stays empty before release (`--block-release-grace`). Default 60 000 ms. */
+  readonly graceMs?: number;
+  /** Told after blocks were released (route export re-syncs from the cache anyway). */
+  readonly onReleased?: (names: string[]) => void;
+  /** Clock, ms since the epoch. Default Date.now. */
+  readonly now?: () => number;
+}
+
+/**
+ * Releases empty blocks when their time comes: {@link schedule} arms one timer for the earliest
+ * candidate. Releases run one pass at a time.
+ */
+export class BlockReleaser {
+  readonly graceMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<string[]> | undefined;
+  private stopped = false;
+  private readonly now: () => number;
+
+  constructor(private readonly o: BlockReleaserOptions) {
+    this.graceMs = o.graceMs ?? 60_000;
+    this.now = o.now ?? Date.now;
+  }
+
+  /** (Re)arms the timer for the next block that becomes releasable. Cheap; call on every change. */
+  schedule(): void {
+    if (this.stopped) return;
+    const at = this.o.ipam.nextReleaseAtMs(this.graceMs);
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (at === undefined) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.release().catch((err: unknown) => this.o.logger.error({ err }, 'block release failed'));
+    }, Math.max(0, at - this.now()) + 10);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * Releases every block that is releasable now.
+   * @param opts.ignoreGrace release empty, non-cooling blocks without waiting (start-up, after
+   *   recovery: Coil frees unused blocks at start, the workaround users rely on in Coil #202)
+   * @returns the names of the released blocks
+   */
+  async release(opts: { ignoreGrace?: boolean } = {}): Promise<string[]> {
+    while (this.running) await this.running.catch(() => undefined);
+    this.running = this.releaseNow(opts.ignoreGrace ? 0 : this.graceMs);
+    try {
+      return await this.running;
+    } finally {
+      this.running = undefined;
+      this.schedule();
+    }
+  }
+
+  private async releaseNow(graceMs: number): Promise<string[]> {
+    const candidates = this.o.ipam.releasable(graceMs);
+    // Taken out of service synchronously, before any await: no ADD can pick them any more.
+    for (const b of candidates) this.o.ipam.setReleasing(b.name, true);
+    const released: string[] = [];
+    await Promise.all(
+      candidates.map(async (b) => {
+        try {
+          await this.releaseOne(b);
+          released.push(b.name);
+        } catch (err) {
+          this.o.ipam.setReleasing(b.name, false);
+          this.o.logger.warn({ err, block: b.name }, 'cannot release AddressBlock; will retry');
+        }
+      }),
+    );
+    if (released.length > 0) {
+      this.o.logger.info({ blocks: released }, 'released empty address blocks');
+      this.o.onReleased?.(released);
+    }
+    return released;
+  }
+
+  /** Removes the finalizer (re-reading on a stale version) and deletes the block by UID. */
+  private async releaseOne(b: NodeBlock): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const fresh = await this.o.client.get(CoildKinds.AddressBlock, { name: b.name });
+      if (!fresh) return;
+      try {
+        await this.o.client.removeFinalizer(CoildKinds.AddressBlock, fresh, FIN_COIL);
+        await this.o.client.delete(CoildKinds.AddressBlock, { name: b.name }, { uid: fresh.metadata!.uid! });
+        return;
+      } catch (err) {
+        if (isNotFound(err)) return;
+        if (attempt >= 4 || !(isConflict(err) || isPatchTestFailed(err))) throw err;
+      }
+    }
+  }
+}

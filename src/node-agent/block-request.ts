@@ -1,0 +1,210 @@
+/**
+ * BlockRequester: asks the IPAM controller for one more AddressBlock of a pool for this node and
+ * learns the answer level-triggered from the informer cache, so a reply can never be lost.
+ *
+ * Coil notifies its waiter by a non-blocking send on an unbuffered channel: an answer that comes
+ * before the waiter blocks is dropped, the ADD times out, kubelet retries, coild deletes and
+ * re-creates `req-<pool>-<node>`, and the controller carves a second block that leaks (Coil #271,
+ * coil-behaviour.md §5.4, §12 item 1). Here nothing is a one-shot signal: every BlockRequest or
+ * AddressBlock event of this node, and a slow poll, re-reads the outstanding request's state from
+ * the cache. A request outlives the waits on it: when an ADD gives up, the next ADD of the pool
+ * joins the same request instead of issuing another.
+ *
+ * Naming: each request gets a unique name from `generateName: req-<pool>-<node>-`. Coil's fixed
+ * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the
+ * create an answer to the old one can arrive and be mistaken for the new one (the same name,
+ * another UID) or land on a block nobody waits for; with unique names every request is identified
+ * by its UID, nothing is ever deleted by coild, and the controller's TTL removes answered requests
+ * (`--blockrequest-ttl`). The node and pool are also labels, so coild's informer selects only its
+ * own requests.
+ */
+import type Logger from 'bunyan';
+import type { AddressBlock } from '../api/v2/addressblock.js';
+import { blockRequestResult, type BlockRequest } from '../api/v2/blockrequest.js';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import type { Cache } from '../runtime/cache.js';
+import type { Client } from '../runtime/client.js';
+import { CoildKinds } from './kinds.js';
+
+/** How one wait for a block ended. */
+export type BlockRequestOutcome =
+  /** The block is in the cache (so the caller can allocate from it at once). */
+  | { readonly kind: 'allocated'; readonly blockName: string }
+  /** The controller answered `Failed` (Coil's reason `out of blocks`). */
+  | { readonly kind: 'failed'; readonly reason: string; readonly message: string }
+  /** No answer within the wait; the request stays outstanding for later waiters. */
+  | { readonly kind: 'timeout' }
+  /** The request vanished unanswered (deleted by someone); the caller may ask again. */
+  | { readonly kind: 'lost' };
+
+/** Constructor options of {@link BlockRequester}. */
+export interface BlockRequesterOptions {
+  /** Started cache holding this node's BlockRequests and AddressBlocks (label `coil.cybozu.com/node`) and its Node. */
+  readonly cache: Cache;
+  readonly client: Client;
+  readonly nodeName: string;
+  readonly logger: Logger;
+  /** Safety-net re-check of outstanding requests, besides informer events. Default 1 000 ms. */
+  readonly pollMs?: number;
+  /** Told when a request is answered: pool, outcome kind and the time since creation (ms). */
+  readonly onAnswered?: (pool: string, result: 'allocated' | 'failed', waitMs: number) => void;
+  /** Clock, ms since the epoch. Default Date.now. */
+  readonly now?: () => number;
+}
+
+interface Waiter {
+  resolve(o: BlockRequestOutcome): void;
+  timer: NodeJS.Timeout;
+}
+
+/** One BlockRequest in flight for a pool. */
+interface Outstanding {
+  readonly pool: string;
+  readonly createdAtMs: number;
+  name?: string;
+  uid?: string;
+  /** The cache has shown the request at least once (so its absence later means deleted). */
+  seen: boolean;
+  readonly waiters: Set<Waiter>;
+}
+
+/**
+ * One outstanding BlockRequest per pool, shared by every waiting ADD of that pool. Waiting never
+ * holds a lock: ADDs served from other blocks or pools proceed (Coil #368).
+ *
+ * Concurrency: single-threaded state; every method may be called at any time after `start()`.
+ */
+export class BlockRequester {
+  private readonly outstanding = new Map<string, Outstanding>();
+  private readonly unsubscribe: (() => void)[] = [];
+  private pollTimer: NodeJS.Timeout | undefined;
+  private readonly now: () => number;
+
+  constructor(private readonly o: BlockRequesterOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  /** Subscribes to the cache and starts the poll. */
+  start(): void {
+    const recheck = (): void => this.checkAll();
+    this.unsubscribe.push(this.o.cache.onEvent(CoildKinds.BlockRequest, recheck), this.o.cache.onEvent(CoildKinds.AddressBlock, recheck));
+    this.pollTimer = setInterval(recheck, this.o.pollMs ?? 1_000);
+    this.pollTimer.unref();
+  }
+
+  /** Stops listening; pending waits end as `timeout`. */
+  stop(): void {
+    for (const u of this.unsubscribe.splice(0)) u();
+    clearInterval(this.pollTimer);
+    for (const o of this.outstanding.values()) this.settle(o, { kind: 'timeout' }, false);
+    this.outstanding.clear();
+  }
+
+  /** Whether a request for `pool` is in flight (warm prefetch does not add a second one). */
+  isPending(pool: string): boolean {
+    return this.outstanding.has(pool);
+  }
+
+  /** Pools with a request in flight. */
+  pendingPools(): string[] {
+    return [...this.outstanding.keys()];
+  }
+
+  /**
+   * Waits up to `timeoutMs` for one more block of `pool`, creating a BlockRequest unless one is
+   * already in flight.
+   * @throws ApiError when the BlockRequest cannot be created (every waiter of that attempt gets it)
+   */
+  request(pool: string, timeoutMs: number): Promise<BlockRequestOutcome> {
+    let o = this.outstanding.get(pool);
+    const isNew = o === undefined;
+    if (o === undefined) {
+      o = { pool, createdAtMs: this.now(), seen: false, waiters: new Set() };
+      this.outstanding.set(pool, o);
+    }
+    const out = o;
+    const wait = new Promise<BlockRequestOutcome>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve,
+        timer: setTimeout(() => {
+          out.waiters.delete(waiter);
+          resolve({ kind: 'timeout' });
+        }, Math.max(0, timeoutMs)),
+      };
+      out.waiters.add(waiter);
+      if (isNew) this.create(out).catch((err: unknown) => this.fail(out, err, reject));
+    });
+    return wait;
+  }
+
+  private async create(o: Outstanding): Promise<void> {
+    const node = this.o.cache.get(CoildKinds.Node, { name: this.o.nodeName });
+    const ownerReferences = node?.metadata?.uid
+      ? [{ apiVersion: 'v1', kind: 'Node', name: this.o.nodeName, uid: node.metadata.uid }]
+      : undefined;
+    const br = await this.o.client.create(CoildKinds.BlockRequest, {
+      metadata: {
+        generateName: `req-${o.pool}-${this.o.nodeName}-`,
+        labels: { [LABEL_NODE]: this.o.nodeName, [LABEL_POOL]: o.pool },
+        ...(ownerReferences && { ownerReferences }),
+      },
+      spec: { nodeName: this.o.nodeName, poolName: o.pool },
+    });
+    o.name = br.metadata?.name;
+    o.uid = br.metadata?.uid;
+    this.o.logger.info({ pool: o.pool, request: o.name }, 'requested a new address block');
+    this.check(o);
+  }
+
+  /** Creation failed: every waiter of this attempt gets the error, and the next ask starts afresh. */
+  private fail(o: Outstanding, err: unknown, rejectFirst: (e: unknown) => void): void {
+    this.o.logger.error({ err, pool: o.pool }, 'cannot create BlockRequest');
+    if (this.outstanding.get(o.pool) === o) this.outstanding.delete(o.pool);
+    rejectFirst(err);
+    for (const w of o.waiters) {
+      clearTimeout(w.timer);
+      w.resolve({ kind: 'lost' });
+    }
+    o.waiters.clear();
+  }
+
+  private checkAll(): void {
+    for (const o of [...this.outstanding.values()]) this.check(o);
+  }
+
+  /** Level-triggered: reads the request and its block from the cache, whatever event woke us. */
+  private check(o: Outstanding): void {
+    if (o.uid === undefined || o.name === undefined) return;
+    const block = this.o.cache.byIndex<AddressBlock>(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, o.uid)[0];
+    if (block?.metadata?.name) return this.settle(o, { kind: 'allocated', blockName: block.metadata.name });
+    const br = this.o.cache.get<BlockRequest>(CoildKinds.BlockRequest, { name: o.name });
+    if (br === undefined) {
+      if (o.seen) this.settle(o, { kind: 'lost' });
+      return;
+    }
+    o.seen = true;
+    const result = blockRequestResult(br.status);
+    // `allocated` in the status but the block not yet in our cache: wait for its event, so the
+    // caller's next allocation attempt finds it.
+    if (result.kind === 'failed') this.settle(o, { kind: 'failed', reason: result.reason, message: result.message });
+  }
+
+  private settle(o: Outstanding, outcome: BlockRequestOutcome, report = true): void {
+    if (this.outstanding.get(o.pool) === o) this.outstanding.delete(o.pool);
+    if (report && (outcome.kind === 'allocated' || outcome.kind === 'failed')) {
+      this.o.onAnswered?.(o.pool, outcome.kind, this.now() - o.createdAtMs);
+      this.o.logger.info({ pool: o.pool, request: o.name, outcome }, 'block request answered');
+    }
+    for (const w of o.waiters) {
+      clearTimeout(w.timer);
+      w.resolve(outcome);
+    }
+    o.waiters.clear();
+  }
+}
+
+/** Index function of `INDEX_BLOCK_BY_REQUEST` on the AddressBlock cache: the `coil.cybozu.com/request` label (a BlockRequest UID). */
+export function blockRequestUidOf(block: Readonly<AddressBlock>): readonly string[] {
+  const uid = block.metadata?.labels?.[LABEL_REQUEST];
+  return uid ? [uid] : [];
+}

@@ -1,0 +1,14 @@
+/**
+ * Kind descriptors coild reads and writes: the IPAM kinds, Node and Pod (shared with the
+ * controller in src/reconcilers/kinds.ts) plus the core Namespace, whose `coil.cybozu.com/pool`
+ * annotation chooses a pod's pool (coil-behaviour.md §5.3).
+ */
+import type { V1Namespace } from '@kubernetes/client-node';
+import { Kinds } from '../reconcilers/kinds.js';
+import { defineKind } from '../runtime/kind.js';
+
+/** Descriptors for coild's cache and client. */
+export const CoildKinds = Object.freeze({
+  ...Kinds,
+  Namespace: defineKind<V1Namespace>({ group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false }),
+});

@@ -1,0 +1,306 @@
+/**
+ * NodeIpam: the addresses of this node's AddressBlocks, as coild hands them to pods.
+ *
+ * Blocks come from the AddressBlock informer (label `coil.cybozu.com/node=<node>`); each is a
+ * `BlockAllocator` (src/ipam: next-fit with cooling). Allocation is idempotent per
+ * `<containerID>:<ifname>` (Coil's key). When a pool has no free address here, the ADD waits on
+ * the {@link BlockRequester} without holding anything, so other pools and other blocks keep
+ * serving (Coil #368).
+ * @see coil-behaviour.md §5.4 (allocation), §5.5 (freeing and release), §12 items 1, 2
+ */
+import type Logger from 'bunyan';
+import { isReserved, poolOf, type AddressBlock } from '../api/v2/addressblock.js';
+import { BlockAllocator, type AddressAllocation } from '../ipam/block.js';
+import type { Cache } from '../runtime/cache.js';
+import type { BlockRequester } from './block-request.js';
+import { CoildKinds } from './kinds.js';
+
+/** One of this node's blocks. `releasing`/`deleting` blocks are never allocated from. */
+export interface NodeBlock {
+  readonly name: string;
+  readonly pool: string;
+  readonly index: number;
+  readonly ipv4?: string;
+  readonly ipv6?: string;
+  readonly allocator: BlockAllocator;
+  /** Label `coil.cybozu.com/reserved=true`: exported, never allocated from, never released. */
+  reserved: boolean;
+  /** Has a deletionTimestamp, or coild is releasing it. */
+  releasing: boolean;
+  /** When the last address left (ms since the epoch); undefined while in use. */
+  emptySinceMs: number | undefined;
+}
+
+/** An address held by one pod interface, with what introspection shows about it. */
+export interface NodeAllocation extends AddressAllocation {
+  readonly pool: string;
+  readonly blockName: string;
+  readonly containerId: string;
+  readonly ifname: string;
+  readonly podName?: string;
+  readonly podNamespace?: string;
+  /** When the last ADD of this key finished wiring (or recovery found it); GC trusts older ones. */
+  settledAtMs: number;
+}
+
+/** What an ADD asks for. */
+export interface AllocateRequest {
+  readonly pool: string;
+  readonly containerId: string;
+  readonly ifname: string;
+  readonly podName?: string;
+  readonly podNamespace?: string;
+}
+
+/** Why an allocation failed: the pool is out of blocks, or no block arrived in time. */
+export class NodeIpamError extends Error {
+  override readonly name = 'NodeIpamError';
+  constructor(
+    readonly kind: 'out-of-blocks' | 'timeout',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Constructor options of {@link NodeIpam}. */
+export interface NodeIpamOptions {
+  /** Cache holding this node's AddressBlocks. */
+  readonly cache: Cache;
+  readonly requester: BlockRequester;
+  readonly logger: Logger;
+  /** A freed address is not handed out again for this long (`--cooling-period`). Default 30 000 ms. */
+  readonly coolingMs?: number;
+  /**
+   * Request the next block when a pool's free addresses here fall below this (`--low-water-mark`,
+   * AWS VPC CNI's warm pool); 0 disables prefetch. Default 8.
+   */
+  readonly lowWaterMark?: number;
+  /** How long one ADD waits for a new block. Default 30 000 ms (Coil: 10 s). */
+  readonly allocTimeoutMs?: number;
+  /** Called after blocks appear, vanish or empty (route export, release timer). */
+  readonly onBlocksChanged?: () => void;
+  /** Clock, ms since the epoch. Default Date.now. */
+  readonly now?: () => number;
+}
+
+/** Allocation key of one pod interface (Coil's `<containerID>:<ifname>`). */
+export function allocationKey(containerId: string, ifname: string): string {
+  return `${containerId}:${ifname}`;
+}
+
+/**
+ * The node's address book. Every state change is synchronous (JavaScript's single thread is the
+ * pool lock), so no lock is ever held across an await; callers serialise per key (KeyedMutex).
+ */
+export class NodeIpam {
+  private readonly blocks = new Map<string, NodeBlock>();
+  private readonly allocs = new Map<string, NodeAllocation>();
+  private unsubscribe: (() => void) | undefined;
+  readonly coolingMs: number;
+  private readonly lowWaterMark: number;
+  private readonly allocTimeoutMs: number;
+  private readonly now: () => number;
+
+  constructor(private readonly o: NodeIpamOptions) {
+    this.coolingMs = o.coolingMs ?? 30_000;
+    this.lowWaterMark = o.lowWaterMark ?? 8;
+    this.allocTimeoutMs = o.allocTimeoutMs ?? 30_000;
+    this.now = o.now ?? Date.now;
+  }
+
+  /** Loads the cached blocks and follows the informer. Call after the cache synced. */
+  start(): void {
+    this.unsubscribe = this.o.cache.onEvent(CoildKinds.AddressBlock, () => this.syncBlocks());
+    this.syncBlocks();
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+  }
+
+  /**
+   * Gives the key an address of `pool`: its existing one (idempotent ADD), else one from this
+   * node's blocks, asking for a new block when all are full.
+   * @throws NodeIpamError `out-of-blocks` when the controller answered Failed, `timeout` when no
+   *   block arrived within `allocTimeoutMs`
+   * @throws ApiError when the BlockRequest cannot be created
+   */
+  async allocate(req: AllocateRequest): Promise<NodeAllocation> {
+    const key = allocationKey(req.containerId, req.ifname);
+    const deadline = this.now() + this.allocTimeoutMs;
+    for (;;) {
+      const got = this.allocs.get(key) ?? this.tryAllocate(key, req);
+      if (got) {
+        this.prefetch(req.pool);
+        return got;
+      }
+      const left = deadline - this.now();
+      if (left <= 0) break;
+      const outcome = await this.o.requester.request(req.pool, left);
+      if (outcome.kind === 'failed') {
+        throw new NodeIpamError('out-of-blocks', `pool ${req.pool} has no free block for this node (${outcome.reason}${outcome.message ? `: ${outcome.message}` : ''})`);
+      }
+      if (outcome.kind === 'timeout') break;
+      this.syncBlocks();
+    }
+    throw new NodeIpamError('timeout', `no address block of pool ${req.pool} arrived within ${this.allocTimeoutMs} ms`);
+  }
+
+  /** The key's allocation, if any. */
+  lookup(containerId: string, ifname: string): NodeAllocation | undefined {
+    return this.allocs.get(allocationKey(containerId, ifname));
+  }
+
+  /** Records that the key's wiring is complete now (GC compares this with its host listing). */
+  markSettled(containerId: string, ifname: string): void {
+    const a = this.allocs.get(allocationKey(containerId, ifname));
+    if (a) a.settledAtMs = this.now();
+  }
+
+  /**
+   * Frees the key's address; it cools for `coolingMs`. @returns the freed allocation, or
+   * undefined when the key held nothing (a repeated DEL)
+   */
+  free(containerId: string, ifname: string): NodeAllocation | undefined {
+    const key = allocationKey(containerId, ifname);
+    const a = this.allocs.get(key);
+    if (!a) return undefined;
+    this.allocs.delete(key);
+    const block = this.blocks.get(a.blockName);
+    const nowMs = this.now();
+    block?.allocator.free(key, nowMs);
+    if (block?.allocator.isEmpty) {
+      block.emptySinceMs = nowMs;
+      this.o.onBlocksChanged?.();
+    }
+    return a;
+  }
+
+  /**
+   * Records an allocation found on the host at start-up (recovery). The block is the one of
+   * `pool` holding the address; the pool of the alias is trusted first, then any block.
+   * @returns the block name, or a reason it could not be registered
+   */
+  register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string } {
+    const key = allocationKey(entry.containerId, entry.ifname);
+    const address = entry.ipv4 ?? entry.ipv6;
+    if (address === undefined) return { ok: false, reason: 'no pod route in the pod table' };
+    const candidates = [...this.blocks.values()].sort((a, b) => Number(b.pool === entry.pool) - Number(a.pool === entry.pool));
+    for (const b of candidates) {
+      const offset = b.allocator.offsetOfAddress(address);
+      if (offset === undefined) continue;
+      const r = b.allocator.register(key, offset);
+      if (r.kind !== 'registered' && r.kind !== 'already-registered') return { ok: false, reason: `${b.name}: ${r.kind}` };
+      const described = b.allocator.get(key)!;
+      this.allocs.set(key, { ...described, pool: b.pool, blockName: b.name, containerId: entry.containerId, ifname: entry.ifname, settledAtMs: this.now() });
+      b.emptySinceMs = undefined;
+      return { ok: true, blockName: b.name };
+    }
+    return { ok: false, reason: `no block of this node holds ${address}` };
+  }
+
+  /** Every allocation, by key order. */
+  allocations(): NodeAllocation[] {
+    return [...this.allocs.values()];
+  }
+
+  /** This node's blocks, by pool then index. */
+  nodeBlocks(): NodeBlock[] {
+    return [...this.blocks.values()].sort((a, b) => a.pool.localeCompare(b.pool) || a.index - b.index);
+  }
+
+  /** Addresses of `pool` an ADD could get here now (excluding cooling, reserved and releasing blocks). */
+  freeCount(pool: string): number {
+    const nowMs = this.now();
+    let n = 0;
+    for (const b of this.blocks.values()) if (b.pool === pool && !b.releasing) n += b.allocator.freeCount(nowMs);
+    return n;
+  }
+
+  /** Blocks that may be released now: empty, not cooling, not reserved, empty for `graceMs`. */
+  releasable(graceMs: number): NodeBlock[] {
+    const nowMs = this.now();
+    return this.nodeBlocks().filter(
+      (b) => !b.reserved && !b.releasing && b.allocator.isEmpty && b.allocator.coolingCount(nowMs) === 0 && nowMs - (b.emptySinceMs ?? nowMs) >= graceMs,
+    );
+  }
+
+  /** Earliest time (ms since the epoch) an empty block becomes releasable; undefined when none is empty. */
+  nextReleaseAtMs(graceMs: number): number | undefined {
+    let at: number | undefined;
+    for (const b of this.blocks.values()) {
+      if (b.reserved || b.releasing || !b.allocator.isEmpty || b.emptySinceMs === undefined) continue;
+      const t = Math.max(b.emptySinceMs + graceMs, b.emptySinceMs + this.coolingMs);
+      at = at === undefined ? t : Math.min(at, t);
+    }
+    return at;
+  }
+
+  /** Re-reads the cache: adds new blocks, drops deleted ones, follows reserved/deletion marks. */
+  syncBlocks(): void {
+    const seen = new Set<string>();
+    let changed = false;
+    for (const ab of this.o.cache.list<AddressBlock>(CoildKinds.AddressBlock)) {
+      const name = ab.metadata?.name;
+      const pool = poolOf(ab);
+      if (!name || !pool) continue;
+      seen.add(name);
+      let b = this.blocks.get(name);
+      if (!b) {
+        const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
+        b = { name, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, emptySinceMs: this.now() };
+        this.blocks.set(name, b);
+        changed = true;
+      }
+      if (isReserved(ab) && !b.reserved) {
+        b.allocator.reserveAll();
+        b.reserved = true;
+      }
+      if (ab.metadata?.deletionTimestamp) b.releasing = true;
+    }
+    for (const [name, b] of this.blocks) {
+      if (seen.has(name)) continue;
+      if (!b.allocator.isEmpty) this.o.logger.warn({ block: name, used: b.allocator.usedCount }, 'AddressBlock deleted while addresses are in use');
+      for (const a of b.allocator.allocations()) this.allocs.delete(a.key);
+      this.blocks.delete(name);
+      changed = true;
+    }
+    if (changed) this.o.onBlocksChanged?.();
+  }
+
+  /** Marks a block as leaving (no allocation from it) or back in service after a failed release. */
+  setReleasing(name: string, releasing: boolean): void {
+    const b = this.blocks.get(name);
+    if (b) b.releasing = releasing;
+  }
+
+  private tryAllocate(key: string, req: AllocateRequest): NodeAllocation | undefined {
+    const nowMs = this.now();
+    for (const b of this.nodeBlocks()) {
+      if (b.pool !== req.pool || b.releasing || b.reserved) continue;
+      const a = b.allocator.allocate(key, nowMs);
+      if (!a) continue;
+      b.emptySinceMs = undefined;
+      const alloc: NodeAllocation = {
+        ...a, pool: b.pool, blockName: b.name, containerId: req.containerId, ifname: req.ifname,
+        ...(req.podName !== undefined && { podName: req.podName }), ...(req.podNamespace !== undefined && { podNamespace: req.podNamespace }),
+        settledAtMs: nowMs,
+      };
+      this.allocs.set(key, alloc);
+      return alloc;
+    }
+    return undefined;
+  }
+
+  /** Warm pool: ask for the next block early, once the pool is in use here and runs low. */
+  private prefetch(pool: string): void {
+    if (this.lowWaterMark <= 0 || this.o.requester.isPending(pool) || this.freeCount(pool) >= this.lowWaterMark) return;
+    this.o.requester.request(pool, this.allocTimeoutMs).then(
+      (outcome) => {
+        if (outcome.kind === 'allocated') this.syncBlocks();
+      },
+      (err: unknown) => this.o.logger.warn({ err, pool }, 'warm prefetch of a block failed'),
+    );
+  }
+}
