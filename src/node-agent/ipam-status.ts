@@ -1,0 +1,43 @@
+/**
+ * `coild ipam-status`: fetches `GET /ipam` from a running coild's health port and prints pools,
+ * blocks and allocations as tables — the `coil ipam status` of the issue, kept out of the Bun CNI
+ * executable, whose startup budget must not pay for an HTTP client and table formatting.
+ */
+import type { IpamSnapshot } from './introspection.js';
+
+/** Fixed-width text table; the first row is the header. */
+export function formatTable(rows: readonly (readonly string[])[]): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}
+
+/** The snapshot as three tables. */
+export function formatIpamStatus(s: IpamSnapshot): string {
+  const pools = formatTable([
+    ['POOL', 'BLOCKS', 'USED', 'FREE', 'COOLING', 'REQUEST'],
+    ...s.pools.map((p) => [p.name, String(p.blocks), String(p.used), String(p.free), String(p.cooling), p.requestPending ? 'pending' : '-']),
+  ]);
+  const blocks = formatTable([
+    ['BLOCK', 'POOL', 'IPV4', 'IPV6', 'SIZE', 'USED', 'FREE', 'COOLING', 'STATE'],
+    ...s.blocks.map((b) => [
+      b.name, b.pool, b.ipv4 ?? '-', b.ipv6 ?? '-', String(b.size), String(b.used), String(b.free), String(b.cooling),
+      b.reserved ? 'reserved' : b.releasing ? 'releasing' : b.emptySince ? `empty since ${b.emptySince}` : 'in use',
+    ]),
+  ]);
+  const allocs = formatTable([
+    ['NAMESPACE', 'POD', 'CONTAINER', 'IFNAME', 'IPV4', 'IPV6', 'BLOCK'],
+    ...s.allocations.map((a) => [a.podNamespace ?? '?', a.podName ?? '?', a.containerId.slice(0, 12), a.ifname, a.ipv4 ?? '-', a.ipv6 ?? '-', a.block]),
+  ]);
+  return `node ${s.node} at ${s.time}\n\n${pools}\n\n${blocks}\n\n${allocs}\n`;
+}
+
+/**
+ * Fetches and formats the status of the coild at `url` (e.g. `http://127.0.0.1:9385/ipam`).
+ * @throws Error when coild does not answer 200
+ */
+export async function fetchIpamStatus(url: string, timeoutMs = 5_000): Promise<string> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${(await res.text()).trim()}`);
+  return formatIpamStatus((await res.json()) as IpamSnapshot);
+}
