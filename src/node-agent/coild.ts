@@ -1,0 +1,176 @@
+/**
+ * Coild: the node agent's wiring, as Coil's `coild/sub/run.go` (coil-behaviour.md §5.2), kept
+ * apart from main.ts so tests can run it in-process. Start order:
+ * 1. Manager (no leader election, no reconcilers): metrics server, client, Event recorder, and a
+ *    cache of this node's AddressBlocks and BlockRequests (label `coil.cybozu.com/node`), its
+ *    Node and Pods (field selectors), all Namespaces and AddressPools — waited until synced;
+ * 2. PodNetwork.init (forwarding, the pod-table rule, MTU; failures only logged, as Coil);
+ * 3. NodeIpam from the cache, then recovery from the host, then release of empty blocks;
+ * 4. export table sync, health/introspection server, gRPC server, periodic GC.
+ * Stop runs it backwards.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type Logger from 'bunyan';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE } from '../api/v2/keys.js';
+import { Manager } from '../runtime/manager.js';
+import { Registry } from '../runtime/registry.js';
+import { BlockExport } from './block-export.js';
+import { BlockReleaser } from './block-release.js';
+import { BlockRequester, blockRequestUidOf } from './block-request.js';
+import { CniService } from './cni-service.js';
+import type { CoildConfig } from './config.js';
+import { NodeGc } from './gc.js';
+import { CniGrpcServer } from './grpc-server.js';
+import { IntrospectionServer, ipamSnapshot } from './introspection.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import { CoildKinds } from './kinds.js';
+import { NodeAgentMetrics } from './node-metrics.js';
+import { NodeIpam } from './node-ipam.js';
+import { IpRoutePodNetwork } from './pod-network-iproute2.js';
+import { IpRouteExporter } from './route-export.js';
+import { recoverAllocations } from './recovery.js';
+
+/** What {@link Coild} needs besides its flags. */
+export interface CoildOptions {
+  readonly config: CoildConfig;
+  readonly kubeConfig: KubeConfig;
+  readonly logger: Logger;
+}
+
+/** One running coild. Not restartable: build a new one. */
+export class Coild {
+  readonly manager: Manager;
+  readonly podNetwork: IpRoutePodNetwork;
+  readonly exporter: IpRouteExporter;
+  readonly locks = new KeyedMutex();
+  readonly requester: BlockRequester;
+  readonly ipam: NodeIpam;
+  readonly releaser: BlockReleaser;
+  readonly blockExport: BlockExport;
+  readonly service: CniService;
+  readonly gc: NodeGc;
+  readonly metrics: NodeAgentMetrics;
+  /** Bound ports after start (useful with port 0). */
+  readonly ports: { metrics?: number; health?: number } = {};
+  private readonly introspection: IntrospectionServer;
+  private grpc: CniGrpcServer | undefined;
+  private recovered = false;
+  private serving = false;
+
+  constructor(private readonly o: CoildOptions) {
+    const cfg = o.config;
+    const log = o.logger;
+    this.manager = new Manager({
+      kubeConfig: o.kubeConfig, registry: new Registry(), name: 'coild', identity: cfg.nodeName, logger: log,
+      ...(cfg.metricsAddr && { metricsBindAddress: cfg.metricsAddr }),
+      gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
+    });
+    const { cache, client } = this.manager;
+    const mine = { labelSelector: `${LABEL_NODE}=${cfg.nodeName}` };
+    cache.ensure(CoildKinds.AddressBlock, mine);
+    cache.ensure(CoildKinds.BlockRequest, mine);
+    cache.ensure(CoildKinds.Node, { fieldSelector: `metadata.name=${cfg.nodeName}` });
+    cache.ensure(CoildKinds.Pod, { fieldSelector: `spec.nodeName=${cfg.nodeName}` });
+    cache.ensure(CoildKinds.Namespace);
+    cache.ensure(CoildKinds.AddressPool);
+    cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+
+    const host = cfg.hostNetns ? { hostNetns: cfg.hostNetns } : {};
+    this.podNetwork = new IpRoutePodNetwork({
+      ...host, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
+      onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
+    });
+    this.exporter = new IpRouteExporter({ ...host, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
+    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (this.recovered ? this.ipam : undefined));
+    this.requester = new BlockRequester({
+      cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'block-request' }),
+      onAnswered: (pool, result, waitMs) => this.metrics.observeBlockRequest(pool, result, waitMs),
+    });
+    this.ipam = new NodeIpam({
+      cache, requester: this.requester, logger: log.child({ logger: 'node-ipam' }),
+      coolingMs: cfg.coolingMs, lowWaterMark: cfg.lowWaterMark, allocTimeoutMs: cfg.allocTimeoutMs,
+      onBlocksChanged: () => this.releaser.schedule(),
+    });
+    this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
+    this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
+    this.service = new CniService({
+      ipam: this.ipam, podNetwork: this.podNetwork, cache, client, recorder: this.manager.recorder, locks: this.locks,
+      nodeName: cfg.nodeName, logger: log.child({ logger: 'cni' }), notReadyReason: () => this.notReadyReason(),
+      observe: (command, ms, ok) => this.metrics.observeCni(command, ms, ok),
+    });
+    this.gc = new NodeGc({
+      ipam: this.ipam, podNetwork: this.podNetwork, releaser: this.releaser, exporter: this.blockExport, locks: this.locks,
+      logger: log.child({ logger: 'gc' }), intervalMs: cfg.gcIntervalMs,
+    });
+    this.introspection = new IntrospectionServer({
+      health: () => undefined,
+      ready: () => this.notReadyReason(),
+      snapshot: () => (this.recovered ? ipamSnapshot(this.ipam, cfg.nodeName, this.requester.pendingPools(), Date.now()) : undefined),
+    });
+  }
+
+  /** Why ADD cannot succeed now, or undefined (readyz, CNI STATUS). */
+  notReadyReason(): string | undefined {
+    if (!this.manager.cache.hasSynced()) return 'informer cache not synced';
+    if (!this.recovered) return 'allocations not recovered from the host yet';
+    if (!this.serving) return 'gRPC server not serving';
+    if (this.manager.cache.list(CoildKinds.AddressPool).length === 0) return 'no AddressPool exists';
+    return undefined;
+  }
+
+  /**
+   * Starts everything in order.
+   * @throws Error when the Node does not exist, the host cannot be listed, or a port or the
+   *   socket cannot be bound
+   */
+  async start(): Promise<void> {
+    const { config: cfg, logger: log } = this.o;
+    if (cfg.healthAddr) this.ports.health = await this.introspection.listen(cfg.healthAddr);
+    await this.manager.start();
+    this.ports.metrics = this.manager.ports.metrics;
+    const node = this.manager.cache.get(CoildKinds.Node, { name: cfg.nodeName }) ?? (await this.manager.client.get(CoildKinds.Node, { name: cfg.nodeName }));
+    if (!node) throw new Error(`Node ${cfg.nodeName} (COIL_NODE_NAME) does not exist`);
+    try {
+      const init = await this.podNetwork.init();
+      log.info(init, 'pod network initialised');
+    } catch (err) {
+      log.error({ err }, 'pod network init failed (continuing, as Coil)');
+    }
+    this.requester.start();
+    this.ipam.start();
+    await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
+    this.recovered = true;
+    await this.blockExport.start();
+    this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath });
+    await this.grpc.start();
+    this.serving = true;
+    this.gc.start();
+    log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports }, 'coild running');
+  }
+
+  /** Graceful shutdown; with `--clear-routes-on-shutdown`, flushes table 119 when the Node is gone (Coil #370). */
+  async stop(): Promise<void> {
+    const log = this.o.logger;
+    this.serving = false;
+    await this.grpc?.stop();
+    await this.gc.stop();
+    this.releaser.stop();
+    this.requester.stop();
+    this.ipam.stop();
+    if (this.o.config.clearRoutesOnShutdown) {
+      try {
+        const node = await this.manager.client.get(CoildKinds.Node, { name: this.o.config.nodeName });
+        if (!node) {
+          await this.blockExport.clear();
+          log.info('Node is gone: export table flushed');
+        }
+      } catch (err) {
+        log.error({ err }, 'cannot decide whether to flush the export table');
+      }
+    }
+    await this.blockExport.stop();
+    await this.podNetwork.reap().catch((err: unknown) => log.warn({ err }, 'deleting retired veths failed'));
+    await this.manager.stop();
+    await this.introspection.close();
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * coild flags: Coil's names and defaults (coil-behaviour.md §1.2 `coild`) plus ours. Environment
+ * variables are read here and in main.ts only. Booleans take Go's forms: `--flag`,
+ * `--flag=true`, `--flag=false`.
+ */
+import { parseArgs } from 'node:util';
+import { DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID } from '../api/v2/keys.js';
+import type { BindAddress } from '../runtime/http-servers.js';
+
+/** Parsed configuration of one coild process. */
+export interface CoildConfig {
+  /** Env `COIL_NODE_NAME` (required): the Node this coild serves. */
+  readonly nodeName: string;
+  /** `--metrics-addr`, default `:9384`; `0` disables. */
+  readonly metricsAddr?: BindAddress;
+  /** `--health-addr`, default `:9385` (`/healthz`, `/readyz`, `/ipam`); `0` disables. */
+  readonly healthAddr?: BindAddress;
+  /** `--pod-table-id`, default 116. */
+  readonly podTableId: number;
+  /** `--pod-rule-prio`, default 2000. */
+  readonly podRulePrio: number;
+  /** `--export-table-id`, default 119. */
+  readonly exportTableId: number;
+  /** `--protocol-id`, default 30. */
+  readonly protocolId: number;
+  /** `--socket`, default `/run/coild.sock`. */
+  readonly socketPath: string;
+  /** `--addressblock-gc-interval`, default 5 min. */
+  readonly gcIntervalMs: number;
+  /** `--clear-routes-on-shutdown`, default false: flush table 119 at shutdown when the Node is gone (Coil #370). */
+  readonly clearRoutesOnShutdown: boolean;
+  /** `--cooling-period` (ours), default 30 s: a freed address is not reused for this long. */
+  readonly coolingMs: number;
+  /** `--block-release-grace` (ours), default 1 min: an empty block is released after this long. */
+  readonly blockReleaseGraceMs: number;
+  /** `--low-water-mark` (ours), default 8: request the next block when fewer addresses are free; 0 disables. */
+  readonly lowWaterMark: number;
+  /** `--alloc-timeout` (ours), default 30 s: how long an ADD waits for a new block (Coil: 10 s). */
+  readonly allocTimeoutMs: number;
+  /** `--kubeconfig`, else `$KUBECONFIG`, else in-cluster, else `~/.kube/config`. */
+  readonly kubeconfig?: string;
+  /** `--host-netns` (ours): a netns file standing in for the host netns (tests, labs of several nodes on one machine). */
+  readonly hostNetns?: string;
+  /** `--graceful-shutdown` (ours), default 20 s as Coil's. */
+  readonly gracefulShutdownMs: number;
+  /** `--log-level` (ours; `--zap-log-level` is accepted too), default `info`. */
+  readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+}
+
+/** A flag or environment value that cannot be used. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+}
+
+const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
+
+/**
+ * Parses Go-style durations: `5m`, `30s`, `1h30m`, `250ms`, `0`. @returns milliseconds
+ * @throws ConfigError on anything else
+ */
+export function parseDuration(text: string): number {
+  if (text === '0') return 0;
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
+  const unit: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  let end = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    total += Number(m[1]) * unit[m[2]!]!;
+    end = re.lastIndex;
+  }
+  if (end === 0 || end !== text.length) throw new ConfigError(`invalid duration ${JSON.stringify(text)} (use e.g. 5m, 30s)`);
+  return Math.round(total);
+}
+
+/** Parses `host:port` / `:port`; `0` or empty means disabled. @throws ConfigError on a bad port */
+export function parseBindAddress(text: string): BindAddress | undefined {
+  if (text === '' || text === '0') return undefined;
+  const colon = text.lastIndexOf(':');
+  const host = colon > 0 ? text.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
+  const port = Number(colon >= 0 ? text.slice(colon + 1) : text);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid address ${JSON.stringify(text)}`);
+  return { host, port };
+}
+
+/** Parses `argv` (without node and script) and the environment. @throws ConfigError */
+export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CoildConfig {
+  const falseFlags = new Set<string>();
+  const args = argv.flatMap((a) => {
+    const m = /^--([a-z-]+)=(true|false)$/.exec(a);
+    if (!m || !BOOLEAN_FLAGS.includes(m[1]!)) return [a];
+    if (m[2] === 'false') falseFlags.add(m[1]!);
+    return m[2] === 'true' ? [`--${m[1]}`] : [];
+  });
+  let v: Record<string, string | boolean | undefined>;
+  try {
+    v = parseArgs({
+      args,
+      strict: true,
+      options: {
+        'metrics-addr': { type: 'string', default: `:${PORTS.coildMetrics}` },
+        'health-addr': { type: 'string', default: `:${PORTS.coildHealth}` },
+        'pod-table-id': { type: 'string', default: String(POD_TABLE_ID) },
+        'pod-rule-prio': { type: 'string', default: String(POD_RULE_PRIO) },
+        'export-table-id': { type: 'string', default: String(EXPORT_TABLE_ID) },
+        'protocol-id': { type: 'string', default: String(PROTOCOL_ID) },
+        socket: { type: 'string', default: DEFAULT_SOCKET_PATH },
+        'addressblock-gc-interval': { type: 'string', default: '5m' },
+        'cooling-period': { type: 'string', default: '30s' },
+        'block-release-grace': { type: 'string', default: '1m' },
+        'low-water-mark': { type: 'string', default: '8' },
+        'alloc-timeout': { type: 'string', default: '30s' },
+        'graceful-shutdown': { type: 'string', default: '20s' },
+        kubeconfig: { type: 'string' },
+        'host-netns': { type: 'string' },
+        'log-level': { type: 'string' },
+        'zap-log-level': { type: 'string' },
+        ...Object.fromEntries(BOOLEAN_FLAGS.map((f) => [f, { type: 'boolean' as const }])),
+        // Coil flags of features coild does not have (egress lives in coil-egress): accepted so
+        // Coil's manifests keep working.
+        'egress-port': { type: 'string' },
+        backend: { type: 'string' },
+      },
+    }).values;
+  } catch (e) {
+    throw new ConfigError((e as Error).message, { cause: e });
+  }
+  const nodeName = env.COIL_NODE_NAME ?? '';
+  if (!nodeName) throw new ConfigError('environment variable COIL_NODE_NAME is required');
+  if (falseFlags.has('enable-ipam')) throw new ConfigError('--enable-ipam=false is not supported: this coild is the IPAM node agent');
+  const level = (v['log-level'] ?? v['zap-log-level'] ?? 'info') as string;
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`invalid log level ${level}`);
+  const str = (k: string): string => v[k] as string;
+  const metricsAddr = parseBindAddress(str('metrics-addr'));
+  const healthAddr = parseBindAddress(str('health-addr'));
+  const kubeconfig = (v.kubeconfig as string | undefined) ?? env.KUBECONFIG;
+  const hostNetns = v['host-netns'] as string | undefined;
+  return {
+    nodeName,
+    ...(metricsAddr && { metricsAddr }),
+    ...(healthAddr && { healthAddr }),
+    podTableId: integer('pod-table-id', str('pod-table-id'), 0, 2 ** 32 - 1),
+    podRulePrio: integer('pod-rule-prio', str('pod-rule-prio'), 0, 2 ** 32 - 1),
+    exportTableId: integer('export-table-id', str('export-table-id'), 0, 2 ** 32 - 1),
+    protocolId: integer('protocol-id', str('protocol-id'), 0, 255),
+    socketPath: str('socket'),
+    gcIntervalMs: positive('addressblock-gc-interval', parseDuration(str('addressblock-gc-interval'))),
+    clearRoutesOnShutdown: v['clear-routes-on-shutdown'] === true,
+    coolingMs: parseDuration(str('cooling-period')),
+    blockReleaseGraceMs: parseDuration(str('block-release-grace')),
+    lowWaterMark: integer('low-water-mark', str('low-water-mark'), 0, 2 ** 31),
+    allocTimeoutMs: positive('alloc-timeout', parseDuration(str('alloc-timeout'))),
+    ...(kubeconfig ? { kubeconfig } : {}),
+    ...(hostNetns ? { hostNetns } : {}),
+    gracefulShutdownMs: parseDuration(str('graceful-shutdown')),
+    logLevel: level as CoildConfig['logLevel'],
+  };
+}
+
+function integer(flag: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) throw new ConfigError(`--${flag}: ${JSON.stringify(text)} is not an integer in [${min}, ${max}]`);
+  return n;
+}
+
+function positive(flag: string, ms: number): number {
+  if (ms <= 0) throw new ConfigError(`--${flag} must be positive`);
+  return ms;
+}

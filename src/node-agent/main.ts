@@ -1,0 +1,80 @@
+/**
+ * coild, the node agent: `node main.js [flags]` (see config.ts), or `node main.js ipam-status
+ * [--health-addr host:port]` to print a running coild's IPAM state.
+ *
+ * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 on a start-up or shutdown failure,
+ * 2 on a bad flag or environment.
+ * @see coil-behaviour.md §1.2 (`coild`), §5.2
+ */
+import 'reflect-metadata';
+import { KubeConfig } from '@kubernetes/client-node';
+import { PORTS } from '../api/v2/keys.js';
+import { createLogger } from '../runtime/logging.js';
+import { Coild } from './coild.js';
+import { ConfigError, parseBindAddress, parseConfig, type CoildConfig } from './config.js';
+import { fetchIpamStatus } from './ipam-status.js';
+
+/** The flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
+function loadKubeConfig(cfg: CoildConfig): KubeConfig {
+  const kc = new KubeConfig();
+  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+  else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
+  else kc.loadFromDefault();
+  return kc;
+}
+
+async function ipamStatus(argv: string[]): Promise<void> {
+  const i = argv.indexOf('--health-addr');
+  const addr = parseBindAddress(i >= 0 ? (argv[i + 1] ?? '') : `127.0.0.1:${PORTS.coildHealth}`);
+  const host = !addr?.host || addr.host === '0.0.0.0' ? '127.0.0.1' : addr.host;
+  try {
+    process.stdout.write(await fetchIpamStatus(`http://${host.includes(':') ? `[${host}]` : host}:${addr?.port ?? PORTS.coildHealth}/ipam`));
+  } catch (err) {
+    process.stderr.write(`coild ipam-status: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  }
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv[0] === 'ipam-status') return ipamStatus(argv.slice(1));
+  let cfg: CoildConfig;
+  try {
+    cfg = parseConfig(argv, process.env);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`coild: ${e.message}\n`);
+    process.exit(2);
+  }
+  const log = createLogger({ name: 'coild', level: cfg.logLevel });
+  const coild = new Coild({ config: cfg, kubeConfig: loadKubeConfig(cfg), logger: log });
+  let stopping = false;
+  const shutdown = (signal: string): void => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error('graceful shutdown timed out');
+      process.exit(1);
+    }, cfg.gracefulShutdownMs);
+    force.unref();
+    coild.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+  try {
+    await coild.start();
+  } catch (err) {
+    log.fatal({ err }, 'cannot start');
+    await coild.stop().catch(() => undefined);
+    process.exit(1);
+  }
+}
+
+await main();
