@@ -63,7 +63,8 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
   private synced = false;
   private running: Promise<void> | undefined;
   private readonly stopping = new AbortController();
-  private watchAbort: AbortController | undefined;
+  /** Ends the current watch at once (also while it is still connecting) and makes the loop relist. */
+  private cancelWatch: (() => void) | undefined;
   private relistDue = false;
   private relistTimer: NodeJS.Timeout | undefined;
 
@@ -87,7 +88,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
   async stop(): Promise<void> {
     this.stopping.abort();
     clearInterval(this.relistTimer);
-    this.watchAbort?.abort();
+    this.cancelWatch?.();
     await this.running;
   }
 
@@ -134,7 +135,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
   /** Makes the loop list again after the current watch (used by the periodic relist). */
   requestRelist(): void {
     this.relistDue = true;
-    this.watchAbort?.abort();
+    this.cancelWatch?.();
   }
 
   private async run(): Promise<void> {
@@ -201,18 +202,29 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     return new Promise<WatchEnd>((resolve, reject) => {
       let end: WatchEnd = 'closed';
       let failure: unknown;
+      // client-node's Watch hands out its AbortController only once response headers arrive, so
+      // a stop or relist during connect settles here and aborts the connection when it shows up.
+      let cancelled = false;
+      let ctrl: AbortController | undefined;
+      this.cancelWatch = () => {
+        cancelled = true;
+        ctrl?.abort();
+        resolve('relist');
+      };
       const onEvent = (type: string, obj: T & { code?: number; message?: string; reason?: string }): void => {
+        if (cancelled) return;
         if (type === 'ADDED' || type === 'MODIFIED') this.upsert(obj);
         else if (type === 'DELETED') this.remove(keyOf(obj), obj, false);
         else if (type === 'BOOKMARK') this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
         else if (type === 'ERROR') {
           if (obj.code === 410) end = 'relist';
           else failure = new ApiError(obj.code ?? 0, obj.reason ?? '', `watch ${kindId(this.kind)}: ${obj.message ?? 'error event'}`);
-          this.watchAbort?.abort();
+          cancelled = true;
+          ctrl?.abort();
         }
       };
       const onDone = (err: unknown): void => {
-        this.watchAbort = undefined;
+        this.cancelWatch = undefined;
         if (failure) return reject(failure);
         if (this.stopping.signal.aborted || this.relistDue) return resolve('relist');
         if (!err || end === 'relist') return resolve(end);
@@ -223,13 +235,10 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         reject(err);
       };
       const path = collectionPath(this.kind, this.options.namespace);
-      watch.watch(path, query, onEvent, onDone).then(
-        (ctrl) => {
-          if (this.stopping.signal.aborted || this.relistDue) ctrl.abort();
-          else this.watchAbort = ctrl;
-        },
-        reject,
-      );
+      watch.watch(path, query, onEvent, onDone).then((c) => {
+        ctrl = c;
+        if (cancelled) c.abort();
+      }, reject);
     });
   }
 
