@@ -1,71 +1,58 @@
 /**
- * The local lab — the README's main job. Today it starts a real control plane (etcd,
- * kube-apiserver, kube-controller-manager), installs Coil's CRDs and applies the seed
- * documents' sample objects, then prints what the cluster holds and waits until Ctrl-C,
- * when it removes every process and file it made.
+ * The local lab — the README's main job: a real control plane, coil-controller, and 3 nodes
+ * (network namespaces) each running coild and BIRD, with 6 pods made through the real `coil`
+ * executable; then a cross-node ping. Runs until Ctrl-C, then removes everything it made.
  *
- *   npm run lab               # runs until Ctrl-C
- *   npm run lab -- --once     # shows the state and tears down at once (used by tests)
+ *   npm run lab                # up, 6 pods, status, wait for Ctrl-C
+ *   npm run lab -- --once      # up, 6 pods, status, ping, down (what the e2e test does)
+ *   npm run lab -- down        # remove what a killed lab left behind
  */
-import { readFile, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
-import * as k8s from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
-import { coilCrds } from '../src/api/v2/crd.js';
-import { ControlPlane, REPO_ROOT } from '../test/envtest/control-plane.js';
-import { kubectl, toolsDir } from '../test/envtest/tools.js';
+import { Lab } from './lab/lab.js';
 
-/** Applies every document of config/samples/*.yaml, creating their namespaces first. */
-async function applySamples(cp: ControlPlane): Promise<number> {
-  const dir = join(REPO_ROOT, 'config/samples');
-  const objects = k8s.KubernetesObjectApi.makeApiClient(cp.kubeConfig);
-  const core = cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
-  const namespaces = new Set<string>();
-  let count = 0;
-  for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
-    for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) {
-      const obj = doc.toJS() as k8s.KubernetesObject;
-      const ns = obj.metadata?.namespace;
-      if (ns && !namespaces.has(ns)) {
-        namespaces.add(ns);
-        await core.createNamespace({ body: { metadata: { name: ns } } });
-      }
-      await objects.create(obj);
-      count++;
-    }
+async function main(argv: readonly string[]): Promise<number> {
+  if (argv.includes('down')) {
+    await Lab.down();
+    console.log('lab: down');
+    return 0;
   }
-  return count;
-}
-
-async function main(): Promise<void> {
-  const once = process.argv.includes('--once');
-  const started = Date.now();
-  console.log('lab: starting etcd, kube-apiserver, kube-controller-manager ...');
-  const cp = await ControlPlane.start({ controllerManager: true, crds: coilCrds() });
+  const once = argv.includes('--once');
+  const t0 = performance.now();
+  const log = (m: string) => console.log(`lab: ${m} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  const lab = await Lab.up({ log });
   let stopping = false;
-  const down = async () => {
+  const down = async (code: number) => {
     if (stopping) return;
     stopping = true;
-    console.log('\nlab: tearing down ...');
-    await cp.stop();
+    console.log('lab: tearing down ...');
+    await lab.stop();
     console.log('lab: down, nothing left behind');
-    process.exit(0);
+    process.exit(code);
   };
-  process.on('SIGINT', () => void down());
-  process.on('SIGTERM', () => void down());
+  process.on('SIGINT', () => void down(0));
+  process.on('SIGTERM', () => void down(0));
   try {
-    console.log(`lab: control plane ready in ${Date.now() - started} ms at ${cp.server}`);
-    const n = await applySamples(cp);
-    console.log(`lab: applied ${n} sample objects from config/samples`);
-    console.log(await kubectl(cp.kubeconfigPath, ['get', 'coil', '-A']));
-    console.log(`lab: export KUBECONFIG=${cp.kubeconfigPath}; kubectl is in ${toolsDir()}`);
+    log('lab is up; making 6 pods');
+    for (let i = 0; i < 6; i++) {
+      const node = lab.nodes[i % lab.nodes.length]!;
+      const pod = await lab.addPod(node, `pod-${i + 1}`);
+      log(`${pod.name} on ${node.name}: ${pod.ips.join(', ')} (CNI ADD ${pod.addMs.toFixed(0)} ms)`);
+    }
+    await lab.waitForBgp();
+    log('BGP converged');
+    const [a, b] = [lab.pods.get('pod-1')!, lab.pods.get('pod-2')!];
+    const ok = await lab.ping(a, b.ips[0]!);
+    log(`ping ${a.name} (${a.node}) -> ${b.name} (${b.node}) ${b.ips[0]}: ${ok ? 'ok' : 'FAILED'}`);
+    console.log(await lab.status());
+    console.log(`KUBECONFIG=${lab.cp.kubeconfigPath}`);
+    if (once) await down(ok ? 0 : 1);
+    else console.log('lab: running; Ctrl-C tears it down');
   } catch (err) {
     console.error('lab: failed:', err);
-    await down();
+    await down(1);
   }
-  if (once) await down();
-  else console.log('lab: running; Ctrl-C to tear down');
+  return 0;
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main(process.argv.slice(2));

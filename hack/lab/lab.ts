@@ -1,0 +1,295 @@
+/**
+ * The local lab: the whole system on one machine, as a newcomer's first look and as the e2e
+ * test bed.
+ *
+ * - a real control plane (etcd, kube-apiserver, kube-controller-manager) with the chart's CRDs,
+ *   ServiceAccounts, RBAC and webhook configurations (webhooks pointed at the local controller);
+ * - coil-controller as a local process, authenticated as the chart's `coil-controller`
+ *   ServiceAccount;
+ * - N nodes (network namespaces on a bridge), each with a Node object, coild running inside the
+ *   node's namespace as the chart's `coild` ServiceAccount, and BIRD advertising table 119 over
+ *   iBGP to the other nodes;
+ * - a lab kubelet that makes pods through the real `coil` executable.
+ *
+ * Every process runs under `setpriv --pdeathsig SIGKILL` (envtest's ManagedProcess); `down()`
+ * (also on Ctrl-C) stops them and deletes every namespace and file the lab made.
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Server } from 'node:net';
+import { promisify } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { ControlPlane, REPO_ROOT, eventually, freePort } from '../../test/envtest/control-plane.js';
+import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
+import { kubectl } from '../../test/envtest/tools.js';
+import { prepareBird } from './bird.js';
+import { applyChart, LAB_NAMESPACE, serviceAccountKubeconfig } from './credentials.js';
+import { LabKubelet, type LabPod } from './kubelet.js';
+import { unixToTcp } from './relay.js';
+import { createTopology, destroyTopology, ip, labNodes, type LabNode } from './topology.js';
+
+/** Where the lab keeps its files (kubeconfigs, sockets, logs, BIRD configs). */
+export const LAB_DIR = '/tmp/coil-lab';
+/** The lab's default AddressPool range (also what BGP may carry). */
+export const LAB_POD_RANGE = '10.120.0.0/16';
+/** Port of the apiserver relay inside every node namespace. */
+const NODE_APISERVER_PORT = 6443;
+const COIL = join(REPO_ROOT, 'dist/bin/coil');
+const SYSTEM_CNI_DIR = '/usr/lib/cni';
+const run = promisify(execFile);
+
+/** Options of {@link Lab.up}. */
+export interface LabOptions {
+  readonly nodes?: number;
+  /** Progress messages (default: none). */
+  readonly log?: (message: string) => void;
+  /** Extra coild flags (e.g. a short --block-release-grace for tests). */
+  readonly coildArgs?: readonly string[];
+  /** Extra coil-controller flags. */
+  readonly controllerArgs?: readonly string[];
+}
+
+/** A running lab. */
+export class Lab {
+  readonly pods = new Map<string, LabPod>();
+  private readonly coilds = new Map<string, ManagedProcess>();
+  private readonly processes: ManagedProcess[] = [];
+  private relay?: Server;
+  private controller?: ManagedProcess;
+  private kubelet!: LabKubelet;
+  private controllerArgv: string[] = [];
+  private coildArgv = new Map<string, { args: string[]; env: NodeJS.ProcessEnv }>();
+  controllerPorts = { metrics: 0, health: 0, webhook: 0 };
+
+  private constructor(
+    readonly cp: ControlPlane,
+    readonly nodes: readonly LabNode[],
+    private readonly log: (message: string) => void,
+  ) {}
+
+  /**
+   * Brings the whole lab up: control plane, chart objects, controller, nodes with coild and
+   * BIRD, and the default AddressPool. Does not create pods ({@link addPod}).
+   * @throws Error after tearing down whatever was started.
+   */
+  static async up(options: LabOptions = {}): Promise<Lab> {
+    const log = options.log ?? (() => undefined);
+    await Lab.down();
+    await mkdir(LAB_DIR, { recursive: true });
+    log('starting etcd, kube-apiserver and kube-controller-manager');
+    const crds = await chartCrds();
+    const cp = await ControlPlane.start({ controllerManager: true, crds });
+    const lab = new Lab(cp, labNodes(options.nodes ?? 3), log);
+    try {
+      await lab.start(options);
+      return lab;
+    } catch (err) {
+      await lab.stop();
+      throw err;
+    }
+  }
+
+  private async start(options: LabOptions): Promise<void> {
+    // Webhook TLS for the local controller; the chart's webhook configurations point here.
+    const certDir = join(LAB_DIR, 'certs');
+    await mkdir(certDir, { recursive: true });
+    const cert = await this.cp.newServingCert();
+    await writeFile(join(certDir, 'tls.crt'), cert.certPem);
+    await writeFile(join(certDir, 'tls.key'), cert.keyPem, { mode: 0o600 });
+    this.controllerPorts = { metrics: await freePort(), health: await freePort(), webhook: await freePort() };
+    this.log('applying the chart: CRDs, ServiceAccounts, RBAC, webhook configurations');
+    const { netconf } = await applyChart(this.cp, join(REPO_ROOT, 'charts/coil'), `https://127.0.0.1:${this.controllerPorts.webhook}`, cert.caPem);
+
+    const controllerKubeconfig = await serviceAccountKubeconfig(this.cp, 'coil-controller', this.cp.server, join(LAB_DIR, 'coil-controller.kubeconfig'));
+    this.controllerArgv = [
+      join(REPO_ROOT, 'dist/src/controller/main.js'),
+      `--kubeconfig=${controllerKubeconfig}`,
+      `--cert-dir=${certDir}`,
+      `--webhook-addr=127.0.0.1:${this.controllerPorts.webhook}`,
+      `--metrics-addr=127.0.0.1:${this.controllerPorts.metrics}`,
+      `--health-addr=127.0.0.1:${this.controllerPorts.health}`,
+      `--leader-election-namespace=${LAB_NAMESPACE}`,
+      '--gc-interval=10s',
+      ...(options.controllerArgs ?? []),
+    ];
+    await this.startController();
+
+    this.log('creating the default AddressPool (through the webhook)');
+    await kubectl(this.cp.kubeconfigPath, ['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', metadata: { name: 'default' },
+      spec: { blockSizeBits: 5, subnets: [{ ipv4: LAB_POD_RANGE }] },
+    }));
+
+    this.log(`creating ${this.nodes.length} nodes (network namespaces on a bridge)`);
+    await createTopology(this.nodes);
+    this.relay = await unixToTcp(join(LAB_DIR, 'apiserver.sock'), '127.0.0.1', this.cp.apiPort);
+    const cniBin = join(LAB_DIR, 'cni-bin');
+    await linkCniExecutables(cniBin);
+    const core = this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const coildKubeconfig = await serviceAccountKubeconfig(this.cp, 'coild', `https://127.0.0.1:${NODE_APISERVER_PORT}`, join(LAB_DIR, 'coild.kubeconfig'));
+    for (const node of this.nodes) {
+      const dir = join(LAB_DIR, node.name);
+      await mkdir(dir, { recursive: true });
+      await core.createNode({ body: { metadata: { name: node.name, labels: { 'kubernetes.io/hostname': node.name } } } });
+      await core.patchNodeStatus(
+        { name: node.name, body: { status: { addresses: [{ type: 'InternalIP', address: node.ipv4 }], conditions: [{ type: 'Ready', status: 'True', reason: 'Lab', message: 'lab node' }] } } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+      this.processes.push(await this.inNode(node, 'relay', [process.execPath, join(REPO_ROOT, 'dist/hack/lab/relay.js'), 'tcp-to-unix', `127.0.0.1:${NODE_APISERVER_PORT}`, join(LAB_DIR, 'apiserver.sock')]));
+      this.coildArgv.set(node.name, {
+        args: [
+          process.execPath, join(REPO_ROOT, 'dist/src/node-agent/main.js'),
+          `--kubeconfig=${coildKubeconfig}`, `--socket=${join(dir, 'coild.sock')}`,
+          '--metrics-addr=127.0.0.1:9384', '--health-addr=127.0.0.1:9385',
+          ...(options.coildArgs ?? []),
+        ],
+        env: { ...process.env, COIL_NODE_NAME: node.name },
+      });
+      await this.startCoild(node);
+      this.processes.push(await this.inNode(node, 'bird', await prepareBird(node, this.nodes, LAB_POD_RANGE, dir)));
+    }
+    this.kubelet = new LabKubelet({
+      kubeConfig: this.cp.kubeConfig,
+      netconf,
+      cniPath: cniBin,
+      socketOf: (node) => join(LAB_DIR, node.name, 'coild.sock'),
+      cacheDir: join(LAB_DIR, 'cni-cache'),
+    });
+  }
+
+  /** Starts a process inside `node`'s network namespace, logging to the node's dir. */
+  private inNode(node: LabNode, name: string, argv: readonly string[], env?: NodeJS.ProcessEnv): Promise<ManagedProcess> {
+    return ManagedProcess.start({
+      name: `${name}@${node.name}`,
+      command: 'nsenter',
+      args: [`--net=${node.netnsPath}`, ...argv],
+      logFile: join(LAB_DIR, node.name, `${name}.log`),
+      ...(env ? { env } : {}),
+    });
+  }
+
+  /** Starts coil-controller and waits for /readyz. */
+  async startController(): Promise<void> {
+    this.controller = await ManagedProcess.start({
+      name: 'coil-controller', command: process.execPath, args: this.controllerArgv,
+      logFile: join(LAB_DIR, 'coil-controller.log'),
+    });
+    const url = `http://127.0.0.1:${this.controllerPorts.health}/readyz`;
+    await waitFor('coil-controller /readyz', async () => (await fetch(url)).ok, { process: this.controller, timeoutMs: 60_000 });
+  }
+
+  /** Stops coil-controller (SIGKILL with `crash`). */
+  async stopController(options: { crash?: boolean } = {}): Promise<void> {
+    await this.controller?.stop(options.crash ? { signal: 'SIGKILL' } : {});
+    this.controller = undefined;
+  }
+
+  /** Starts coild on `node` and waits until its socket answers (its /readyz inside the node). */
+  async startCoild(node: LabNode): Promise<void> {
+    const spec = this.coildArgv.get(node.name)!;
+    const proc = await this.inNode(node, 'coild', spec.args, spec.env);
+    this.coilds.set(node.name, proc);
+    await waitFor(`coild on ${node.name}`, async () => (await this.nodeHttp(node, 9385, '/readyz')).startsWith('ok'), { process: proc, timeoutMs: 60_000 });
+  }
+
+  /** Stops coild on `node` (SIGKILL with `crash`). */
+  async stopCoild(node: LabNode, options: { crash?: boolean } = {}): Promise<void> {
+    await this.coilds.get(node.name)?.stop(options.crash ? { signal: 'SIGKILL' } : {});
+    this.coilds.delete(node.name);
+  }
+
+  /** GET http://127.0.0.1:<port><path> inside `node`'s namespace; resolves with the body ('' on failure). */
+  async nodeHttp(node: LabNode, port: number, path: string): Promise<string> {
+    const script = `fetch('http://127.0.0.1:${port}${path}').then(async r=>{process.stdout.write((r.ok?'':'HTTP '+r.status+' ')+await r.text())}).catch(()=>{})`;
+    const { stdout } = await run('nsenter', [`--net=${node.netnsPath}`, process.execPath, '-e', script]).catch(() => ({ stdout: '' }));
+    return stdout;
+  }
+
+  /** Makes a pod on `node` through the lab kubelet. */
+  async addPod(node: LabNode, name: string, namespace = 'default'): Promise<LabPod> {
+    const pod = await this.kubelet.addPod(node, name, namespace);
+    this.pods.set(name, pod);
+    return pod;
+  }
+
+  /** Deletes a pod (CNI DEL, netns, Pod object). */
+  async deletePod(name: string): Promise<void> {
+    const pod = this.pods.get(name);
+    if (!pod) return;
+    await this.kubelet.deletePod(this.nodes.find((n) => n.name === pod.node)!, pod.name, pod.namespace);
+    this.pods.delete(name);
+  }
+
+  /** True when `from` reaches `address` (one ping, 2 s). */
+  async ping(from: LabPod, address: string): Promise<boolean> {
+    return ip(['netns', 'exec', from.netns, 'ping', '-c1', '-W2', address]).then(() => true, () => false);
+  }
+
+  /**
+   * Waits until every node's main table has a BGP route for every block of the other nodes
+   * (as listed in their table 119).
+   */
+  async waitForBgp(timeoutMs = 60_000): Promise<void> {
+    await eventually(async () => {
+      for (const node of this.nodes) {
+        for (const other of this.nodes.filter((n) => n !== node)) {
+          const exported = (await ip(['-n', other.netns, '-4', 'route', 'show', 'table', '119'])).split('\n').map((l) => l.split(' ')[0]).filter(Boolean);
+          const learned = await ip(['-n', node.netns, '-4', 'route', 'show', 'proto', 'bird']);
+          for (const cidr of exported) if (!learned.includes(`${cidr} `)) return false;
+        }
+      }
+      return true;
+    }, { timeoutMs, intervalMs: 250 });
+  }
+
+  /** A human-readable summary: pods per node with IPs, blocks per node, table 119 per node. */
+  async status(): Promise<string> {
+    const lines: string[] = [];
+    for (const node of this.nodes) {
+      const pods = [...this.pods.values()].filter((p) => p.node === node.name).map((p) => `${p.name}=${p.ips.join(',')}`);
+      const t119 = (await ip(['-n', node.netns, '-4', 'route', 'show', 'table', '119'])).trim().split('\n').filter(Boolean).map((l) => l.split(' ')[0]);
+      lines.push(`${node.name} (${node.ipv4}): pods ${pods.join(' ') || '-'}; table 119: ${t119.join(' ') || '-'}`);
+    }
+    lines.push('', await kubectl(this.cp.kubeconfigPath, ['get', 'addressblocks']));
+    return lines.join('\n');
+  }
+
+  /** Stops every process, the control plane, and removes namespaces and files. */
+  async stop(): Promise<void> {
+    for (const proc of [...this.coilds.values(), ...this.processes]) await proc.stop({ graceMs: 5000 }).catch(() => undefined);
+    await this.stopController().catch(() => undefined);
+    this.relay?.close();
+    await this.cp.stop().catch(() => undefined);
+    await Lab.down();
+  }
+
+  /**
+   * Removes what any lab left: lab namespaces (pods' and nodes') and the lab dir. Processes die
+   * with the lab process (pdeathsig); BIRD, coild and relays are children of it.
+   */
+  static async down(): Promise<void> {
+    await destroyTopology();
+    await rm(LAB_DIR, { recursive: true, force: true });
+  }
+}
+
+/** The CRDs as the chart ships them (charts/coil/crds). */
+async function chartCrds(): Promise<object[]> {
+  const dir = join(REPO_ROOT, 'charts/coil/crds');
+  const out: object[] = [];
+  for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
+    for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) out.push(doc.toJS() as object);
+  }
+  return out;
+}
+
+/** A CNI_PATH dir: our `coil` plus the system's reference plugins (portmap) when installed. */
+async function linkCniExecutables(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await symlink(COIL, join(dir, 'coil'));
+  for (const name of await readdir(SYSTEM_CNI_DIR).catch(() => [] as string[])) {
+    if (name !== 'coil') await symlink(join(SYSTEM_CNI_DIR, name), join(dir, name)).catch(() => undefined);
+  }
+}
