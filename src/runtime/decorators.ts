@@ -1,6 +1,7 @@
 import { injectable, type Newable } from 'inversify';
 import { webhookPath } from './admission.js';
-import { defaultRegistry, type Defaulter, type Reconcile, type ReconcilerOptions, type Validator, type WebhookOptions } from './registry.js';
+import { defaultRegistry, type Defaulter, type Reconcile, type ReconcilerOptions, type Registry, type Validator, type WebhookOptions } from './registry.js';
+import type { Runnable, RunnableOptions } from './runnable.js';
 
 /**
  * Registers a reconciler class: records `options` in a {@link Registry} (the default one unless
@@ -50,6 +51,21 @@ export function MutatingWebhook(options: WebhookOptions) {
     const { registry, ...rest } = options;
     markInjectable(target);
     (registry ?? defaultRegistry()).addWebhook({ ...rest, type: 'mutating', target: target as Newable<Defaulter>, path: options.path ?? webhookPath('mutate', options.for) });
+    return target;
+  };
+}
+
+/**
+ * Registers a long-lived loop (a periodic GC, a route syncer): the Manager starts its `run(signal)`
+ * on every replica or, with `leaderOnly` (default), on the leader only, restarts it with backoff if
+ * it fails, and aborts the signal at shutdown.
+ * @see controller-runtime `manager.Runnable` with `NeedLeaderElection`
+ */
+export function RunnableLoop(options: RunnableOptions & { readonly registry?: Registry }) {
+  return <C extends Newable<Runnable>>(target: C): C => {
+    const { registry, ...rest } = options;
+    markInjectable(target);
+    (registry ?? defaultRegistry()).addRunnable({ ...rest, target });
     return target;
   };
 }

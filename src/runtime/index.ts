@@ -21,6 +21,7 @@ export * from './manager.js';
 export * from './metrics.js';
 export * from './operator-facade.js';
 export * from './registry.js';
+export * from './runnable.js';
 export * from './tokens.js';
 export * from './webhook-config.js';
 export * from './webhook-server.js';

@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './logging.js';
 import { Metrics } from './metrics.js';
 import { OperatorFacade } from './operator-facade.js';
 import { defaultRegistry, type Defaulter, type Reconcile, type Registry, type Validator } from './registry.js';
+import { RunnableSupervisor, type Runnable, type RunnableOptions } from './runnable.js';
 import { TOKENS } from './tokens.js';
 import { WebhookServer, type WebhookServerOptions } from './webhook-server.js';
 
@@ -65,11 +66,11 @@ export interface ManagerOptions {
 /**
  * Owns everything a controller process shares, as controller-runtime's Manager does: the
  * inversify container, client, informer cache, one Controller (work queue + workers) per
- * registered reconciler, the webhook server, Lease election, metrics, probes, the Event recorder,
+ * registered reconciler, supervised runnables, the webhook server, Lease election, metrics, probes, the Event recorder,
  * the root logger, and shutdown.
  *
  * `start()` runs the fixed order: HTTP endpoints → webhook server → caches (wait for sync) →
- * reconcilers that do not need the lease → leader election → leader-only reconcilers. Webhooks
+ * reconcilers and runnables that do not need the lease → leader election → leader-only ones. Webhooks
  * and metrics serve on every replica. `stop()` drains reconciles (30 s), then releases the
  * lease, then stops caches and servers.
  *
@@ -95,6 +96,7 @@ export class Manager {
   private readonly registry: Registry;
   private readonly endpoints: HttpEndpoints;
   private readonly controllers: Controller[] = [];
+  private readonly runnables: RunnableSupervisor[] = [];
   private webhookServer: WebhookServer | undefined;
   private elector: LeaderElector | undefined;
   private state: 'new' | 'starting' | 'running' | 'stopping' | 'stopped' = 'new';
@@ -141,6 +143,10 @@ export class Manager {
       this.controllers.push(new Controller(r, this.container.get<Reconcile>(r.target), this.cache, this.metrics, this.recorder, this.log));
     }
     for (const w of this.registry.webhooks) this.cache.ensure(w.for);
+    for (const r of this.registry.runnables) {
+      if (!this.container.isBound(r.target)) this.container.bind(r.target).toSelf().inSingletonScope();
+      this.runnables.push(new RunnableSupervisor(r, this.container.get<Runnable>(r.target), this.log.child({ runnable: r.name })));
+    }
 
     // 1. probes and metrics
     this.endpoints.healthChecks.set('ping', () => undefined);
@@ -170,8 +176,9 @@ export class Manager {
     await this.operator.start();
     await this.cache.waitForSync(o.cache?.syncTimeoutMs);
 
-    // 4. reconcilers that run on every replica
+    // 4. reconcilers and runnables that run on every replica
     for (const c of this.controllers) if (c.registration.leaderOnly === false) c.start();
+    for (const r of this.runnables) if (r.options.leaderOnly === false) r.start();
 
     // 5. leader election, then 6. leader-only reconcilers
     if (o.leaderElection) {
@@ -185,6 +192,15 @@ export class Manager {
     }
     this.state = 'running';
     this.log.info({ identity: this.identity, ports: this.ports }, 'manager started');
+  }
+
+  /**
+   * Adds a runnable constructed by the program (decorated classes are added at start).
+   * @throws Error after start
+   */
+  add(options: RunnableOptions, runnable: Runnable): void {
+    if (this.state !== 'new') throw new Error('runnables must be added before start()');
+    this.runnables.push(new RunnableSupervisor(options, runnable, this.log.child({ runnable: options.name })));
   }
 
   /** Whether leader-only reconcilers run here (always true without leader election). */
@@ -206,7 +222,7 @@ export class Manager {
     if (this.state === 'stopping' || this.state === 'stopped') return;
     this.state = 'stopping';
     const timeout = this.options.gracefulShutdownTimeoutMs ?? 30_000;
-    await Promise.all(this.controllers.map((c) => c.stop(timeout)));
+    await Promise.all([...this.controllers.map((c) => c.stop(timeout)), ...this.runnables.map((r) => r.stop(timeout))]);
     await this.elector?.stop({ release: (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true) });
     this.leaderStarted = false;
     await this.recorder.flush();
@@ -249,11 +265,13 @@ export class Manager {
     if (this.state === 'stopping' || this.state === 'stopped') return;
     this.leaderStarted = true;
     for (const c of this.controllers) if (c.registration.leaderOnly !== false) c.start();
+    for (const r of this.runnables) if (r.options.leaderOnly !== false) r.start();
   }
 
   private leadershipLost(): void {
     this.leaderStarted = false;
     for (const c of this.controllers) if (c.registration.leaderOnly !== false) void c.stop(0);
+    for (const r of this.runnables) if (r.options.leaderOnly !== false) void r.stop(0);
     const handler =
       this.options.onLeadershipLost ??
       (() => {

@@ -6,6 +6,7 @@ import type { Result } from './errors.js';
 import type { IndexFunc } from './informer.js';
 import type { KindDescriptor, ObjectKey } from './kind.js';
 import type { Logger } from './logging.js';
+import type { Runnable, RunnableOptions } from './runnable.js';
 
 /** What a reconciler is asked to reconcile: a key, never the event (level-based). */
 export interface Request extends ObjectKey {}
@@ -137,8 +138,13 @@ export interface WebhookRegistration extends Omit<WebhookOptions, 'registry'> {
   readonly path: string;
 }
 
+/** A runnable class with its options, as recorded by `@RunnableLoop`. */
+export interface RunnableRegistration extends RunnableOptions {
+  readonly target: Newable<Runnable>;
+}
+
 /**
- * What the decorators recorded: reconciler and webhook classes with their options. A Registry is
+ * What the decorators recorded: reconciler, webhook and runnable classes with their options. A Registry is
  * plain data; nothing runs until a Manager reads it at start. Tests build their own instance (or
  * swap the default with {@link setDefaultRegistry}) so each Manager sees only what it tests, as
  * kopf's `registry=` allows.
@@ -149,12 +155,19 @@ export interface WebhookRegistration extends Omit<WebhookOptions, 'registry'> {
 export class Registry {
   readonly reconcilers: ReconcilerRegistration[] = [];
   readonly webhooks: WebhookRegistration[] = [];
+  readonly runnables: RunnableRegistration[] = [];
 
   /** Records a reconciler. @throws Error on an invalid or duplicate name */
   addReconciler(reg: ReconcilerRegistration): void {
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(reg.name)) throw new Error(`reconciler name ${JSON.stringify(reg.name)} is not a valid metric label (lower-case, digits, dashes)`);
     if (this.reconcilers.some((r) => r.name === reg.name)) throw new Error(`duplicate reconciler name ${reg.name}`);
     this.reconcilers.push(reg);
+  }
+
+  /** Records a runnable. @throws Error on a duplicate name */
+  addRunnable(reg: RunnableRegistration): void {
+    if (this.runnables.some((r) => r.name === reg.name)) throw new Error(`duplicate runnable name ${reg.name}`);
+    this.runnables.push(reg);
   }
 
   /** Records a webhook. @throws Error on a duplicate path */
