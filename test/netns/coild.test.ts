@@ -1,0 +1,194 @@
+/**
+ * coild end to end on one netns node: the built `coil` executable, run as containerd runs it,
+ * against coild (child, `--host-netns`) with the real control plane and IPAM controller.
+ * Root only; skipped with the reason otherwise.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
+import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+
+interface ResultIp { address: string; gateway?: string; version?: string; interface?: number }
+interface Route { dst: string; dev?: string; gateway?: string; protocol?: string }
+interface AddrInfo { ifname: string; addr_info: { local: string; prefixlen: number; family: string }[] }
+
+const GATEWAY = '10.250.0.1';
+
+describe('coild on a netns node', { skip: labSkipReason() }, () => {
+  let lab: NodeLab;
+  let node: LabNode;
+  const added: { pod: LabPod; ipv4: string; ipv6: string }[] = [];
+  let failed = false;
+
+  before(async () => {
+    lab = await NodeLab.start();
+    await lab.createPool('default', { subnets: [{ ipv4: '10.100.0.0/16', ipv6: 'fd00:100::/112' }], blockSizeBits: 5 });
+    await lab.createPool('tiny', { subnets: [{ ipv4: '10.200.0.0/32' }], blockSizeBits: 0 });
+    await lab.createNamespace('lab');
+    await lab.createNamespace('tinyns', 'tiny');
+    await lab.createNamespace('nopool', 'no-such-pool');
+    node = await lab.addNode('node-a', GATEWAY);
+    await lab.startCoild(node, ['--cooling-period=1s', '--block-release-grace=1s', '--addressblock-gc-interval=1s', '--low-water-mark=4']);
+  });
+  after(async () => {
+    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await lab?.stop();
+  });
+  const track = <T>(fn: () => Promise<T>) => async () => {
+    try {
+      return await fn();
+    } catch (e) {
+      failed = true;
+      throw e;
+    }
+  };
+
+  for (const cniVersion of ['0.4.0', '1.0.0', '1.1.0']) {
+    it(`ADD with cniVersion ${cniVersion} gives the pod the address its result names`, track(async () => {
+      const pod = await lab.createPod(node, 'lab', `web-${cniVersion.replaceAll('.', '')}`);
+      const r = await lab.runCoil(node, 'ADD', pod, { cniVersion });
+      assert.equal(r.code, 0, r.stdout);
+      assert.equal(r.json?.cniVersion, cniVersion);
+      const ips = r.json!.ips as ResultIp[];
+      const v4 = ips.find((i) => i.address.startsWith('10.100.'))!.address;
+      const v6 = ips.find((i) => i.address.startsWith('fd00:100:'))!.address;
+      assert.match(v4, /\/32$/);
+      assert.match(v6, /\/128$/);
+      if (cniVersion === '0.4.0') assert.deepEqual(ips.map((i) => i.version), ['4', '6']);
+      else assert.ok(ips.every((i) => i.version === undefined));
+      const [ipv4, ipv6] = [v4.split('/')[0]!, v6.split('/')[0]!];
+
+      // Inside the pod: eth0 holds both addresses; default routes via the node IP and fe80::1.
+      const addrs = await lab.ipJson<AddrInfo[]>(pod.ns, ['addr', 'show', 'dev', 'eth0']);
+      const locals = addrs[0]!.addr_info.map((a) => `${a.local}/${a.prefixlen}`);
+      assert.ok(locals.includes(v4) && locals.includes(v6), locals.join(' '));
+      const routes4 = await lab.ipJson<Route[]>(pod.ns, ['-4', 'route', 'show']);
+      assert.ok(routes4.some((x) => x.dst === 'default' && x.gateway === GATEWAY), JSON.stringify(routes4));
+      const routes6 = await lab.ipJson<Route[]>(pod.ns, ['-6', 'route', 'show']);
+      assert.ok(routes6.some((x) => x.dst === 'default' && x.gateway === 'fe80::1'), JSON.stringify(routes6));
+
+      // On the node: the /32 in table 116 (proto 30) and the block in table 119.
+      const t116 = await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '116']);
+      assert.ok(t116.some((x) => x.dst === ipv4 && x.dev?.startsWith('veth')), JSON.stringify(t116));
+      const snap = await lab.snapshot(node);
+      const mine = snap.allocations.find((a) => a.containerId === pod.containerId)!;
+      assert.equal(mine.ipv4, ipv4);
+      assert.equal(mine.podName, pod.name);
+      const block = snap.blocks.find((b) => b.name === mine.block)!;
+      const t119 = await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '119']);
+      assert.ok(t119.some((x) => x.dst === block.ipv4 && x.dev === 'lo'), JSON.stringify(t119));
+      added.push({ pod, ipv4, ipv6 });
+    }));
+  }
+
+  it('two pods on the node ping each other over IPv4 and IPv6', track(async () => {
+    const [a, b] = added;
+    assert.ok(a && b);
+    await lab.ip.exec(['ping', '-c1', '-W2', b.ipv4], { netns: a.pod.ns.path });
+    await lab.ip.exec(['ping', '-c1', '-W2', a.ipv4], { netns: b.pod.ns.path });
+    await lab.ip.exec(['ping', '-6', '-c1', '-W2', b.ipv6], { netns: a.pod.ns.path });
+  }));
+
+  it('ADD repeated for the same container returns the same address', track(async () => {
+    const a = added[0]!;
+    const r = await lab.runCoil(node, 'ADD', a.pod, { cniVersion: '1.0.0' });
+    assert.equal(r.code, 0, r.stdout);
+    assert.ok((r.json!.ips as ResultIp[]).some((i) => i.address === `${a.ipv4}/32`));
+  }));
+
+  it('CHECK passes on a wired pod and fails once its host veth is deleted', track(async () => {
+    const pod = await lab.createPod(node, 'lab', 'checked');
+    assert.equal((await lab.runCoil(node, 'ADD', pod)).code, 0);
+    assert.equal((await lab.runCoil(node, 'CHECK', pod)).code, 0);
+    const entry = (await lab.hostPods(node)).find((e) => e.containerId === pod.containerId)!;
+    await lab.ip.exec([lab.ip.ipPath, 'link', 'del', entry.hostIfname], { netns: node.ns.path });
+    const r = await lab.runCoil(node, 'CHECK', pod);
+    assert.notEqual(r.code, 0);
+    assert.match(String(r.json?.msg), /check failed/);
+    assert.equal((await lab.runCoil(node, 'DEL', pod)).code, 0);
+  }));
+
+  it('DEL removes veth, routes and allocation; a second DEL succeeds', track(async () => {
+    const a = added.pop()!;
+    assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
+    assert.ok(!(await lab.hostPods(node)).some((e) => e.containerId === a.pod.containerId));
+    const t116 = await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '116']);
+    assert.ok(!t116.some((x) => x.dst === a.ipv4));
+    assert.ok(!(await lab.snapshot(node)).allocations.some((x) => x.containerId === a.pod.containerId));
+    const links = await lab.ipJson<unknown[]>(a.pod.ns, ['link', 'show', 'dev', 'eth0']).catch(() => []);
+    assert.equal(links.length, 0);
+    assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
+  }));
+
+  it('GC frees the address of a pod whose veth is gone', track(async () => {
+    const pod = await lab.createPod(node, 'lab', 'vanished');
+    assert.equal((await lab.runCoil(node, 'ADD', pod)).code, 0);
+    await lab.ip.exec([lab.ip.ipPath, 'netns', 'del', pod.ns.name]);
+    await eventually(async () => !(await lab.snapshot(node)).allocations.some((a) => a.containerId === pod.containerId), { timeoutMs: 15_000 });
+  }));
+
+  it('STATUS (CNI 1.1) reports ready', track(async () => {
+    const r = await lab.runCoil(node, 'STATUS', added[0]!.pod, { cniVersion: '1.1.0' });
+    assert.equal(r.code, 0, r.stdout);
+  }));
+
+  it('coild ipam-status prints blocks and allocations with pod names', track(async () => {
+    const { stdout } = await promisify(execFile)(join(REPO_ROOT, 'node_modules/.bin/node'), [join(REPO_ROOT, 'dist/src/node-agent/main.js'), 'ipam-status', '--health-addr', `127.0.0.1:${node.healthPort}`]);
+    assert.match(stdout, /POOL\s+BLOCKS/);
+    assert.match(stdout, new RegExp(`lab\\s+${added[0]!.pod.name}\\s`));
+  }));
+
+  describe('bad input: a clear CNI error and nothing leaked', () => {
+    const state = async () => ({ host: (await lab.hostPods(node)).length, allocs: (await lab.snapshot(node)).allocations.length, blocks: await lab.blocksOf(node) });
+    const cases: [string, (pod: LabPod) => Promise<{ code: number | null; json: Record<string, unknown> | undefined }>, number, RegExp][] = [
+      ['missing CNI_NETNS', (pod) => lab.runCoil(node, 'ADD', pod, { env: { CNI_NETNS: '' } }), 4, /CNI_NETNS/],
+      ['garbage on stdin', (pod) => lab.runCoil(node, 'ADD', pod, { stdin: '{"cniVersion": "1.0.0", garbage' }), 6, /./],
+      ['unknown cniVersion', (pod) => lab.runCoil(node, 'ADD', pod, { cniVersion: '9.9.9' }), 1, /incompatible CNI versions/],
+    ];
+    for (const [name, run, code, msg] of cases) {
+      it(name, track(async () => {
+        const pod = await lab.createPod(node, 'lab', `bad-${name.replaceAll(/[^a-z]/g, '')}`);
+        const before = await state();
+        const r = await run(pod);
+        assert.equal(r.json?.code, code, JSON.stringify(r.json));
+        assert.match(String(r.json?.msg), msg);
+        assert.deepEqual(await state(), before);
+      }));
+    }
+
+    it('a namespace pointing at a pool that does not exist', track(async () => {
+      const pod = await lab.createPod(node, 'nopool', 'orphan');
+      const before = await state();
+      const r = await lab.runCoil(node, 'ADD', pod);
+      assert.equal(r.json?.code, 7, JSON.stringify(r.json));
+      assert.match(String(r.json?.msg), /AddressPool "no-such-pool" does not exist/);
+      assert.deepEqual(await state(), before);
+    }));
+
+    it('a pool out of blocks', track(async () => {
+      const first = await lab.createPod(node, 'tinyns', 'first');
+      assert.equal((await lab.runCoil(node, 'ADD', first)).code, 0);
+      const pod = await lab.createPod(node, 'tinyns', 'second');
+      const before = await state();
+      const r = await lab.runCoil(node, 'ADD', pod);
+      assert.equal(r.json?.code, 999, JSON.stringify(r.json));
+      assert.match(String(r.json?.msg), /pool tiny has no free block.*out of blocks/);
+      assert.deepEqual(await state(), before);
+      await eventually(async () => {
+        const res = await lab.cp.request('GET', '/api/v1/namespaces/tinyns/events');
+        return /AddressPoolExhausted/.test(res.body);
+      }, { timeoutMs: 10_000 });
+      assert.equal((await lab.runCoil(node, 'DEL', first)).code, 0);
+    }));
+  });
+
+  it('once every pod is gone, the node releases its blocks after cooling and grace', track(async () => {
+    for (const a of added) assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
+    await eventually(async () => (await lab.blocksOf(node)).length === 0, { timeoutMs: 20_000 });
+    await eventually(async () => (await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '119'])).length === 0, { timeoutMs: 5_000 });
+    assert.deepEqual(await lab.hostPods(node), []);
+  }));
+});

@@ -1,0 +1,219 @@
+/**
+ * The netns tier's lab: a real control plane, the IPAM controller (`dist/src/controller/main.js`)
+ * and, per fake node, a host netns and a coild child (`dist/src/node-agent/main.js
+ * --host-netns`). coild itself runs in the test's netns, so it reaches the apiserver on
+ * 127.0.0.1; every kernel change it makes goes to the node's netns. Pods are netns plus a Pod
+ * object with `spec.nodeName` (nothing schedules or deletes them: the lab does). The built `coil`
+ * executable is run exactly as containerd runs it: CNI_* env + netconf on stdin.
+ *
+ * {@link NodeLab.stop} removes every process, netns and temp dir, also after a failure.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { coilCrds } from '../../src/api/v2/crd.js';
+import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
+import { ANN_POOL } from '../../src/api/v2/keys.js';
+import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { TestNetnsSet, type TestNetns } from '../../src/netlink/test-netns.js';
+import type { IpamSnapshot } from '../../src/node-agent/introspection.js';
+import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
+import type { PodNetworkEntry } from '../../src/node-agent/pod-network.js';
+import { Kinds } from '../../src/reconcilers/kinds.js';
+import { ApiTransport } from '../../src/runtime/api-transport.js';
+import { Client } from '../../src/runtime/client.js';
+import { ControlPlane, REPO_ROOT, freePort } from '../envtest/control-plane.js';
+import { ManagedProcess, waitFor } from '../envtest/process.js';
+
+/** The coil executable built by hack/build-cni.sh. */
+export const COIL_BIN = join(REPO_ROOT, 'dist/bin/coil');
+const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
+
+/** One fake node: its host netns and coild. */
+export interface LabNode {
+  readonly name: string;
+  readonly ns: TestNetns;
+  readonly ipv4: string;
+  readonly socketPath: string;
+  readonly healthPort: number;
+  readonly logFile: string;
+  coild?: ManagedProcess;
+}
+
+/** One fake pod: netns + Pod object + the container id the runtime would use. */
+export interface LabPod {
+  readonly name: string;
+  readonly namespace: string;
+  readonly ns: TestNetns;
+  readonly containerId: string;
+}
+
+/** What one run of the coil executable printed. */
+export interface CoilRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly json: Record<string, unknown> | undefined;
+  readonly ms: number;
+}
+
+/** Why this tier cannot run here, or undefined. */
+export function labSkipReason(): string | undefined {
+  if (process.getuid?.() !== 0) return 'netns tests need root (uid 0)';
+  if (!existsSync(COIL_BIN)) return `${COIL_BIN} is missing: run hack/build-cni.sh`;
+  if (!existsSync(join(REPO_ROOT, 'dist/src/controller/main.js'))) return 'dist/src/controller/main.js is missing: build first';
+  return undefined;
+}
+
+export class NodeLab {
+  readonly admin: Client;
+  readonly ip = new IpRunner();
+  private readonly netns = new TestNetnsSet();
+  private readonly nodes: LabNode[] = [];
+  private controller: ManagedProcess | undefined;
+
+  private constructor(
+    readonly cp: ControlPlane,
+    readonly dir: string,
+  ) {
+    this.admin = new Client(new ApiTransport(cp.kubeConfig), 'netns-test');
+  }
+
+  /** Control plane with Coil's CRDs and the IPAM controller (no webhooks, no leader election). */
+  static async start(): Promise<NodeLab> {
+    const cp = await ControlPlane.start({ crds: coilCrds() });
+    const lab = new NodeLab(cp, await mkdtemp(join(tmpdir(), 'coil-netns-')));
+    try {
+      lab.controller = await ManagedProcess.start({
+        name: 'coil-controller', command: NODE, logFile: join(lab.dir, 'controller.log'),
+        args: [join(REPO_ROOT, 'dist/src/controller/main.js'), '--kubeconfig', cp.kubeconfigPath, '--enable-webhooks=false', '--leader-elect=false', '--metrics-addr=0', '--health-addr=0', '--node-notready-reclaim=0'],
+      });
+    } catch (err) {
+      await lab.stop();
+      throw err;
+    }
+    return lab;
+  }
+
+  async createPool(name: string, spec: Partial<AddressPoolSpec> & Pick<AddressPoolSpec, 'subnets'>): Promise<void> {
+    await this.admin.create(Kinds.AddressPool, { metadata: { name }, spec: { blockSizeBits: 5, ...spec } });
+  }
+
+  async createNamespace(name: string, pool?: string): Promise<void> {
+    const body = { apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...(pool && { annotations: { [ANN_POOL]: pool } }) } };
+    const res = await this.cp.request('POST', '/api/v1/namespaces', body);
+    if (res.status !== 201) throw new Error(`create namespace ${name}: ${res.status} ${res.body}`);
+  }
+
+  /** A node netns and Node object with `ipv4` as InternalIP; coild is started separately. */
+  async addNode(name: string, ipv4: string): Promise<LabNode> {
+    const ns = await this.netns.create('node');
+    await this.admin.create(Kinds.Node, { metadata: { name } });
+    await this.admin.patchStatus(Kinds.Node, { name }, { addresses: [{ type: 'InternalIP', address: ipv4 }] });
+    const node: LabNode = { name, ns, ipv4, socketPath: join(this.dir, `${name}.sock`), healthPort: await freePort(), logFile: join(this.dir, `coild-${name}.log`) };
+    this.nodes.push(node);
+    return node;
+  }
+
+  /** Starts coild for `node` and waits for `/readyz`. */
+  async startCoild(node: LabNode, extraArgs: readonly string[] = []): Promise<void> {
+    node.coild = await ManagedProcess.start({
+      name: `coild-${node.name}`, command: NODE, logFile: node.logFile, env: { ...process.env, COIL_NODE_NAME: node.name },
+      args: [
+        join(REPO_ROOT, 'dist/src/node-agent/main.js'), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
+        '--socket', node.socketPath, '--metrics-addr=0', `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
+      ],
+    });
+    await waitFor(`coild ${node.name} ready`, async () => (await fetch(`http://127.0.0.1:${node.healthPort}/readyz`)).ok, { process: node.coild, timeoutMs: 30_000 });
+  }
+
+  /** Kills coild (SIGKILL by default: a crash). */
+  async stopCoild(node: LabNode, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    await node.coild?.stop({ signal, graceMs: 5_000 });
+    node.coild = undefined;
+  }
+
+  /** A pod netns and a Pod object on `node`. */
+  async createPod(node: LabNode, namespace: string, name: string): Promise<LabPod> {
+    const ns = await this.netns.create('pod');
+    await this.admin.create(Kinds.Pod, { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'c', image: 'pause' }] } });
+    return { name, namespace, ns, containerId: randomBytes(32).toString('hex') };
+  }
+
+  /**
+   * Runs the coil executable as containerd does (env + netconf on stdin).
+   * @param opts.env replaces/extends the CNI_* variables (a value of '' removes the variable)
+   * @param opts.stdin raw stdin instead of the netconf
+   */
+  runCoil(node: LabNode, command: string, pod: LabPod, opts: { cniVersion?: string; env?: Record<string, string>; stdin?: string; netconf?: Record<string, unknown> } = {}): Promise<CoilRun> {
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      CNI_COMMAND: command, CNI_CONTAINERID: pod.containerId, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name};K8S_POD_INFRA_CONTAINER_ID=${pod.containerId};K8S_POD_UID=${pod.containerId.slice(0, 8)}`,
+      ...opts.env,
+    };
+    for (const [k, v] of Object.entries(env)) if (v === '') delete env[k];
+    const stdin = opts.stdin ?? JSON.stringify({ cniVersion: opts.cniVersion ?? '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath, ...opts.netconf });
+    return new Promise((resolve, reject) => {
+      const start = performance.now();
+      const child = spawn(COIL_BIN, [], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => {
+        let json: Record<string, unknown> | undefined;
+        try {
+          json = stdout.trim() === '' ? undefined : (JSON.parse(stdout) as Record<string, unknown>);
+        } catch {
+          json = undefined;
+        }
+        resolve({ code, stdout, json, ms: performance.now() - start });
+      });
+      child.stdin.end(stdin);
+    });
+  }
+
+  /** coild's `/ipam` snapshot. */
+  async snapshot(node: LabNode): Promise<IpamSnapshot> {
+    const res = await fetch(`http://127.0.0.1:${node.healthPort}/ipam`);
+    if (!res.ok) throw new Error(`/ipam: ${res.status}`);
+    return (await res.json()) as IpamSnapshot;
+  }
+
+  /** Coil pod interfaces in the node's netns (alias + table-116 routes), read independently of coild. */
+  hostPods(node: LabNode): Promise<PodNetworkEntry[]> {
+    return new IpRoutePodNetwork({ ip: this.ip, hostNetns: node.ns.path }).list();
+  }
+
+  /** Names of the AddressBlocks labelled with `node`, from the API server. */
+  async blocksOf(node: LabNode): Promise<string[]> {
+    const list = await this.admin.list(Kinds.AddressBlock, { labelSelector: `coil.cybozu.com/node=${node.name}` });
+    return list.map((b) => b.metadata!.name!).sort();
+  }
+
+  /** `ip -j <args>` in a netns, parsed. */
+  async ipJson<T>(ns: TestNetns, args: readonly string[]): Promise<T> {
+    const { stdout } = await this.ip.exec([this.ip.ipPath, '-j', ...args], { netns: ns.path });
+    return JSON.parse(stdout || '[]') as T;
+  }
+
+  /** Logs of coild and the controller (printed by suites on failure). */
+  async logs(): Promise<string> {
+    const tails = await Promise.all([
+      ...this.nodes.map(async (n) => `--- coild ${n.name}\n${n.coild ? await n.coild.logTail(40) : '(not running)'}`),
+      this.controller ? this.controller.logTail(20).then((t) => `--- controller\n${t}`) : '',
+    ]);
+    return tails.join('\n');
+  }
+
+  /** Stops every process and removes every netns and the temp dir; never throws. */
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.coild?.stop({ graceMs: 3_000 }).catch(() => undefined)));
+    await this.controller?.stop({ graceMs: 3_000 }).catch(() => undefined);
+    await this.netns.cleanup();
+    await this.cp.stop().catch(() => undefined);
+    await rm(this.dir, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
