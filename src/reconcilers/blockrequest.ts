@@ -10,7 +10,7 @@ import type { AddressPool } from '../api/v2/addresspool.js';
 import type { BlockRequest, BlockRequestStatus } from '../api/v2/blockrequest.js';
 import { COND_COMPLETE, COND_FAILED, isAnswered, REASON_OUT_OF_BLOCKS } from '../api/v2/blockrequest.js';
 import { findCondition, setCondition } from '../api/v2/conditions.js';
-import { API_VERSION, FIN_COIL, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { API_VERSION, FIN_COIL, INDEX_BLOCK_BY_POOL, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import { PoolLayoutError } from '../ipam/pool.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
@@ -20,7 +20,7 @@ import { EventRecorder } from '../runtime/event-recorder.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
 import { Kinds, timeMs } from './kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
-import { PoolManager, type BlockChoice } from './pool-manager.js';
+import { blockPoolIndex, PoolManager, type BlockChoice } from './pool-manager.js';
 
 /** Name collisions tolerated in one reconcile before backing off (each one marks a taken index). */
 const MAX_COLLISIONS = 8;
@@ -50,7 +50,11 @@ export function blockRequestIndex(b: Readonly<AddressBlock>): string[] {
   name: 'blockrequest',
   for: Kinds.BlockRequest,
   reads: [Kinds.AddressPool],
-  indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_REQUEST, fn: blockRequestIndex }],
+  indexes: [
+    { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_REQUEST, fn: blockRequestIndex },
+    // PoolManager reads blocks by pool; declared here too so this reconciler works on its own.
+    { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex },
+  ],
   leaderOnly: true,
   maxConcurrentReconciles: 4,
   rbac: [
