@@ -4,7 +4,8 @@ import { EventEmitter } from 'node:events';
 import { describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { inject } from 'inversify';
-import { RunnableLoop } from './decorators.js';
+import { RunnableLoop, ValidatingWebhook } from './decorators.js';
+import { defineKind } from './kind.js';
 import { silentLogger } from './logging.js';
 import { Manager } from './manager.js';
 import { Registry } from './registry.js';
@@ -91,5 +92,14 @@ describe('Manager', () => {
     await mgr.start();
     await assert.rejects(mgr.start(), /cannot start from state running/);
     await mgr.stop();
+  });
+
+  it('stops what it started when start fails', async () => {
+    const registry = new Registry();
+    @ValidatingWebhook({ for: defineKind({ group: 'test.coil.example', version: 'v1', kind: 'Thing', plural: 'things', namespaced: false }), registry })
+    class V {}
+    const mgr = new Manager({ kubeConfig: kubeConfig(), registry, logger: silentLogger(), defaultMetrics: false, metricsBindAddress: { host: '127.0.0.1', port: 0 } });
+    await assert.rejects(mgr.start(), /ManagerOptions\.webhook is not set/);
+    await assert.rejects(fetch(`http://127.0.0.1:${mgr.ports.metrics}/metrics`), 'the metrics server was closed');
   });
 });

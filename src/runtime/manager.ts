@@ -101,6 +101,7 @@ export class Manager {
   private elector: LeaderElector | undefined;
   private state: 'new' | 'starting' | 'running' | 'stopping' | 'stopped' = 'new';
   private leaderStarted = false;
+  private keepAlive: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: ManagerOptions) {
     const name = options.name ?? 'coil-controller';
@@ -129,11 +130,26 @@ export class Manager {
    * Starts everything in order and resolves once non-leader work runs (leader-only reconcilers
    * start whenever the lease is acquired).
    * @throws Error when a webhook or HTTP port is taken, certificates are unreadable, a reconciler
-   *   cannot be constructed, or the cache does not sync within `cache.syncTimeoutMs`
+   *   cannot be constructed, or the cache does not sync within `cache.syncTimeoutMs`; whatever
+   *   had started is stopped again before the error is thrown
    */
   async start(): Promise<void> {
     if (this.state !== 'new') throw new Error(`Manager cannot start from state ${this.state}`);
     this.state = 'starting';
+    // Retry timers are unref'd; without open sockets (API server down, no HTTP endpoints) Node
+    // would otherwise exit quietly with code 0 while the informers wait to retry.
+    this.keepAlive = setInterval(() => undefined, 1 << 30);
+    try {
+      await this.startInOrder();
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+    this.state = 'running';
+    this.log.info({ identity: this.identity, ports: this.ports }, 'manager started');
+  }
+
+  private async startInOrder(): Promise<void> {
     const o = this.options;
     for (const k of o.cache?.kinds ?? []) this.cache.ensure(k.kind, k.options);
     for (const r of this.registry.reconcilers) {
@@ -190,8 +206,6 @@ export class Manager {
     } else {
       this.startLeaderOnly();
     }
-    this.state = 'running';
-    this.log.info({ identity: this.identity, ports: this.ports }, 'manager started');
   }
 
   /**
@@ -230,6 +244,7 @@ export class Manager {
     await this.cache.stop();
     await this.webhookServer?.stop();
     await this.endpoints.close();
+    clearInterval(this.keepAlive);
     this.state = 'stopped';
     this.log.info('manager stopped');
   }
