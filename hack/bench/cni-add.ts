@@ -1,0 +1,125 @@
+/**
+ * Benchmark (not a test): CNI ADD and DEL latency of `coil` (the Bun executable + coild) against
+ * Debian's Go `ptp` + `host-local`, in one run on this machine, timed the same way.
+ *
+ * The reference side is ../shared/bench/cni-bench.sh (ptp + host-local, sequential, its own node
+ * netns). The coil side is timed by the same bash `$EPOCHREALTIME` wrapper around each exec, env +
+ * netconf on stdin as containerd passes them, against coild on a netns node with the real control
+ * plane and IPAM controller (test/netns/node-lab.ts). Pods are served from a warm block: one ADD
+ * before the timed loop fetches a /24 block, so the loop measures the common case, not the
+ * BlockRequest round trip. Rounds alternate ptp and coil so drift hits both.
+ *
+ * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2]
+ * Output: a markdown table of p50/p95 per round and the coil/ptp ratios of the medians.
+ */
+import { execFile } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
+
+const run = promisify(execFile);
+const REF_BENCH = '/work/shared/bench/cni-bench.sh';
+
+/** p50/p95 of ADD and DEL, ms. */
+interface Figures { addP50: number; addP95: number; delP50: number; delP95: number }
+
+/** Nearest-rank percentile (as cni-bench.sh computes it). */
+function pct(sorted: readonly number[], q: number): number {
+  return sorted[Math.max(1, Math.ceil(q * sorted.length)) - 1]!;
+}
+
+/** Runs cni-bench.sh (ptp + host-local) and reads its `ADD ptp` / `DEL ptp` rows. */
+async function reference(n: number): Promise<Figures> {
+  const { stdout } = await run('bash', [REF_BENCH, '-n', String(n), '-v', '1.0.0', '-m', 'ptp', '-b', '/usr/lib/cni'], { maxBuffer: 16 << 20 });
+  const row = (label: string): number[] => {
+    const line = stdout.split('\n').find((l) => l.startsWith(`| ${label} |`));
+    if (!line) throw new Error(`cni-bench.sh printed no "${label}" row:\n${stdout}`);
+    return line.split('|').slice(3, 6).map(Number); // mean, p50, p95
+  };
+  const [, addP50, addP95] = row('ADD ptp');
+  const [, delP50, delP95] = row('DEL ptp');
+  return { addP50: addP50!, addP95: addP95!, delP50: delP50!, delP95: delP95! };
+}
+
+/** The bash timing loop of cni-bench.sh, for coil: one exec per pod, microseconds per call. */
+const LOOP = `
+set -u
+cmd=$1 conf=$2 list=$3 out=$4
+: > "$out"
+while read -r cid netns ns name; do
+  t0=$EPOCHREALTIME
+  OUT=$(CNI_COMMAND=$cmd CNI_CONTAINERID=$cid CNI_NETNS=$netns CNI_IFNAME=eth0 CNI_PATH=/opt/cni/bin \\
+        CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=$ns;K8S_POD_NAME=$name;K8S_POD_INFRA_CONTAINER_ID=$cid;K8S_POD_UID=$cid" \\
+        "${COIL_BIN}" < "$conf")
+  rc=$?
+  t1=$EPOCHREALTIME
+  [ $rc -eq 0 ] || { echo "$cmd $name failed: $OUT" >&2; exit 1; }
+  echo $(( 10#\${t1/./} - 10#\${t0/./} )) >> "$out"
+done < "$list"
+`;
+
+async function coilRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[]): Promise<Figures> {
+  const conf = join(lab.dir, 'coil.json');
+  const list = join(lab.dir, 'pods.txt');
+  await writeFile(conf, JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
+  await writeFile(list, pods.map((p) => `${p.containerId} ${p.ns.path} ${p.namespace} ${p.name}\n`).join(''));
+  const times = async (cmd: string): Promise<number[]> => {
+    const out = join(lab.dir, `${cmd}.us`);
+    await run('bash', ['-c', LOOP, 'loop', cmd, conf, list, out]);
+    const { stdout } = await run('cat', [out]);
+    return stdout.trim().split('\n').map((l) => Number(l) / 1000).sort((a, b) => a - b);
+  };
+  const add = await times('ADD');
+  const del = await times('DEL');
+  return { addP50: pct(add, 0.5), addP95: pct(add, 0.95), delP50: pct(del, 0.5), delP95: pct(del, 0.95) };
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { n: { type: 'string', short: 'n', default: '100' }, r: { type: 'string', short: 'r', default: '2' } } });
+  const n = Number(values.n);
+  const rounds = Number(values.r);
+  const skip = labSkipReason();
+  if (skip) throw new Error(skip);
+  const lab = await NodeLab.start();
+  try {
+    await lab.createPool('default', { subnets: [{ ipv4: '10.100.0.0/16' }], blockSizeBits: 8 });
+    await lab.createNamespace('bench');
+    const node = await lab.addNode('bench-node', '10.250.0.9');
+    // Cooling off so every round is served from the same warm block; the release grace keeps it.
+    await lab.startCoild(node, ['--cooling-period=0', '--block-release-grace=1h', '--low-water-mark=0']);
+    const warm = await lab.createPod(node, 'bench', 'warm');
+    if ((await lab.runCoil(node, 'ADD', warm)).code !== 0) throw new Error('warm-up ADD failed');
+    const pods: LabPod[] = [];
+    for (let i = 0; i < n; i++) pods.push(await lab.createPod(node, 'bench', `pod-${i}`));
+    const ptp: Figures[] = [];
+    const coil: Figures[] = [];
+    for (let r = 0; r < rounds; r++) {
+      ptp.push(await reference(n));
+      coil.push(await coilRound(lab, node, pods));
+    }
+    const f = (x: number): string => x.toFixed(2);
+    const lines = ['| round | plugin | ADD p50 ms | ADD p95 ms | DEL p50 ms | DEL p95 ms |', '|---|---|---|---|---|---|'];
+    for (let r = 0; r < rounds; r++) {
+      for (const [name, x] of [['ptp+host-local', ptp[r]!], ['coil', coil[r]!]] as const) lines.push(`| ${r + 1} | ${name} | ${f(x.addP50)} | ${f(x.addP95)} | ${f(x.delP50)} | ${f(x.delP95)} |`);
+    }
+    const m = (xs: Figures[], k: keyof Figures): number => median(xs.map((x) => x[k]));
+    const ratio = (k: keyof Figures): string => (m(coil, k) / m(ptp, k)).toFixed(2);
+    lines.push(`| median | coil / ptp+host-local | ${ratio('addP50')} | ${ratio('addP95')} | ${ratio('delP50')} | ${ratio('delP95')} |`);
+    // Where coil's time goes: coild's own handling time (its gRPC call log) vs the whole exec.
+    const log = (await run('cat', [node.logFile], { maxBuffer: 64 << 20 })).stdout.split('\n').filter((l) => l.includes('"finished unary call'));
+    const inCoild = (method: string): number[] => log.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e['grpc.method'] === method).map((e) => Number(e['grpc.time_ms'])).sort((a, b) => a - b);
+    const [a, d] = [inCoild('Add'), inCoild('Del')];
+    lines.push('', `coild handling time (gRPC log, all rounds): ADD p50 ${f(pct(a, 0.5))} / p95 ${f(pct(a, 0.95))} ms, DEL p50 ${f(pct(d, 0.5))} / p95 ${f(pct(d, 0.95))} ms`);
+    process.stdout.write(`### coil vs ptp+host-local, N=${n} sequential, CNI 1.0.0, ${new Date().toISOString()}, loadavg ${(await run('cat', ['/proc/loadavg'])).stdout.trim()}\n${lines.join('\n')}\n`);
+  } finally {
+    await lab.stop();
+  }
+}
+
+await main();
