@@ -9,9 +9,19 @@
  */
 import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
-import { Lab } from './lab/lab.js';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { checkInvariants } from '../test/invariants/check.js';
+import { collectView } from '../test/invariants/collect.js';
+import { Lab, LAB_DIR } from './lab/lab.js';
+import { labNodes, listLabNetns } from './lab/topology.js';
+
+const run = promisify(execFile);
 
 async function main(argv: readonly string[]): Promise<number> {
+  if (argv.includes('check')) return checkRunningLab();
   if (argv.includes('down')) {
     await Lab.down();
     console.log('lab: down');
@@ -55,4 +65,23 @@ async function main(argv: readonly string[]): Promise<number> {
   return 0;
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main(process.argv.slice(2));
+/** `npm run lab -- check`: the invariant checker against a lab running in another shell. */
+async function checkRunningLab(): Promise<number> {
+  const kubeConfig = new k8s.KubeConfig();
+  kubeConfig.loadFromFile(join(LAB_DIR, 'admin.kubeconfig'));
+  const nodes = labNodes((await listLabNetns()).filter((n) => /^coillab-n\d+$/.test(n)).length);
+  const view = await collectView({
+    kubeConfig, nodes, cniCacheDir: join(LAB_DIR, 'cni-cache'),
+    fetchIpam: async (node) => {
+      const script = "fetch('http://127.0.0.1:9385/ipam').then(r=>r.text()).then(t=>process.stdout.write(t)).catch(()=>{})";
+      const { stdout } = await run('nsenter', [`--net=/run/netns/${node}`, process.execPath, '-e', script]).catch(() => ({ stdout: '' }));
+      return stdout.startsWith('{') ? stdout : undefined;
+    },
+  });
+  const violations = checkInvariants(view);
+  console.log(`${view.pods.length} pods, ${view.blocks.length} blocks, ${nodes.length} nodes: ${violations.length} invariant violations`);
+  for (const v of violations) console.log(`  ${v.invariant}: ${v.detail}`);
+  return violations.length === 0 ? 0 : 1;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) process.exitCode = await main(process.argv.slice(2));

@@ -103,6 +103,9 @@ export class LabKubelet {
         prev = JSON.parse(await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('ADD', pod), JSON.stringify(conf)));
       }
     } catch (err) {
+      // As a container runtime does after a failed ADD: DEL the whole chain (without
+      // prevResult), so whatever the plugins had already allocated is released.
+      await this.delChain(node, pod, undefined).catch(() => undefined);
       await ip(['netns', 'del', netns]).catch(() => undefined);
       await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
       throw err;
@@ -129,16 +132,21 @@ export class LabKubelet {
     return { name, namespace, node: node.name, netns, containerId, ips, addMs };
   }
 
+  /** CNI DEL of every plugin in reverse order (CNI spec: DEL runs the list backwards). */
+  private async delChain(node: LabNode, pod: { name: string; namespace: string; netns: string; containerId: string }, prevResult: unknown): Promise<void> {
+    const list = this.conflist(node);
+    for (const plugin of [...list.plugins].reverse()) {
+      const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prevResult ? { prevResult } : {}) };
+      await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('DEL', pod), JSON.stringify(conf));
+    }
+  }
+
   /** Tears a pod down: CNI DEL in reverse order, its netns, and the Pod object. Idempotent. */
   async deletePod(node: LabNode, name: string, namespace = 'default'): Promise<void> {
     const cacheFile = join(this.options.cacheDir, `${namespace}_${name}.json`);
     const cached = await readFile(cacheFile, 'utf8').then((t) => JSON.parse(t) as { pod: { name: string; namespace: string; netns: string; containerId: string }; result: unknown }).catch(() => undefined);
     if (cached) {
-      const list = this.conflist(node);
-      for (const plugin of [...list.plugins].reverse()) {
-        const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, prevResult: cached.result };
-        await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('DEL', cached.pod), JSON.stringify(conf));
-      }
+      await this.delChain(node, cached.pod, cached.result);
       await ip(['netns', 'del', cached.pod.netns]).catch(() => undefined);
       await rm(cacheFile, { force: true });
     }

@@ -15,7 +15,7 @@
  * (also on Ctrl-C) stops them and deletes every namespace and file the lab made.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Server } from 'node:net';
 import { promisify } from 'node:util';
@@ -28,6 +28,8 @@ import { prepareBird } from './bird.js';
 import { applyChart, LAB_NAMESPACE, serviceAccountKubeconfig } from './credentials.js';
 import { LabKubelet, type LabPod } from './kubelet.js';
 import { unixToTcp } from './relay.js';
+import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
+import { collectView } from '../../test/invariants/collect.js';
 import { createTopology, destroyTopology, ip, labNodes, type LabNode } from './topology.js';
 
 /** Where the lab keeps its files (kubeconfigs, sockets, logs, BIRD configs). */
@@ -83,6 +85,8 @@ export class Lab {
     const cp = await ControlPlane.start({ controllerManager: true, crds });
     const lab = new Lab(cp, labNodes(options.nodes ?? 3), log);
     try {
+      // For `npm run lab -- check` and kubectl from another shell.
+      await copyFile(cp.kubeconfigPath, join(LAB_DIR, 'admin.kubeconfig'));
       await lab.start(options);
       return lab;
     } catch (err) {
@@ -242,6 +246,24 @@ export class Lab {
       }
       return true;
     }, { timeoutMs, intervalMs: 250 });
+  }
+
+  /** The observed state of the lab, for the invariant checker. */
+  view(): Promise<ClusterView> {
+    return collectView({
+      kubeConfig: this.cp.kubeConfig,
+      nodes: this.nodes,
+      cniCacheDir: join(LAB_DIR, 'cni-cache'),
+      fetchIpam: async (name) => {
+        const body = await this.nodeHttp(this.nodes.find((n) => n.name === name)!, 9385, '/ipam');
+        return body.startsWith('{') ? body : undefined;
+      },
+    });
+  }
+
+  /** Checks every invariant now; `afterGc` adds "no block without a user". */
+  async check(options: { afterGc?: boolean } = {}): Promise<Violation[]> {
+    return checkInvariants(await this.view(), options);
   }
 
   /** A human-readable summary: pods per node with IPs, blocks per node, table 119 per node. */

@@ -47,6 +47,13 @@ describe('the local lab (e2e)', { skip: isRoot ? false : 'the lab needs root (ne
     assert.match(learned.stdout, /^10\.120\.\d+\.\d+\/27 via 172\.31\.120\.1[23]/m);
   });
 
+  test('the invariant checker finds nothing wrong with the running lab', async () => {
+    const view = await lab.view();
+    assert.equal(view.pods.length, 6);
+    assert.equal(view.nodes.flatMap((n) => n.allocations ?? []).length, 6, 'coild reports 6 allocations');
+    assert.deepEqual(await lab.check(), []);
+  });
+
   test('(1) the leader Lease exists', async () => {
     const lease = await lab.cp.kubeConfig.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({ name: 'coil-leader', namespace: 'kube-system' });
     assert.ok(lease.spec?.holderIdentity, 'a holder');
@@ -114,6 +121,7 @@ describe('the local lab (e2e)', { skip: isRoot ? false : 'the lab needs root (ne
   test('(11) deleting all pods frees all blocks', async () => {
     for (const name of [...lab.pods.keys()]) await lab.deletePod(name);
     await eventually(async () => (await blocksOf()).length === 0, { timeoutMs: 60_000, intervalMs: 500 });
+    assert.deepEqual(await lab.check({ afterGc: true }), []);
     for (const node of lab.nodes) {
       const { stdout } = await run('ip', ['-n', node.netns, '-4', 'route', 'show', 'table', '119']);
       assert.equal(stdout.trim(), '', `${node.name} table 119 is empty`);

@@ -1,0 +1,71 @@
+/**
+ * Collects a {@link ClusterView} from a running lab (or any set of netns nodes sharing this
+ * machine): AddressBlocks, Nodes and Pods from the apiserver, coil veths from each node's
+ * namespace (through coild's own PodNetwork.list(), which skips retired veths), and coild's
+ * allocations from its `GET /ipam` introspection endpoint.
+ */
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as k8s from '@kubernetes/client-node';
+import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
+import type { AllocationObservation, ClusterView } from './check.js';
+
+/** Where to look. */
+export interface CollectOptions {
+  readonly kubeConfig: k8s.KubeConfig;
+  /** Node name → its network namespace path. */
+  readonly nodes: readonly { name: string; netnsPath: string }[];
+  /** The lab kubelet's CNI cache (pod → container id). */
+  readonly cniCacheDir: string;
+  /** Fetches coild's `GET /ipam` body on a node; undefined when coild does not answer. */
+  readonly fetchIpam: (node: string) => Promise<string | undefined>;
+}
+
+type Block = { metadata: { name: string; labels?: Record<string, string> }; ipv4?: string; ipv6?: string };
+
+/** Reads the whole view. */
+export async function collectView(options: CollectOptions): Promise<ClusterView> {
+  const core = options.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const custom = options.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+  const [nodeList, podList, blockList] = await Promise.all([
+    core.listNode(),
+    core.listPodForAllNamespaces(),
+    custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks' }) as Promise<{ items: Block[] }>,
+  ]);
+  const containerIds = new Map<string, string>();
+  for (const file of await readdir(options.cniCacheDir).catch(() => [] as string[])) {
+    const cached = JSON.parse(await readFile(join(options.cniCacheDir, file), 'utf8')) as { pod: { namespace: string; name: string; containerId: string } };
+    containerIds.set(`${cached.pod.namespace}/${cached.pod.name}`, cached.pod.containerId);
+  }
+  const nodes = await Promise.all(options.nodes.map(async (node) => {
+    const veths = (await new IpRoutePodNetwork({ hostNetns: node.netnsPath }).list()).map((e) => ({
+      hostIfname: e.hostIfname, containerId: e.containerId, ifname: e.ifname, pool: e.pool,
+    }));
+    const body = await options.fetchIpam(node.name);
+    const allocations = body ? (JSON.parse(body) as { allocations: AllocationObservation[] }).allocations : undefined;
+    return { name: node.name, veths, ...(allocations ? { allocations } : {}) };
+  }));
+  return {
+    nodeNames: nodeList.items.map((n) => n.metadata!.name!),
+    blocks: blockList.items.map((b) => ({
+      name: b.metadata.name,
+      node: b.metadata.labels?.['coil.cybozu.com/node'] ?? '',
+      pool: b.metadata.labels?.['coil.cybozu.com/pool'] ?? '',
+      ...(b.ipv4 ? { ipv4: b.ipv4 } : {}),
+      ...(b.ipv6 ? { ipv6: b.ipv6 } : {}),
+      reserved: b.metadata.labels?.['coil.cybozu.com/reserved'] === 'true',
+    })),
+    pods: podList.items
+      .filter((p) => !p.spec?.hostNetwork && p.spec?.nodeName && (p.status?.podIPs?.length ?? 0) > 0)
+      .map((p) => {
+        const key = `${p.metadata!.namespace}/${p.metadata!.name}`;
+        const containerId = containerIds.get(key);
+        return {
+          namespace: p.metadata!.namespace!, name: p.metadata!.name!, node: p.spec!.nodeName!,
+          ips: p.status!.podIPs!.map((i) => i.ip),
+          ...(containerId ? { containerId } : {}),
+        };
+      }),
+    nodes,
+  };
+}
