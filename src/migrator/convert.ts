@@ -1,0 +1,180 @@
+/**
+ * Coil v1 data → Coil v2 objects: one AddressPool per v1 pool and one reserved AddressBlock per
+ * block a still-existing node holds. Pure: the caller reads etcd and lists Nodes.
+ *
+ * Decisions (each against coil-v1-data.md §3.5, the original's quirks):
+ * - Every object carries the finalizer `coil.cybozu.com`, as if the webhooks and the controller had
+ *   made it. On a pool it is what the mutating webhook adds; on a block it is what the controller's
+ *   GC (src/reconcilers/addressblock-gc.ts) requires before it releases the blocks of a vanished
+ *   node, and what coild and `replace` remove before deleting.
+ * - No ownerReference to the pool: its UID does not exist before the YAML is applied. Nothing
+ *   depends on it for safety: the controller counts a pool's blocks, and holds the pool's
+ *   finalizer, by the `coil.cybozu.com/pool` label (pool-manager.ts, addresspool.ts). It only loses
+ *   the "owned block deleted → re-sync" trigger, which `replace` makes up for by touching each pool.
+ * - Output order is sorted (pools by name; blocks by pool, then index) so runs can be diffed.
+ *
+ * @see ../shared/reference/coil-v1-data.md §2 (mapping), §4 (edge cases), §5 (example)
+ */
+import { addressBlockName, type AddressBlock } from '../api/v2/addressblock.js';
+import type { AddressPool } from '../api/v2/addresspool.js';
+import { findPoolOverlaps, validateAddressPoolSpec } from '../api/v2/addresspool-validation.js';
+import { formatFieldError } from '../api/v2/field-error.js';
+import { API_VERSION, DEFAULT_POOL, FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_RESERVED } from '../api/v2/keys.js';
+import { formatCidr, tryParseCidr } from '../ipam/cidr.js';
+import { PoolLayout } from '../ipam/pool.js';
+import type { Problem, V1Data, V1Pool } from './v1-model.js';
+
+/** The v2 objects of one v1 data set, plus everything worth telling the operator. */
+export interface Conversion {
+  /** Sorted by name. */
+  readonly pools: readonly AddressPool[];
+  /** Sorted by pool name, then index. */
+  readonly blocks: readonly AddressBlock[];
+  /** Non-default pool names: the namespaces to annotate with `coil.cybozu.com/pool` (§2.4). */
+  readonly namespacePools: readonly string[];
+  /** Parse problems of the input followed by conversion problems; any `error` means "do not apply". */
+  readonly problems: readonly Problem[];
+}
+
+/** A DNS-1123 subdomain, what an AddressPool name must be (Kubernetes API conventions, "Names"). */
+export function isDns1123Subdomain(name: string): boolean {
+  return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
+}
+
+/** A valid label value (node names become the `coil.cybozu.com/node` label; coil-v1-data.md §4.6). */
+export function isLabelValue(value: string): boolean {
+  return value.length <= 63 && /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(value);
+}
+
+/**
+ * Converts parsed v1 data. Blocks of nodes not in `existingNodes` are skipped with a warning (the
+ * v2 GC would delete them anyway, §4.6); blocks of a pool with no `pool/` key likewise (as the
+ * original did). Errors: invalid pool name, a subnet that is not canonical IPv4, a spec v2 rejects,
+ * overlapping pools, a block key for a subnet not in its pool, a block in no subnet of its pool or
+ * of the wrong size, a block held twice, a node name that cannot be a label value.
+ * Never throws.
+ * @param existingNodes names of the Nodes in the cluster now
+ */
+export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Conversion {
+  const problems: Problem[] = [...data.problems];
+  const error = (subject: string, message: string): void => void problems.push({ severity: 'error', subject, message });
+  const warn = (subject: string, message: string): void => void problems.push({ severity: 'warning', subject, message });
+
+  const pools: AddressPool[] = [];
+  const layouts = new Map<string, PoolLayout>();
+  for (const v1 of [...data.pools.values()].sort((a, b) => compare(a.name, b.name))) {
+    const pool = convertPool(v1, (m) => error(`pool/${v1.name}`, m));
+    if (pool === undefined) continue;
+    pools.push(pool);
+    layouts.set(v1.name, PoolLayout.fromSpec(pool.spec));
+  }
+  for (const pool of pools) {
+    const others = pools.map((p) => ({ name: p.metadata!.name!, spec: p.spec }));
+    // Report each overlapping pair once, from the pool that sorts first.
+    const later = others.filter((o) => compare(o.name, pool.metadata!.name!) > 0);
+    for (const e of findPoolOverlaps(pool.metadata!.name!, pool.spec, later)) error(`pool/${pool.metadata!.name}`, formatFieldError(e));
+  }
+
+  const blocks: AddressBlock[] = [];
+  const seen = new Map<string, string>();
+  for (const assignment of data.blocks) {
+    const v1 = data.pools.get(assignment.pool);
+    if (v1 === undefined) {
+      warn(assignment.key, `pool ${JSON.stringify(assignment.pool)} has no pool/ key; its blocks are skipped`);
+      continue;
+    }
+    const layout = layouts.get(v1.name);
+    if (layout === undefined) continue; // the pool itself is already reported
+    if (!v1.subnets.some((s) => s.split('/')[0] === assignment.subnetAddress)) {
+      error(assignment.key, `subnet ${assignment.subnetAddress} is not a subnet of pool ${v1.name} (${v1.subnets.join(', ')})`);
+      continue;
+    }
+    for (const [node, cidrs] of assignment.nodes) {
+      for (const cidr of cidrs) {
+        const subject = `${assignment.key} nodes[${node}] ${cidr}`;
+        const index = blockIndex(layout, cidr);
+        if (index === undefined) {
+          error(subject, `not a /${32 - v1.blockSize} block inside a subnet of pool ${v1.name}`);
+          continue;
+        }
+        const holder = seen.get(formatKey(v1.name, index));
+        if (holder !== undefined) {
+          error(subject, `block is also held by node ${holder}`);
+          continue;
+        }
+        seen.set(formatKey(v1.name, index), node);
+        if (!existingNodes.has(node)) {
+          warn(subject, `node ${node} no longer exists; block skipped (its addresses become allocatable in v2)`);
+          continue;
+        }
+        if (!isLabelValue(node)) {
+          error(subject, `node name ${JSON.stringify(node)} cannot be a label value`);
+          continue;
+        }
+        blocks.push(reservedBlock(v1.name, index, cidr, node));
+      }
+    }
+  }
+  blocks.sort((a, b) => compare(a.metadata!.labels![LABEL_POOL]!, b.metadata!.labels![LABEL_POOL]!) || a.index - b.index);
+  const namespacePools = pools.map((p) => p.metadata!.name!).filter((n) => n !== DEFAULT_POOL);
+  return { pools, blocks, namespacePools, problems };
+}
+
+/** v1 pool → AddressPool (blockSizeBits = block_size; subnets in v1 order as `{ipv4}`), or undefined after reporting. */
+function convertPool(v1: V1Pool, error: (message: string) => void): AddressPool | undefined {
+  if (!isDns1123Subdomain(v1.name)) {
+    error(`pool name ${JSON.stringify(v1.name)} is not a valid Kubernetes name (DNS-1123 subdomain); such a pool matches no namespace, so it was unused in v1: delete it from etcd or rename it`);
+    return undefined;
+  }
+  let ok = true;
+  for (const subnet of v1.subnets) {
+    const cidr = tryParseCidr(subnet);
+    if (cidr === undefined || cidr.family !== 4) {
+      error(`subnet ${JSON.stringify(subnet)} is not an IPv4 CIDR (v1 never supported IPv6 arithmetic; coil-v1-data.md §4.2)`);
+      ok = false;
+    } else if (formatCidr(cidr) !== subnet) {
+      error(`subnet ${JSON.stringify(subnet)} is not in canonical network form (expected ${formatCidr(cidr)})`);
+      ok = false;
+    }
+  }
+  if (!ok) return undefined;
+  const spec = { blockSizeBits: v1.blockSize, subnets: v1.subnets.map((ipv4) => ({ ipv4 })) };
+  const invalid = validateAddressPoolSpec(spec);
+  if (invalid.length > 0) {
+    for (const e of invalid) error(`v2 would reject the pool: ${formatFieldError(e)}`);
+    return undefined;
+  }
+  return { apiVersion: API_VERSION, kind: 'AddressPool', metadata: { name: v1.name, finalizers: [FIN_COIL] }, spec };
+}
+
+/** Index of `cidr` in the pool as the controller counts (PoolLayout), or undefined when it is not exactly one block. */
+function blockIndex(layout: PoolLayout, cidr: string): number | undefined {
+  const parsed = tryParseCidr(cidr);
+  if (parsed === undefined || parsed.family !== 4 || formatCidr(parsed) !== cidr) return undefined;
+  const index = layout.indexOfBlock({ ipv4: cidr });
+  return index === undefined ? undefined : Number(index);
+}
+
+/** The reserved AddressBlock `<pool>-<index>-v1` (coil-v1-data.md §2.2). */
+function reservedBlock(pool: string, index: number, ipv4: string, node: string): AddressBlock {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'AddressBlock',
+    metadata: {
+      name: `${addressBlockName(pool, index)}-v1`,
+      labels: { [LABEL_NODE]: node, [LABEL_POOL]: pool, [LABEL_RESERVED]: 'true' },
+      finalizers: [FIN_COIL],
+    },
+    index,
+    ipv4,
+  };
+}
+
+function formatKey(pool: string, index: number): string {
+  return `${pool}\u0000${index}`;
+}
+
+/** Code-point order, independent of the locale, so output is byte-identical everywhere. */
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
