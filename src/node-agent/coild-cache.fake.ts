@@ -1,0 +1,100 @@
+/**
+ * FakeCoildCache and FakeBlockClient: just enough of the runtime's Cache and Client for unit tests
+ * of NodeIpam and BlockRequester without an API server. Objects are kept per kind; `emit()`
+ * delivers an informer event to the handlers, and `put()` can change the store silently, as a
+ * lagging or reordered informer would.
+ */
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { AddressBlock } from '../api/v2/addressblock.js';
+import type { BlockRequest } from '../api/v2/blockrequest.js';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import type { Cache } from '../runtime/cache.js';
+import type { Client } from '../runtime/client.js';
+import type { InformerEvent } from '../runtime/informer.js';
+import { kindId, type KindDescriptor } from '../runtime/kind.js';
+import { blockRequestUidOf } from './block-request.js';
+
+type Handler = (e: InformerEvent<KubernetesObject>) => void;
+
+/** The Cache methods coild's IPAM uses, over plain maps. */
+export class FakeCoildCache {
+  private readonly stores = new Map<string, Map<string, KubernetesObject>>();
+  private readonly handlers = new Map<string, Set<Handler>>();
+
+  /** This object, typed as the runtime's Cache. */
+  asCache(): Cache {
+    return this as unknown as Cache;
+  }
+
+  /** Stores `obj` without telling anyone (a lagging informer). */
+  put(kind: KindDescriptor, obj: KubernetesObject): void {
+    this.store(kind).set(obj.metadata!.name!, obj);
+  }
+
+  /** Stores or deletes `obj` and tells the handlers. */
+  emit(kind: KindDescriptor, type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: KubernetesObject): void {
+    if (type === 'DELETED') this.store(kind).delete(obj.metadata!.name!);
+    else this.put(kind, obj);
+    for (const h of this.handlers.get(kindId(kind)) ?? []) h({ type, object: obj });
+  }
+
+  get<T extends KubernetesObject>(kind: KindDescriptor<T>, key: { name: string } | string): T | undefined {
+    return this.store(kind).get(typeof key === 'string' ? key : key.name) as T | undefined;
+  }
+
+  list<T extends KubernetesObject>(kind: KindDescriptor<T>): T[] {
+    return [...this.store(kind).values()] as T[];
+  }
+
+  byIndex<T extends KubernetesObject>(kind: KindDescriptor<T>, name: string, value: string): T[] {
+    if (name !== INDEX_BLOCK_BY_REQUEST) throw new Error(`no index ${name}`);
+    return this.list(kind).filter((o) => blockRequestUidOf(o as unknown as AddressBlock).includes(value));
+  }
+
+  onEvent<T extends KubernetesObject>(kind: KindDescriptor<T>, handler: (e: InformerEvent<T>) => void): () => void {
+    const set = this.handlers.get(kindId(kind)) ?? new Set();
+    this.handlers.set(kindId(kind), set);
+    set.add(handler as Handler);
+    return () => set.delete(handler as Handler);
+  }
+
+  private store(kind: KindDescriptor): Map<string, KubernetesObject> {
+    const id = kindId(kind);
+    let s = this.stores.get(id);
+    if (!s) this.stores.set(id, (s = new Map()));
+    return s;
+  }
+}
+
+/** Records BlockRequest creations; `onCreate` plays the controller. */
+export class FakeBlockClient {
+  readonly created: BlockRequest[] = [];
+  private seq = 0;
+
+  constructor(private readonly onCreate: (br: BlockRequest) => void = () => undefined) {}
+
+  asClient(): Client {
+    return this as unknown as Client;
+  }
+
+  async create<T extends KubernetesObject>(_kind: KindDescriptor<T>, obj: T): Promise<T> {
+    const br = structuredClone(obj) as unknown as BlockRequest;
+    const n = ++this.seq;
+    br.metadata = { ...br.metadata, name: `${br.metadata?.generateName ?? 'req-'}${n}`, uid: `uid-${n}` };
+    this.created.push(br);
+    this.onCreate(br);
+    return br as unknown as T;
+  }
+}
+
+/** An AddressBlock of `pool` for `node`, answering request `uid` when given. */
+export function fakeBlock(pool: string, index: number, ipv4: string, o: { node?: string; uid?: string; reserved?: boolean } = {}): AddressBlock {
+  return {
+    metadata: {
+      name: `${pool}-${index}`,
+      labels: { [LABEL_POOL]: pool, [LABEL_NODE]: o.node ?? 'n1', ...(o.uid && { [LABEL_REQUEST]: o.uid }), ...(o.reserved && { 'coil.cybozu.com/reserved': 'true' }) },
+    },
+    index,
+    ipv4,
+  };
+}
