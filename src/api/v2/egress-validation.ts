@@ -1,0 +1,154 @@
+/**
+ * Validation and defaulting of Egress specs for the admission webhooks: every rule of Coil's
+ * `EgressSpec.validate()` with Coil's (apimachinery's) messages, plus ours where a bad value would
+ * otherwise only surface later as a failed Deployment or Service write in the reconciler.
+ *
+ * Pure: returns FieldError lists; the webhook turns them into a 422 Invalid.
+ * @see coil-behaviour.md §3 (Egress)
+ */
+import { CidrError, formatCidr, parseCidrWithAddress, type ParsedCidr } from '../../ipam/cidr.js';
+import { EGRESS_CONTAINER_NAME, type Egress, type EgressSpec } from './egress.js';
+import { fieldError, type FieldError } from './field-error.js';
+import { isQualifiedName, isValidLabelValue, isValidPercent, percentValue, TOTAL_ANNOTATION_SIZE_LIMIT_BYTES } from './egress-validation-names.js';
+
+/** ServiceAccount of every egress pod; the reconciler forces it (coil-behaviour.md §4.5). */
+export const EGRESS_SERVICE_ACCOUNT = 'coil-egress';
+
+/** An int-or-string value as JSON carries it. */
+type IntOrString = number | string;
+
+/**
+ * Validates a spec on CREATE and UPDATE (Coil has no immutable Egress field). Coil's rules:
+ * - `spec.destinations[i]` parses as a CIDR (`invalid CIDR address: <s>`, Go's `net.ParseCIDR`);
+ * - `spec.strategy.type` is `Recreate` or `RollingUpdate` when a strategy is given (NotSupported);
+ * - `spec.template.metadata.labels` keys and values, annotation keys (and total size) are valid;
+ * - `spec.podDisruptionBudget`: not both set; each a non-negative int or a percent, ≤ 100%.
+ * Ours: no host bits in a destination, no duplicate destination; `spec.strategy.rollingUpdate`
+ * absent with `Recreate`, its values int-or-percent and not both 0 (apps/v1's Deployment rules,
+ * which would otherwise fail only when the reconciler writes the Deployment).
+ * @see coil-behaviour.md §3 (Egress), k8s.io/kubernetes `ValidateDeploymentStrategy`
+ */
+export function validateEgressSpec(spec: Readonly<EgressSpec>): FieldError[] {
+  return [
+    ...validateDestinations(spec.destinations ?? []),
+    ...validateStrategy(spec.strategy),
+    ...validateLabels(spec.template?.metadata?.labels ?? {}, 'spec.template.metadata.labels'),
+    ...validateAnnotations(spec.template?.metadata?.annotations ?? {}, 'spec.template.metadata.annotations'),
+    ...validatePdb(spec.podDisruptionBudget),
+  ];
+}
+
+/**
+ * Non-fatal notes for the user (admission warnings): fields the reconciler overrides or ignores.
+ * @returns one line per note, empty when none
+ */
+export function egressWarnings(spec: Readonly<EgressSpec>): string[] {
+  const warnings: string[] = [];
+  const sa = spec.template?.spec?.serviceAccountName;
+  if (sa && sa !== EGRESS_SERVICE_ACCOUNT) warnings.push(`spec.template.spec.serviceAccountName: replaced by ${EGRESS_SERVICE_ACCOUNT}`);
+  if (spec.sessionAffinity === 'None' && spec.sessionAffinityConfig) warnings.push('spec.sessionAffinityConfig: ignored when sessionAffinity is None');
+  return warnings;
+}
+
+/**
+ * Coil's defaulting (mutating webhook, CREATE): a template without containers gets the one
+ * container `{name: egress}`, which the reconciler fills in. Mutates and returns `egress`.
+ * @see coil-behaviour.md §3 (Egress, mutating)
+ */
+export function defaultEgress(egress: Egress): Egress {
+  const template = egress.spec?.template;
+  if (!template) return egress;
+  const podSpec = (template.spec ??= { containers: [] });
+  if (!podSpec.containers || podSpec.containers.length === 0) podSpec.containers = [{ name: EGRESS_CONTAINER_NAME }];
+  return egress;
+}
+
+function validateDestinations(destinations: readonly string[]): FieldError[] {
+  const errors: FieldError[] = [];
+  const seen = new Map<string, number>();
+  destinations.forEach((d, i) => {
+    const path = `spec.destinations[${i}]`;
+    let parsed: ParsedCidr;
+    try {
+      parsed = parseCidrWithAddress(d);
+    } catch (e) {
+      if (!(e instanceof CidrError)) throw e;
+      errors.push(fieldError(path, e.message, 'Invalid', d));
+      return;
+    }
+    const canonical = formatCidr(parsed.cidr);
+    if (parsed.hasHostBits) errors.push(fieldError(path, `host bits are set; did you mean ${canonical}`, 'Invalid', d));
+    const first = seen.get(canonical);
+    if (first !== undefined) errors.push(fieldError(path, `duplicate of spec.destinations[${first}]`, 'Invalid', d));
+    else seen.set(canonical, i);
+  });
+  return errors;
+}
+
+function validateStrategy(strategy: EgressSpec['strategy']): FieldError[] {
+  if (!strategy) return [];
+  const type = strategy.type ?? '';
+  if (type !== 'Recreate' && type !== 'RollingUpdate') {
+    return [fieldError('spec.strategy.type', 'supported values: "Recreate", "RollingUpdate"', 'NotSupported', type)];
+  }
+  const ru = strategy.rollingUpdate;
+  if (!ru) return [];
+  if (type === 'Recreate') return [fieldError('spec.strategy.rollingUpdate', "may not be specified when strategy `type` is 'Recreate'", 'Forbidden')];
+  const errors = [
+    ...intOrPercent(ru.maxSurge, 'spec.strategy.rollingUpdate.maxSurge'),
+    ...intOrPercent(ru.maxUnavailable, 'spec.strategy.rollingUpdate.maxUnavailable'),
+    ...notMoreThan100Percent(ru.maxUnavailable, 'spec.strategy.rollingUpdate.maxUnavailable'),
+  ];
+  // apps/v1 defaults an absent value to 25%, so only two explicit zeros can stall a rollout.
+  if (isZero(ru.maxSurge) && isZero(ru.maxUnavailable)) {
+    errors.push(fieldError('spec.strategy.rollingUpdate.maxUnavailable', 'may not be 0 when `maxSurge` is 0', 'Invalid', ru.maxUnavailable));
+  }
+  return errors;
+}
+
+function isZero(v: IntOrString | undefined): boolean {
+  return v === 0 || percentValue(v ?? '') === 0;
+}
+
+/** apimachinery `ValidateLabels`: each key a qualified name, each value a label value, at the map's path. */
+function validateLabels(labels: Readonly<Record<string, string>>, path: string): FieldError[] {
+  return Object.entries(labels).flatMap(([k, v]) => [
+    ...isQualifiedName(k).map((m) => fieldError(path, m, 'Invalid', k)),
+    ...isValidLabelValue(String(v)).map((m) => fieldError(path, m, 'Invalid', v)),
+  ]);
+}
+
+/** Coil's `validateAnnotations`: keys (lower-cased) are qualified names; values are free up to the total size. */
+function validateAnnotations(annotations: Readonly<Record<string, string>>, path: string): FieldError[] {
+  const errors = Object.keys(annotations).flatMap((k) => isQualifiedName(k.toLowerCase()).map((m) => fieldError(path, m, 'Invalid', k)));
+  const size = Object.entries(annotations).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(String(v)), 0);
+  if (size > TOTAL_ANNOTATION_SIZE_LIMIT_BYTES) errors.push(fieldError(path, `must have at most ${TOTAL_ANNOTATION_SIZE_LIMIT_BYTES} bytes`, 'TooLong'));
+  return errors;
+}
+
+function validatePdb(pdb: EgressSpec['podDisruptionBudget']): FieldError[] {
+  if (!pdb) return [];
+  const path = 'spec.podDisruptionBudget';
+  const errors: FieldError[] = [];
+  if (pdb.minAvailable != null && pdb.maxUnavailable != null) {
+    errors.push(fieldError(path, 'minAvailable and maxUnavailable cannot be both set', 'Invalid', pdb));
+  }
+  for (const key of ['minAvailable', 'maxUnavailable'] as const) {
+    errors.push(...intOrPercent(pdb[key], `${path}.${key}`), ...notMoreThan100Percent(pdb[key], `${path}.${key}`));
+  }
+  return errors;
+}
+
+/** apps `ValidatePositiveIntOrPercent`: a non-negative integer or a percent string. */
+function intOrPercent(value: IntOrString | undefined | null, path: string): FieldError[] {
+  if (value == null) return [];
+  if (typeof value === 'string') return isValidPercent(value).map((m) => fieldError(path, m, 'Invalid', value));
+  if (Number.isInteger(value)) return value < 0 ? [fieldError(path, 'must be greater than or equal to 0', 'Invalid', value)] : [];
+  return [fieldError(path, "must be an integer or percentage (e.g '5%')", 'Invalid', value)];
+}
+
+/** apps `IsNotMoreThan100Percent`. */
+function notMoreThan100Percent(value: IntOrString | undefined | null, path: string): FieldError[] {
+  const p = value == null ? undefined : percentValue(value);
+  return p !== undefined && p > 100 ? [fieldError(path, 'must not be greater than 100%', 'Invalid', value)] : [];
+}
