@@ -1,0 +1,118 @@
+/**
+ * Declarative sync of policy rules (within a priority range) and of the routes of one table: read
+ * what the kernel has, delete what is not wanted, add what is missing — Coil's RouteExporter
+ * pattern, used for the egress rules 1800–2100 and tables 117/118 (client pods) and for the
+ * `iif eth0 lookup 118` rule and table 118 (egress pods).
+ *
+ * Concurrency: not locked; one sync per netns and table at a time (callers serialise).
+ * @see coil-behaviour.md §7.3, §7.5; STYLE.md §1 "Kernel state is synced declaratively"
+ */
+import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+import { canonicalAddress, parseCidr, routeKey, routeKeyOfDst } from './cidr.js';
+import { readRoutes } from './route.js';
+
+/** A policy rule with the selectors coil uses. */
+export interface PolicyRule {
+  priority: number;
+  /** Table id, or `'main'` (254). */
+  table: number | 'main';
+  /** Destination CIDR selector (`to`); absent = all. */
+  to?: string;
+  /** Input interface selector (`iif`); absent = any. */
+  iif?: string;
+}
+
+/** A unicast route via a device in a given table. */
+export interface TableRoute {
+  /** Destination CIDR (`0.0.0.0/0`, `10.1.2.3/32`, `::/0`). */
+  dst: string;
+  dev: string;
+}
+
+interface RawRule {
+  priority: number;
+  dst?: string;
+  dstlen?: number;
+  iif?: string;
+  table?: string;
+}
+
+/** `rule add|del prio P [iif I] [to C] lookup T` (the batch's family applies when `to` is absent). */
+export function policyRuleLine(verb: 'add' | 'del', r: PolicyRule): BatchLine {
+  return ['rule', verb, 'prio', String(r.priority), ...(r.iif ? ['iif', r.iif] : []), ...(r.to ? ['to', r.to] : []),
+    'lookup', String(r.table)];
+}
+
+/** Identity of a rule for comparison: priority, selectors and table, normalised. */
+export function policyRuleKey(r: PolicyRule): string {
+  const to = r.to === undefined ? 'all' : normaliseCidr(r.to);
+  const table = r.table === 254 ? 'main' : String(r.table);
+  return `${r.priority}|${r.iif ?? '-'}|${to}|${table}`;
+}
+
+function rawRuleKey(r: RawRule): string {
+  const to = r.dst === undefined || r.dst === 'all' ? 'all' : normaliseCidr(`${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}`);
+  return `${r.priority}|${r.iif ?? '-'}|${to}|${r.table ?? '?'}`;
+}
+
+/**
+ * Makes the rules of `family` whose priority lies in `[minPriority, maxPriority]` equal `desired`.
+ * @returns the number of rules added and deleted
+ * @throws NetlinkError when iproute2 fails
+ */
+export async function syncPolicyRules(
+  ip: IpRunner,
+  o: Pick<RunTarget, 'netns'> & { family: 4 | 6; minPriority: number; maxPriority: number; desired: readonly PolicyRule[] },
+): Promise<{ added: number; deleted: number }> {
+  const target = { ...(o.netns ? { netns: o.netns } : {}), family: o.family };
+  const current = (await ip.json<RawRule[]>(['rule', 'show'], target)).filter((r) => r.priority >= o.minPriority && r.priority <= o.maxPriority);
+  const want = new Map(o.desired.map((r) => [policyRuleKey(r), r]));
+  const lines: BatchLine[] = [];
+  const seen = new Set<string>();
+  for (const r of current) {
+    const key = rawRuleKey(r);
+    if (want.has(key) && !seen.has(key)) seen.add(key);
+    // A duplicate or unwanted rule: delete by the exact selectors it has.
+    else lines.push(policyRuleLine('del', { priority: r.priority, table: r.table === 'main' ? 'main' : Number(r.table),
+      ...(r.iif ? { iif: r.iif } : {}), ...(r.dst && r.dst !== 'all' ? { to: `${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}` } : {}) }));
+  }
+  const deleted = lines.length;
+  for (const [key, r] of want) if (!seen.has(key)) lines.push(policyRuleLine('add', r));
+  if (lines.length > 0) await ip.batch(lines, target);
+  return { added: lines.length - deleted, deleted };
+}
+
+/**
+ * Makes the routes of `table` for `family` equal `desired` (all with protocol `protocol`); routes
+ * of other protocols in the table are left alone. `beforeAdd` lines run in the same batch first
+ * (e.g. `link set … up`, so links come up only right before routes use them, Coil #287).
+ * @throws NetlinkError when iproute2 fails
+ */
+export async function syncTableRoutes(
+  ip: IpRunner,
+  o: Pick<RunTarget, 'netns'> & { family: 4 | 6; table: number; protocol: number; desired: readonly TableRoute[]; beforeAdd?: readonly BatchLine[] },
+): Promise<{ added: number; deleted: number }> {
+  const target = o.netns ? { netns: o.netns } : {};
+  const current = (await readRoutes(ip, { ...target, family: o.family, table: o.table })).filter((r) => r.protocol === String(o.protocol));
+  const want = new Map(o.desired.map((r) => [`${routeKey(parseCidr(r.dst))}|${r.dev}`, r]));
+  const lines: BatchLine[] = [];
+  const seen = new Set<string>();
+  for (const r of current) {
+    const key = `${routeKeyOfDst(r.dst)}|${r.dev ?? ''}`;
+    if (want.has(key)) seen.add(key);
+    else lines.push(['route', 'del', r.dst === 'default' ? (o.family === 4 ? '0.0.0.0/0' : '::/0') : r.dst, ...(r.dev ? ['dev', r.dev] : []), 'table', String(o.table)]);
+  }
+  const deleted = lines.length;
+  const adds: BatchLine[] = [];
+  for (const [key, r] of want) if (!seen.has(key)) adds.push(['route', 'replace', r.dst, 'dev', r.dev, 'proto', String(o.protocol), 'table', String(o.table)]);
+  if (adds.length > 0) lines.push(...(o.beforeAdd ?? []), ...adds);
+  if (lines.length > 0) await ip.batch(lines, target);
+  return { added: adds.length, deleted };
+}
+
+function normaliseCidr(cidr: string): string {
+  const slash = cidr.indexOf('/');
+  const addr = slash < 0 ? cidr : cidr.slice(0, slash);
+  const bits = slash < 0 ? (addr.includes(':') ? 128 : 32) : Number(cidr.slice(slash + 1));
+  return `${canonicalAddress(addr)}/${bits}`;
+}
