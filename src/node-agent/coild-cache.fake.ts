@@ -77,6 +77,11 @@ export class FakeBlockClient {
     return this as unknown as Client;
   }
 
+  /** Uncached reads find nothing (the cache is the whole world here). */
+  async get(): Promise<undefined> {
+    return undefined;
+  }
+
   async create<T extends KubernetesObject>(_kind: KindDescriptor<T>, obj: T): Promise<T> {
     const br = structuredClone(obj) as unknown as BlockRequest;
     const n = ++this.seq;
