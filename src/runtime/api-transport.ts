@@ -31,7 +31,15 @@ export interface ApiRequest {
 export class ApiTransport {
   private readonly http = new IsomorphicFetchHttpLibrary();
 
-  constructor(readonly kubeConfig: KubeConfig) {}
+  constructor(
+    readonly kubeConfig: KubeConfig,
+    /**
+     * Upper bound of one call, default 30 000 ms. Without it a server that accepts the
+     * connection but never answers would hang a reconcile (and its key) or an informer's list
+     * forever; the timeout turns that into an ApiError the caller retries.
+     */
+    private readonly requestTimeoutMs = 30_000,
+  ) {}
 
   /** Sends `req` and returns the decoded JSON body (`undefined` for an empty body). */
   async request<T>(req: ApiRequest): Promise<T> {
@@ -45,7 +53,8 @@ export class ApiTransport {
       ctx.setHeaderParam('Content-Type', req.contentType ?? 'application/json');
       ctx.setBody(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
     }
-    if (req.signal) ctx.setSignal(req.signal);
+    const timeout = AbortSignal.timeout(this.requestTimeoutMs);
+    ctx.setSignal(req.signal ? AbortSignal.any([req.signal, timeout]) : timeout);
     await this.kubeConfig.applySecurityAuthentication(ctx);
     let status: number;
     let text: string;

@@ -144,9 +144,13 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     while (!stop.aborted) {
       try {
         await this.relist();
-        failures = 0;
-        while (!stop.aborted && (await this.watch()) === 'closed') {
-          // The server ended the watch (timeoutSeconds): resume from the last resourceVersion.
+        for (;;) {
+          const end = await this.watch();
+          // Reset the backoff only after a watch ended cleanly: a server that lists fine but
+          // refuses every watch (RBAC without `watch`) must not be relisted in a hot loop.
+          failures = 0;
+          // 'closed': the server ended the watch (timeoutSeconds); resume from the last resourceVersion.
+          if (stop.aborted || end !== 'closed') break;
         }
       } catch (e) {
         if (stop.aborted) break;
@@ -206,11 +210,12 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
       // a stop or relist during connect settles here and aborts the connection when it shows up.
       let cancelled = false;
       let ctrl: AbortController | undefined;
-      this.cancelWatch = () => {
+      const cancel = (): void => {
         cancelled = true;
         ctrl?.abort();
         resolve('relist');
       };
+      this.cancelWatch = cancel;
       const onEvent = (type: string, obj: T & { code?: number; message?: string; reason?: string }): void => {
         if (cancelled) return;
         if (type === 'ADDED' || type === 'MODIFIED') this.upsert(obj);
@@ -224,7 +229,8 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         }
       };
       const onDone = (err: unknown): void => {
-        this.cancelWatch = undefined;
+        // A cancelled watch may end after its successor started: leave the successor's handle.
+        if (this.cancelWatch === cancel) this.cancelWatch = undefined;
         if (failure) return reject(failure);
         if (this.stopping.signal.aborted || this.relistDue) return resolve('relist');
         if (!err || end === 'relist') return resolve(end);
