@@ -1,0 +1,32 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ConfigError, parseConfig, parseDuration } from './config.js';
+
+const env = { COIL_NODE_NAME: 'n1' };
+
+describe('coild config', () => {
+  it("defaults are Coil's (ports, tables, socket, GC interval) plus ours", () => {
+    const c = parseConfig([], env);
+    assert.deepEqual(
+      [c.metricsAddr?.port, c.healthAddr?.port, c.podTableId, c.podRulePrio, c.exportTableId, c.protocolId, c.socketPath, c.gcIntervalMs, c.clearRoutesOnShutdown],
+      [9384, 9385, 116, 2000, 119, 30, '/run/coild.sock', 300_000, false],
+    );
+    assert.deepEqual([c.coolingMs, c.blockReleaseGraceMs, c.lowWaterMark], [30_000, 60_000, 8]);
+  });
+
+  it('takes Go-style booleans and durations', () => {
+    const c = parseConfig(['--clear-routes-on-shutdown=true', '--cooling-period=1m30s', '--addressblock-gc-interval', '10s', '--low-water-mark=0'], env);
+    assert.deepEqual([c.clearRoutesOnShutdown, c.coolingMs, c.gcIntervalMs, c.lowWaterMark], [true, 90_000, 10_000, 0]);
+    assert.equal(parseConfig(['--clear-routes-on-shutdown'], env).clearRoutesOnShutdown, true);
+    assert.equal(parseConfig(['--clear-routes-on-shutdown=false'], env).clearRoutesOnShutdown, false);
+    assert.equal(parseDuration('250ms'), 250);
+  });
+
+  it('refuses a missing COIL_NODE_NAME, unknown flags and bad values', () => {
+    assert.throws(() => parseConfig([], {}), /COIL_NODE_NAME/);
+    assert.throws(() => parseConfig(['--nope'], env), ConfigError);
+    assert.throws(() => parseConfig(['--protocol-id=300'], env), /protocol-id/);
+    assert.throws(() => parseConfig(['--cooling-period=soon'], env), /invalid duration/);
+    assert.throws(() => parseConfig(['--enable-ipam=false'], env), /not supported/);
+  });
+});

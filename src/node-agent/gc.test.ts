@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { silentLogger } from '../runtime/logging.js';
+import { BlockExport } from './block-export.js';
+import { BlockReleaser } from './block-release.js';
+import { BlockRequester } from './block-request.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { NodeGc } from './gc.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import { CoildKinds } from './kinds.js';
+import { NodeIpam } from './node-ipam.js';
+import { FakePodNetwork } from './pod-network.fake.js';
+import type { RouteExporter } from './route-export.js';
+
+function lab() {
+  const cache = new FakeCoildCache();
+  cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+  cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 1, '10.8.0.4/30'));
+  const clock = { ms: 1_000_000 };
+  const now = (): number => clock.ms;
+  const logger = silentLogger();
+  const client = new FakeBlockClient();
+  const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger });
+  const ipam = new NodeIpam({ cache: cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0, now });
+  ipam.start();
+  const podNetwork = new FakePodNetwork();
+  const synced: string[][] = [];
+  const exporter: RouteExporter = { sync: async (d) => { synced.push([...d]); return { added: [], deleted: [] }; }, clear: async () => ({ added: [], deleted: [] }) };
+  const releaser = new BlockReleaser({ ipam, client: client.asClient(), logger, graceMs: 1_000, now });
+  const blockExport = new BlockExport({ cache: cache.asCache(), exporter, logger });
+  const locks = new KeyedMutex();
+  const gc = new NodeGc({ ipam, podNetwork, releaser, exporter: blockExport, locks, logger, now });
+  const wire = async (c: string) => {
+    const a = await ipam.allocate({ pool: 'p', containerId: c, ifname: 'eth0' });
+    await podNetwork.setup(`/run/netns/${c}`, { containerId: c, ifname: 'eth0', pool: 'p', ipv4: a.ipv4!, hostIPv4: '10.250.0.1' });
+  };
+  return { ipam, podNetwork, gc, locks, clock, synced, wire, releaser };
+}
+
+describe('NodeGc', () => {
+  it('frees allocations whose veth is gone, keeps live ones, and re-syncs table 119', async () => {
+    const t = lab();
+    await t.wire('live');
+    await t.wire('gone');
+    await t.podNetwork.destroy('gone', 'eth0');
+    t.clock.ms += 10;
+    assert.deepEqual((await t.gc.run()).freed, ['gone:eth0']);
+    assert.deepEqual(t.ipam.allocations().map((a) => a.containerId), ['live']);
+    assert.deepEqual(t.synced.at(-1), ['10.8.0.0/30', '10.8.0.4/30']);
+  });
+
+  it('leaves an allocation alone while its ADD is in flight or settled after the host was listed', async () => {
+    const t = lab();
+    await t.ipam.allocate({ pool: 'p', containerId: 'fresh', ifname: 'eth0' });
+    assert.deepEqual((await t.gc.run()).freed, []);
+    t.clock.ms += 10;
+    let release!: () => void;
+    const held = t.locks.run('fresh:eth0', () => new Promise<void>((r) => (release = r)));
+    assert.deepEqual((await t.gc.run()).freed, []);
+    release();
+    await held;
+  });
+
+  it('releases a block that has been empty past the grace period', async () => {
+    const t = lab();
+    await t.wire('a'); // p-0 in use; p-1 empty since it appeared
+    t.clock.ms += 600;
+    t.ipam.free('a', 'eth0');
+    assert.deepEqual((await t.gc.run()).released, []);
+    t.clock.ms += 400;
+    assert.deepEqual((await t.gc.run()).released, ['p-1']);
+    t.clock.ms += 600;
+    assert.deepEqual((await t.gc.run()).released, ['p-0']);
+    t.releaser.stop();
+  });
+});
