@@ -51,6 +51,8 @@ export interface LabOptions {
   readonly coildArgs?: readonly string[];
   /** Extra coil-controller flags. */
   readonly controllerArgs?: readonly string[];
+  /** coil-controller replicas sharing the leader Lease (default 1). */
+  readonly controllers?: number;
 }
 
 /** A running lab. */
@@ -59,11 +61,13 @@ export class Lab {
   private readonly coilds = new Map<string, ManagedProcess>();
   private readonly processes: ManagedProcess[] = [];
   private relay?: Server;
-  private controller?: ManagedProcess;
+  /** coil-controller replicas (index → process); all share the Lease, one leads. */
+  private readonly controllers = new Map<number, ManagedProcess>();
   private kubelet!: LabKubelet;
-  private controllerArgv: string[] = [];
+  private controllerArgv: (replica: number) => string[] = () => [];
   private coildArgv = new Map<string, { args: string[]; env: NodeJS.ProcessEnv }>();
-  controllerPorts = { metrics: 0, health: 0, webhook: 0 };
+  /** Ports of each controller replica (index 0 serves the webhook the apiserver calls). */
+  controllerPorts: { metrics: number; health: number; webhook: number }[] = [];
 
   private constructor(
     readonly cp: ControlPlane,
@@ -102,23 +106,25 @@ export class Lab {
     const cert = await this.cp.newServingCert();
     await writeFile(join(certDir, 'tls.crt'), cert.certPem);
     await writeFile(join(certDir, 'tls.key'), cert.keyPem, { mode: 0o600 });
-    this.controllerPorts = { metrics: await freePort(), health: await freePort(), webhook: await freePort() };
+    for (let i = 0; i < (options.controllers ?? 1); i++) {
+      this.controllerPorts.push({ metrics: await freePort(), health: await freePort(), webhook: await freePort() });
+    }
     this.log('applying the chart: CRDs, ServiceAccounts, RBAC, webhook configurations');
-    const { netconf } = await applyChart(this.cp, join(REPO_ROOT, 'charts/coil'), `https://127.0.0.1:${this.controllerPorts.webhook}`, cert.caPem);
+    const { netconf } = await applyChart(this.cp, join(REPO_ROOT, 'charts/coil'), `https://127.0.0.1:${this.controllerPorts[0]!.webhook}`, cert.caPem);
 
     const controllerKubeconfig = await serviceAccountKubeconfig(this.cp, 'coil-controller', this.cp.server, join(LAB_DIR, 'coil-controller.kubeconfig'));
-    this.controllerArgv = [
+    this.controllerArgv = (replica) => [
       join(REPO_ROOT, 'dist/src/controller/main.js'),
       `--kubeconfig=${controllerKubeconfig}`,
       `--cert-dir=${certDir}`,
-      `--webhook-addr=127.0.0.1:${this.controllerPorts.webhook}`,
-      `--metrics-addr=127.0.0.1:${this.controllerPorts.metrics}`,
-      `--health-addr=127.0.0.1:${this.controllerPorts.health}`,
+      `--webhook-addr=127.0.0.1:${this.controllerPorts[replica]!.webhook}`,
+      `--metrics-addr=127.0.0.1:${this.controllerPorts[replica]!.metrics}`,
+      `--health-addr=127.0.0.1:${this.controllerPorts[replica]!.health}`,
       `--leader-election-namespace=${LAB_NAMESPACE}`,
       '--gc-interval=10s',
       ...(options.controllerArgs ?? []),
     ];
-    await this.startController();
+    for (let i = 0; i < this.controllerPorts.length; i++) await this.startController(i);
 
     this.log('creating the default AddressPool (through the webhook)');
     await kubectl(this.cp.kubeconfigPath, ['apply', '-f', '-'], JSON.stringify({
@@ -136,11 +142,7 @@ export class Lab {
     for (const node of this.nodes) {
       const dir = join(LAB_DIR, node.name);
       await mkdir(dir, { recursive: true });
-      await core.createNode({ body: { metadata: { name: node.name, labels: { 'kubernetes.io/hostname': node.name } } } });
-      await core.patchNodeStatus(
-        { name: node.name, body: { status: { addresses: [{ type: 'InternalIP', address: node.ipv4 }], conditions: [{ type: 'Ready', status: 'True', reason: 'Lab', message: 'lab node' }] } } },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-      );
+      await this.registerNode(node);
       this.processes.push(await this.inNode(node, 'relay', [process.execPath, join(REPO_ROOT, 'dist/hack/lab/relay.js'), 'tcp-to-unix', `127.0.0.1:${NODE_APISERVER_PORT}`, join(LAB_DIR, 'apiserver.sock')]));
       this.coildArgv.set(node.name, {
         args: [
@@ -163,6 +165,40 @@ export class Lab {
     });
   }
 
+  /** Creates the Node object of `node` with its InternalIP and a Ready condition. */
+  private async registerNode(node: LabNode): Promise<void> {
+    const core = this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    await core.createNode({ body: { metadata: { name: node.name, labels: { 'kubernetes.io/hostname': node.name } } } });
+    await core.patchNodeStatus(
+      { name: node.name, body: { status: { addresses: [{ type: 'InternalIP', address: node.ipv4 }], conditions: [{ type: 'Ready', status: 'True', reason: 'Lab', message: 'lab node' }] } } },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+    );
+  }
+
+  /** Deletes the Node object of `node` (its coild should be stopped first). */
+  async removeNode(node: LabNode): Promise<void> {
+    await this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api).deleteNode({ name: node.name });
+  }
+
+  /** Registers `node` again and starts its coild (after {@link removeNode}). */
+  async addNode(node: LabNode): Promise<void> {
+    await this.registerNode(node);
+    await this.startCoild(node);
+  }
+
+  /**
+   * Makes a pod vanish as when its node dies: its netns, Pod object and the kubelet's cache
+   * entry go, and no CNI DEL runs.
+   */
+  async forgetPod(name: string): Promise<void> {
+    const pod = this.pods.get(name);
+    if (!pod) return;
+    await ip(['netns', 'del', pod.netns]).catch(() => undefined);
+    await this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api).deleteNamespacedPod({ name: pod.name, namespace: pod.namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+    await rm(join(LAB_DIR, 'cni-cache', `${pod.namespace}_${pod.name}.json`), { force: true });
+    this.pods.delete(name);
+  }
+
   /** Starts a process inside `node`'s network namespace, logging to the node's dir. */
   private inNode(node: LabNode, name: string, argv: readonly string[], env?: NodeJS.ProcessEnv): Promise<ManagedProcess> {
     return ManagedProcess.start({
@@ -174,20 +210,31 @@ export class Lab {
     });
   }
 
-  /** Starts coil-controller and waits for /readyz. */
-  async startController(): Promise<void> {
-    this.controller = await ManagedProcess.start({
-      name: 'coil-controller', command: process.execPath, args: this.controllerArgv,
-      logFile: join(LAB_DIR, 'coil-controller.log'),
+  /** Starts coil-controller replica `replica` (default 0) and waits for its /readyz. */
+  async startController(replica = 0): Promise<void> {
+    const proc = await ManagedProcess.start({
+      name: `coil-controller-${replica}`, command: process.execPath, args: this.controllerArgv(replica),
+      logFile: join(LAB_DIR, `coil-controller-${replica}.log`),
     });
-    const url = `http://127.0.0.1:${this.controllerPorts.health}/readyz`;
-    await waitFor('coil-controller /readyz', async () => (await fetch(url)).ok, { process: this.controller, timeoutMs: 60_000 });
+    this.controllers.set(replica, proc);
+    const url = `http://127.0.0.1:${this.controllerPorts[replica]!.health}/readyz`;
+    await waitFor(`coil-controller-${replica} /readyz`, async () => (await fetch(url)).ok, { process: proc, timeoutMs: 60_000 });
   }
 
-  /** Stops coil-controller (SIGKILL with `crash`). */
-  async stopController(options: { crash?: boolean } = {}): Promise<void> {
-    await this.controller?.stop(options.crash ? { signal: 'SIGKILL' } : {});
-    this.controller = undefined;
+  /** Stops a coil-controller replica (default 0; SIGKILL with `crash`). */
+  async stopController(options: { crash?: boolean; replica?: number } = {}): Promise<void> {
+    const replica = options.replica ?? 0;
+    await this.controllers.get(replica)?.stop(options.crash ? { signal: 'SIGKILL' } : {});
+    this.controllers.delete(replica);
+  }
+
+  /** Index of the replica whose metrics say it leads, or undefined. */
+  async leaderReplica(): Promise<number | undefined> {
+    for (const replica of this.controllers.keys()) {
+      const text = await fetch(`http://127.0.0.1:${this.controllerPorts[replica]!.metrics}/metrics`).then((r) => r.text(), () => '');
+      if (/^leader_election_master_status\{[^}]*\} 1$/m.test(text)) return replica;
+    }
+    return undefined;
   }
 
   /** Starts coild on `node` and waits until its socket answers (its /readyz inside the node). */
@@ -281,7 +328,7 @@ export class Lab {
   /** Stops every process, the control plane, and removes namespaces and files. */
   async stop(): Promise<void> {
     for (const proc of [...this.coilds.values(), ...this.processes]) await proc.stop({ graceMs: 5000 }).catch(() => undefined);
-    await this.stopController().catch(() => undefined);
+    for (const replica of [...this.controllers.keys()]) await this.stopController({ replica }).catch(() => undefined);
     this.relay?.close();
     await this.cp.stop().catch(() => undefined);
     await Lab.down();

@@ -65,7 +65,7 @@ describe('the local lab (e2e)', { skip: isRoot ? false : 'the lab needs root (ne
   });
 
   test('(3, 18) the controller and coild metrics endpoints parse', async () => {
-    const text = await (await fetch(`http://127.0.0.1:${lab.controllerPorts.metrics}/metrics`)).text();
+    const text = await (await fetch(`http://127.0.0.1:${lab.controllerPorts[0]!.metrics}/metrics`)).text();
     assert.match(text, /^coil_controller_max_blocks\{pool="default"\} 2048$/m);
     assert.match(text, /^coil_controller_allocated_blocks\{pool="default"\} 3$/m);
     for (const node of lab.nodes) {

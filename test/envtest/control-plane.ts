@@ -86,6 +86,8 @@ export class ControlPlane {
   private admin?: CertPair;
   private saKeys?: { keyFile: string; pubFile: string };
   private webhookCerts = 0;
+  /** etcd's peer port, kept across restarts (its data dir records the peer URL). */
+  private etcdPeerPort = 0;
   /** Admin (system:masters) client configuration. */
   kubeConfig = new k8s.KubeConfig();
 
@@ -157,7 +159,8 @@ export class ControlPlane {
 
   /** Starts etcd (data kept in the plane's dir across restarts); resolves when /readyz is ok. */
   async startEtcd(): Promise<void> {
-    const peer = await freePort();
+    if (!this.etcdPeerPort) this.etcdPeerPort = await freePort();
+    const peer = this.etcdPeerPort;
     const client = this.etcdEndpoint;
     this.etcd = await ManagedProcess.start({
       name: 'etcd',

@@ -1,0 +1,29 @@
+/**
+ * The long soak (a benchmark-style run, not a test): `npm run soak -- [operations] [seed]`,
+ * default 10,000 operations. Prints the report: operations, faults, violations, leaked blocks,
+ * ADD latency.
+ */
+import 'reflect-metadata';
+import { fileURLToPath } from 'node:url';
+import { Lab } from './lab/lab.js';
+import { soak } from './lab/soak.js';
+
+async function main(argv: readonly string[]): Promise<number> {
+  const operations = Number(argv[0] ?? 10_000);
+  const seed = argv[1] === undefined ? undefined : Number(argv[1]);
+  const lab = await Lab.up({
+    controllers: 2,
+    coildArgs: ['--cooling-period=1s', '--block-release-grace=2s', '--addressblock-gc-interval=5s', '--alloc-timeout=3s'],
+    controllerArgs: ['--gc-interval=5s'],
+    log: (m) => console.log(`lab: ${m}`),
+  });
+  try {
+    const report = await soak(lab, { operations, concurrency: 4, maxPods: 40, faultRounds: Math.max(1, Math.round(operations / 2000)), ...(seed === undefined ? {} : { seed }), log: console.log });
+    console.log(JSON.stringify(report, null, 2));
+    return report.violations.length === 0 && report.blocksLeaked === 0 ? 0 : 1;
+  } finally {
+    await lab.stop();
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) process.exitCode = await main(process.argv.slice(2));
