@@ -1,0 +1,82 @@
+/**
+ * Kinds and tunables of the Egress reconcilers. The options are bound in the container under
+ * {@link EGRESS_OPTIONS} by the program (from flags) or by a test.
+ *
+ * @see coil-behaviour.md §1.2 (coil-egress-controller flags), §4.5
+ */
+import type { V1ClusterRoleBinding, V1Deployment, V1PodDisruptionBudget, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
+import type { Egress } from '../api/v2/egress.js';
+import { EgressKind } from '../api/v2/egress.js';
+import { FOU_PORT } from '../api/v2/keys.js';
+import { defineKind } from '../runtime/kind.js';
+
+/** Injection token of {@link EgressOptions}. */
+export const EGRESS_OPTIONS = Symbol.for('coil.reconcilers.EgressOptions');
+
+/** Netfilter backend coil-egress programs its NAT rules with. */
+export type NatBackend = 'iptables' | 'nftables';
+
+/** Options of the Egress reconcilers. */
+export interface EgressOptions {
+  /**
+   * Image of the `egress` container when the Egress template names none (`--egress-image`;
+   * by default the controller's own image, read from its Pod, as Coil does).
+   */
+  readonly image: string;
+  /** FoU UDP port: the Service port and coil-egress `--fou-port` (`--egress-port`, default 5555). */
+  readonly fouPort: number;
+  /** Passed to coil-egress as `--backend` (`--backend`, default `nftables`; Coil's default is iptables). */
+  readonly backend: NatBackend;
+  /** ClusterRole bound to every namespace's `coil-egress` ServiceAccount; the chart ships `coil-egress`. */
+  readonly clusterRole: string;
+}
+
+/**
+ * Image used when neither `--egress-image` nor the controller's own Pod names one (a controller run
+ * outside a Pod, as in tests and the lab): the chart's image at the chart's appVersion.
+ */
+export const FALLBACK_EGRESS_IMAGE = 'ghcr.io/coil-ts/coil:0.1.0';
+
+/** The defaults documented on {@link EgressOptions}. */
+export const DEFAULT_EGRESS_OPTIONS: EgressOptions = Object.freeze({
+  image: FALLBACK_EGRESS_IMAGE,
+  fouPort: FOU_PORT,
+  backend: 'nftables',
+  clusterRole: 'coil-egress',
+});
+
+/** Labels every object the Egress controller creates carries (the cache selects on them). */
+export const EGRESS_MANAGED_LABELS: Readonly<Record<string, string>> = Object.freeze({
+  'app.kubernetes.io/name': 'coil',
+  'app.kubernetes.io/component': 'egress',
+});
+
+/** Name of the per-namespace ServiceAccount and of the ClusterRoleBinding for egress pods. */
+export const EGRESS_ACCESS_NAME = 'coil-egress';
+
+/** Typed descriptors of what the Egress reconcilers read and write. */
+export const EgressKinds = Object.freeze({
+  Egress: defineKind<Egress>({ group: EgressKind.group, version: EgressKind.version, kind: EgressKind.kind, plural: EgressKind.plural, namespaced: true }),
+  Deployment: defineKind<V1Deployment>({ group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true }),
+  Service: defineKind<V1Service>({ group: '', version: 'v1', kind: 'Service', plural: 'services', namespaced: true }),
+  PodDisruptionBudget: defineKind<V1PodDisruptionBudget>({ group: 'policy', version: 'v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true }),
+  ServiceAccount: defineKind<V1ServiceAccount>({ group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true }),
+  ClusterRoleBinding: defineKind<V1ClusterRoleBinding>({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false }),
+});
+
+/**
+ * Cache settings the Manager must receive (`cache.kinds`) so the Egress reconcilers hold only their
+ * own objects, not every Deployment, Service and ServiceAccount of the cluster: owned kinds by
+ * {@link EGRESS_MANAGED_LABELS}, the ServiceAccounts and the binding by name.
+ */
+export function egressCacheKinds() {
+  const labelSelector = Object.entries(EGRESS_MANAGED_LABELS).map(([k, v]) => `${k}=${v}`).join(',');
+  const byName = { fieldSelector: `metadata.name=${EGRESS_ACCESS_NAME}` };
+  return [
+    { kind: EgressKinds.Deployment, options: { labelSelector } },
+    { kind: EgressKinds.Service, options: { labelSelector } },
+    { kind: EgressKinds.PodDisruptionBudget, options: { labelSelector } },
+    { kind: EgressKinds.ServiceAccount, options: byName },
+    { kind: EgressKinds.ClusterRoleBinding, options: byName },
+  ];
+}
