@@ -118,8 +118,8 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     const t116 = await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '116']);
     assert.ok(!t116.some((x) => x.dst === a.ipv4));
     assert.ok(!(await lab.snapshot(node)).allocations.some((x) => x.containerId === a.pod.containerId));
-    const links = await lab.ipJson<unknown[]>(a.pod.ns, ['link', 'show', 'dev', 'eth0']).catch(() => []);
-    assert.equal(links.length, 0);
+    // The veth pair itself goes shortly after, in the reaper's batch (PodNetwork.destroy).
+    await eventually(async () => (await lab.ipJson<unknown[]>(a.pod.ns, ['link', 'show', 'dev', 'eth0']).catch(() => [])).length === 0, { timeoutMs: 3_000 });
     assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
   }));
 
@@ -128,6 +128,27 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     assert.equal((await lab.runCoil(node, 'ADD', pod)).code, 0);
     await lab.ip.exec([lab.ip.ipPath, 'netns', 'del', pod.ns.name]);
     await eventually(async () => !(await lab.snapshot(node)).allocations.some((a) => a.containerId === pod.containerId), { timeoutMs: 15_000 });
+  }));
+
+  it('BlockRequests are owned by the Node, so Kubernetes GC removes them with it', track(async () => {
+    const res = await lab.cp.request('GET', '/apis/coil.cybozu.com/v2/blockrequests?labelSelector=coil.cybozu.com%2Fnode%3Dnode-a');
+    const items = (JSON.parse(res.body) as { items: { metadata: { name: string; ownerReferences?: { kind: string; name: string }[] } }[] }).items;
+    assert.ok(items.length > 0);
+    for (const br of items) {
+      assert.match(br.metadata.name, /^req-default-node-a-|^req-tiny-node-a-/);
+      assert.deepEqual(br.metadata.ownerReferences?.map((o) => `${o.kind}/${o.name}`), ['Node/node-a']);
+    }
+  }));
+
+  it('metrics: addresses per pool, block requests with wait time, ADD/DEL latency', track(async () => {
+    const text = await (await fetch(`http://127.0.0.1:${node.metricsPort}/metrics`)).text();
+    const value = (re: RegExp): number => Number(re.exec(text)?.[1]);
+    assert.equal(value(/^coil_coild_allocated_addresses\{pool="default"\} (\d+)/m), added.length);
+    assert.ok(value(/^coil_coild_free_addresses\{pool="default"\} (\d+)/m) > 0);
+    assert.ok(value(/^coil_coild_block_requests_total\{pool="default",result="allocated"\} (\d+)/m) >= 1);
+    assert.ok(value(/^coil_coild_block_request_wait_seconds_count\{pool="default"\} (\d+)/m) >= 1);
+    assert.ok(value(/^coil_coild_cni_duration_seconds_count\{command="ADD",result="success"\} (\d+)/m) >= 3);
+    assert.ok(value(/^coil_coild_cni_duration_seconds_count\{command="DEL",result="success"\} (\d+)/m) >= 1);
   }));
 
   it('STATUS (CNI 1.1) reports ready', track(async () => {

@@ -39,6 +39,7 @@ export interface LabNode {
   readonly ipv4: string;
   readonly socketPath: string;
   readonly healthPort: number;
+  readonly metricsPort: number;
   readonly logFile: string;
   coild?: ManagedProcess;
 }
@@ -112,7 +113,7 @@ export class NodeLab {
     const ns = await this.netns.create('node');
     await this.admin.create(Kinds.Node, { metadata: { name } });
     await this.admin.patchStatus(Kinds.Node, { name }, { addresses: [{ type: 'InternalIP', address: ipv4 }] });
-    const node: LabNode = { name, ns, ipv4, socketPath: join(this.dir, `${name}.sock`), healthPort: await freePort(), logFile: join(this.dir, `coild-${name}.log`) };
+    const node: LabNode = { name, ns, ipv4, socketPath: join(this.dir, `${name}.sock`), healthPort: await freePort(), metricsPort: await freePort(), logFile: join(this.dir, `coild-${name}.log`) };
     this.nodes.push(node);
     return node;
   }
@@ -123,7 +124,7 @@ export class NodeLab {
       name: `coild-${node.name}`, command: NODE, logFile: node.logFile, env: { ...process.env, COIL_NODE_NAME: node.name },
       args: [
         join(REPO_ROOT, 'dist/src/node-agent/main.js'), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
-        '--socket', node.socketPath, '--metrics-addr=0', `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
+        '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
       ],
     });
     await waitFor(`coild ${node.name} ready`, async () => (await fetch(`http://127.0.0.1:${node.healthPort}/readyz`)).ok, { process: node.coild, timeoutMs: 30_000 });
