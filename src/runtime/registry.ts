@@ -63,6 +63,8 @@ export interface RbacRule {
   readonly group: string;
   readonly resources: readonly string[];
   readonly verbs: readonly string[];
+  /** Limits the rule to these object names (e.g. `bind` on one ClusterRole). */
+  readonly resourceNames?: readonly string[];
 }
 
 /**
