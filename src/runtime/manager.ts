@@ -47,7 +47,7 @@ export interface ManagerOptions {
     /** Defaults for every informer (relist period, watchdog, backoff). */
     readonly defaults?: InformerOptions;
     /** Per-kind selectors, e.g. `{ kind: Pod, options: { fieldSelector: 'spec.nodeName=n1' } }`. */
-    readonly kinds?: readonly { readonly kind: KindDescriptor<any>; readonly options: CacheKindOptions }[];
+    readonly kinds?: readonly { readonly kind: KindDescriptor; readonly options: CacheKindOptions }[];
     /** Default 120 000 ms. */
     readonly syncTimeoutMs?: number;
   };

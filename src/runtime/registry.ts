@@ -68,20 +68,20 @@ export interface RbacRule {
 }
 
 /**
- * Options of `@Reconciler`. Kind-typed fields use `any` because a descriptor of a specific kind
- * must fit, and `map`/`fn` parameters make WatchSpec/IndexSpec contravariant; build them with
- * {@link watchKind}/{@link indexKind} to keep the types.
+ * Options of `@Reconciler`. `watches` and `indexes` take `any` kinds because their `map`/`fn`
+ * parameters make WatchSpec/IndexSpec contravariant; build them with {@link watchKind} /
+ * {@link indexKind} to keep the types.
  */
 export interface ReconcilerOptions {
   /** Unique, metric-label-safe controller name (`[a-z0-9-]+`). */
   readonly name: string;
   /** The reconciled kind; its events enqueue the object's own key. */
-  readonly for: KindDescriptor<any>;
+  readonly for: KindDescriptor;
   /** Kinds whose controller ownerReference points at a `for` object; their events enqueue the owner. */
-  readonly owns?: readonly KindDescriptor<any>[];
+  readonly owns?: readonly KindDescriptor[];
   readonly watches?: readonly WatchSpec<any>[];
   /** Kinds only read from the cache (no trigger). */
-  readonly reads?: readonly KindDescriptor<any>[];
+  readonly reads?: readonly KindDescriptor[];
   readonly indexes?: readonly IndexSpec<any>[];
   /** Run only on the elected leader. Default true. */
   readonly leaderOnly?: boolean;
@@ -121,7 +121,7 @@ export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
 
 /** Options of `@ValidatingWebhook` / `@MutatingWebhook`. */
 export interface WebhookOptions {
-  readonly for: KindDescriptor<any>;
+  readonly for: KindDescriptor;
   /** Default CREATE and UPDATE. */
   readonly operations?: readonly Operation[];
   /** Default `Fail`: never admit what could not be checked. */
