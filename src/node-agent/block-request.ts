@@ -54,8 +54,12 @@ export interface BlockRequesterOptions {
 
 interface Waiter {
   resolve(o: BlockRequestOutcome): void;
+  reject(err: unknown): void;
   timer: NodeJS.Timeout;
 }
+
+/** How long an `allocated` answer may precede its block in the cache before the request counts as lost. */
+const ANSWERED_BLOCK_WAIT_MS = 10_000;
 
 /** One BlockRequest in flight for a pool. */
 interface Outstanding {
@@ -65,6 +69,8 @@ interface Outstanding {
   uid?: string;
   /** The cache has shown the request at least once (so its absence later means deleted). */
   seen: boolean;
+  /** When the status first said `allocated` while the block was not in our cache yet. */
+  answeredAtMs?: number;
   readonly waiters: Set<Waiter>;
 }
 
@@ -114,6 +120,8 @@ export class BlockRequester {
    * Waits up to `timeoutMs` for one more block of `pool`, creating a BlockRequest unless one is
    * already in flight.
    * @throws ApiError when the BlockRequest cannot be created (every waiter of that attempt gets it)
+   * @returns `lost` also when the request was deleted unanswered, or answered with a block that
+   *   did not reach this node's cache within 10 s; the caller may ask again
    */
   request(pool: string, timeoutMs: number): Promise<BlockRequestOutcome> {
     let o = this.outstanding.get(pool);
@@ -126,13 +134,14 @@ export class BlockRequester {
     const wait = new Promise<BlockRequestOutcome>((resolve, reject) => {
       const waiter: Waiter = {
         resolve,
+        reject,
         timer: setTimeout(() => {
           out.waiters.delete(waiter);
           resolve({ kind: 'timeout' });
         }, Math.max(0, timeoutMs)),
       };
       out.waiters.add(waiter);
-      if (isNew) this.create(out).catch((err: unknown) => this.fail(out, err, reject));
+      if (isNew) this.create(out).catch((err: unknown) => this.fail(out, err));
     });
     return wait;
   }
@@ -156,14 +165,16 @@ export class BlockRequester {
     this.check(o);
   }
 
-  /** Creation failed: every waiter of this attempt gets the error, and the next ask starts afresh. */
-  private fail(o: Outstanding, err: unknown, rejectFirst: (e: unknown) => void): void {
+  /**
+   * Creation failed: every waiter of this attempt gets the error (no retry loop against, say, a
+   * missing RBAC rule), and the next ask starts afresh.
+   */
+  private fail(o: Outstanding, err: unknown): void {
     this.o.logger.error({ err, pool: o.pool }, 'cannot create BlockRequest');
     if (this.outstanding.get(o.pool) === o) this.outstanding.delete(o.pool);
-    rejectFirst(err);
     for (const w of o.waiters) {
       clearTimeout(w.timer);
-      w.resolve({ kind: 'lost' });
+      w.reject(err);
     }
     o.waiters.clear();
   }
@@ -184,9 +195,16 @@ export class BlockRequester {
     }
     o.seen = true;
     const result = blockRequestResult(br.status);
-    // `allocated` in the status but the block not yet in our cache: wait for its event, so the
-    // caller's next allocation attempt finds it.
-    if (result.kind === 'failed') this.settle(o, { kind: 'failed', reason: result.reason, message: result.message });
+    if (result.kind === 'failed') return this.settle(o, { kind: 'failed', reason: result.reason, message: result.message });
+    if (result.kind !== 'allocated') return;
+    // `allocated` but the block not yet in our cache: wait for its event, so the caller's next
+    // allocation attempt finds it — but not forever: a block that never shows up as this node's
+    // would otherwise pin the pool to a request nobody can complete.
+    o.answeredAtMs ??= this.now();
+    if (this.now() - o.answeredAtMs > ANSWERED_BLOCK_WAIT_MS) {
+      this.o.logger.warn({ pool: o.pool, request: o.name, block: result.addressBlockName }, 'answered block never appeared as this node\'s');
+      this.settle(o, { kind: 'lost' });
+    }
   }
 
   private settle(o: Outstanding, outcome: BlockRequestOutcome, report = true): void {

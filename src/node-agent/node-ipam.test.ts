@@ -7,7 +7,7 @@ import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.j
 import { CoildKinds } from './kinds.js';
 import { NodeIpam, NodeIpamError } from './node-ipam.js';
 
-type Controller = 'answer' | 'answer-silently' | 'fail' | 'silent';
+type Controller = 'answer' | 'answer-silently' | 'fail' | 'silent' | 'forbidden';
 
 /** NodeIpam + BlockRequester over fakes; blocks are /30 (4 addresses) at 10.0.<n>.0. */
 function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number } = {}) {
@@ -24,6 +24,7 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
   const client = new FakeBlockClient((br) => {
     const mode = o.controller ?? 'answer';
     if (mode === 'answer' || mode === 'answer-silently') answer(br, mode === 'answer-silently');
+    if (mode === 'forbidden') throw new Error('blockrequests is forbidden');
     if (mode === 'fail') {
       const status = { conditions: [{ type: 'Failed', status: 'True', reason: 'out of blocks', message: 'pool p does not have free blocks', lastTransitionTime: '' }] };
       setImmediate(() => cache.emit(CoildKinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
@@ -92,6 +93,14 @@ describe('NodeIpam', () => {
     const t = lab({ controller: 'fail' });
     await assert.rejects(t.alloc('c1'), (e: unknown) => e instanceof NodeIpamError && e.kind === 'out-of-blocks' && /out of blocks/.test(e.message));
     assert.deepEqual(t.ipam.allocations(), []);
+    t.done();
+  });
+
+  it('a BlockRequest that cannot be created fails every waiting ADD at once, without retrying', async () => {
+    const t = lab({ controller: 'forbidden' });
+    const results = await Promise.allSettled([t.alloc('c1'), t.alloc('c2')]);
+    assert.deepEqual(results.map((r) => r.status === 'rejected' && /forbidden/.test(String(r.reason))), [true, true]);
+    assert.equal(t.client.created.length, 1);
     t.done();
   });
 
