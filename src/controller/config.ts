@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { LEADER_ELECTION_ID, PORTS } from '../api/v2/keys.js';
+import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
@@ -33,6 +34,19 @@ export interface ControllerConfig {
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
   /** `--gc-interval` (1h), `--node-notready-reclaim` (1h), `--blockrequest-ttl` (5m). */
   readonly ipam: IpamOptions;
+  /** `--enable-ipam`, default true: AddressPool webhooks, AddressPool/BlockRequest reconcilers, GC. */
+  readonly enableIpam: boolean;
+  /** `--enable-egress`, default true: Egress webhooks and reconcilers. At least one of the two must be on. */
+  readonly enableEgress: boolean;
+  /** Egress settings (coil-behaviour.md §1.2 `coil-egress-controller`). */
+  readonly egress: {
+    /** `--egress-port`, default 5555: the Egress Services' UDP port and coil-egress `--fou-port`. */
+    readonly fouPort: number;
+    /** `--backend` (`iptables` | `nftables`), default `nftables`, passed to coil-egress. */
+    readonly backend: NatBackend;
+    /** `--egress-image`; absent: the controller's own image (read from its Pod by main.ts). */
+    readonly image?: string;
+  };
 }
 
 /** A flag value that cannot be used. */
@@ -88,6 +102,11 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
         'gc-interval': { type: 'string', default: '1h' },
         'node-notready-reclaim': { type: 'string', default: '1h' },
         'blockrequest-ttl': { type: 'string', default: '5m' },
+        'enable-ipam': { type: 'string', default: 'true' },
+        'enable-egress': { type: 'string', default: 'true' },
+        'egress-port': { type: 'string', default: String(DEFAULT_EGRESS_OPTIONS.fouPort) },
+        backend: { type: 'string', default: DEFAULT_EGRESS_OPTIONS.backend },
+        'egress-image': { type: 'string' },
         kubeconfig: { type: 'string' },
         'leader-elect': { type: 'string', default: 'true' },
         'leader-election-id': { type: 'string', default: LEADER_ELECTION_ID },
@@ -113,6 +132,13 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   const metricsAddr = parseBindAddress(v['metrics-addr']!);
   const healthAddr = parseBindAddress(v['health-addr']!);
   const kubeconfig = v.kubeconfig ?? env.KUBECONFIG;
+  const enableIpam = parseBool('enable-ipam', v['enable-ipam']!);
+  const enableEgress = parseBool('enable-egress', v['enable-egress']!);
+  if (!enableIpam && !enableEgress) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
+  const fouPort = Number(v['egress-port']);
+  if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--egress-port: invalid port ${JSON.stringify(v['egress-port'])}`);
+  const backend = v.backend!;
+  if (backend !== 'iptables' && backend !== 'nftables') throw new ConfigError(`--backend: expected iptables or nftables, got ${JSON.stringify(backend)}`);
   return {
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),
@@ -131,6 +157,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       nodeNotReadyReclaimMs: parseDuration(v['node-notready-reclaim']!),
       blockRequestTtlMs: parseDuration(v['blockrequest-ttl']!),
     },
+    enableIpam,
+    enableEgress,
+    egress: { fouPort, backend, ...(v['egress-image'] ? { image: v['egress-image'] } : {}) },
   };
 }
 

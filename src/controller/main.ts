@@ -1,19 +1,25 @@
 /**
  * coil-controller: the IPAM controller (AddressPool webhooks, AddressPool and BlockRequest
- * reconcilers, AddressBlock GC) under Lease leader election. Flags: see config.ts.
+ * reconcilers, AddressBlock GC) and the Egress controller (Egress webhooks, Egress, ServiceAccount
+ * and ClusterRoleBinding reconcilers), each switchable, under one Lease leader election.
+ * Flags: see config.ts.
  *
  * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 on a start-up failure or a lost
  * lease, 2 on a bad flag.
- * @see coil-behaviour.md §1.2 (coil-ipam-controller), §4.7
+ * @see coil-behaviour.md §1.2 (coil-ipam-controller, coil-egress-controller), §4.7
  */
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { Container } from 'inversify';
-import { createLogger } from '../runtime/logging.js';
+import { DEFAULT_EGRESS_OPTIONS, FALLBACK_EGRESS_IMAGE } from '../reconcilers/egress-options.js';
+import type { Client } from '../runtime/client.js';
+import { defineKind } from '../runtime/kind.js';
+import { createLogger, type Logger } from '../runtime/logging.js';
 import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
 import { ConfigError, parseConfig, type ControllerConfig } from './config.js';
+import { addEgress, bindEgress, egressCache } from './egress-registry.js';
 import { addIpam, bindIpam } from './ipam-registry.js';
 
 /** Loads the kubeconfig: the flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
@@ -23,6 +29,26 @@ function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
   else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
   else kc.loadFromDefault();
   return kc;
+}
+
+/**
+ * The default egress image: this controller's own (coil-behaviour.md §1.2: Coil reads its Pod's
+ * first container). Outside a Pod (no COIL_POD_NAMESPACE/COIL_POD_NAME) the chart's image.
+ * @throws ApiError or Error when the Pod is named but cannot be read
+ */
+async function ownImage(client: Client, log: Logger): Promise<string> {
+  const namespace = process.env.COIL_POD_NAMESPACE;
+  const name = process.env.COIL_POD_NAME;
+  if (!namespace || !name) {
+    log.warn({ image: FALLBACK_EGRESS_IMAGE }, 'not in a Pod and no --egress-image: Egress pods use the fallback image');
+    return FALLBACK_EGRESS_IMAGE;
+  }
+  const PodKind = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
+  const pod = await client.get(PodKind, { namespace, name });
+  const containers = pod?.spec?.containers ?? [];
+  const image = (containers.find((c) => c.name === 'coil-controller') ?? containers[0])?.image;
+  if (!image) throw new Error(`cannot find the controller image in Pod ${namespace}/${name}; pass --egress-image`);
+  return image;
 }
 
 async function main(): Promise<void> {
@@ -35,8 +61,13 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const log = createLogger({ name: 'coil-controller', level: cfg.logLevel });
-  const registry = addIpam(new Registry(), { webhooks: cfg.enableWebhooks }, cfg.ipam);
-  const container = bindIpam(new Container(), cfg.ipam);
+  const registry = new Registry();
+  const container = new Container();
+  if (cfg.enableIpam) {
+    addIpam(registry, { webhooks: cfg.enableWebhooks }, cfg.ipam);
+    bindIpam(container, cfg.ipam);
+  }
+  if (cfg.enableEgress) addEgress(registry, { webhooks: cfg.enableWebhooks });
   const mgr = new Manager({
     kubeConfig: loadKubeConfig(cfg),
     registry,
@@ -51,16 +82,21 @@ async function main(): Promise<void> {
       webhook: { host: cfg.webhookAddr.host, port: cfg.webhookAddr.port, certFile: join(cfg.certDir, 'tls.crt'), keyFile: join(cfg.certDir, 'tls.key') },
     }),
     gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
+    ...(cfg.enableEgress && { cache: { kinds: egressCache() } }),
   });
   mgr.handleSignals();
   try {
+    if (cfg.enableEgress) {
+      const image = cfg.egress.image ?? (await ownImage(mgr.client, log));
+      bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image });
+    }
     await mgr.start();
   } catch (err) {
     log.fatal({ err }, 'cannot start');
     await mgr.stop().catch(() => undefined);
     process.exit(1);
   }
-  log.info({ config: { ...cfg, ipam: cfg.ipam } }, 'coil-controller running');
+  log.info({ config: cfg }, 'coil-controller running');
 }
 
 await main();
