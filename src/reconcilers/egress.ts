@@ -1,0 +1,122 @@
+/**
+ * Egress reconciler: turns an Egress into its Deployment of coil-egress pods, its UDP Service
+ * and (when asked) its PodDisruptionBudget, and publishes `status.replicas`/`status.selector` for
+ * the scale subresource (`kubectl scale`, HPA).
+ *
+ * Unlike Coil, the whole desired state is applied each time with server-side apply under one
+ * field manager, so whatever the spec stops asking for disappears (strategy, template
+ * annotations, affinity config, PDB fields); the PDB itself is deleted when the field is removed;
+ * owned objects deleted by hand come back (their deletion enqueues the Egress).
+ *
+ * No finalizer: the owned objects carry a controller ownerReference and go with the Egress by
+ * garbage collection, and the per-namespace ServiceAccount and the ClusterRoleBinding are
+ * level-reconciled from the set of Egresses (egress-access.ts), so nothing must run *before* the
+ * Egress disappears. A finalizer would only add a way to get stuck (controller down → Egress
+ * undeletable).
+ *
+ * @see coil-behaviour.md §4.5, §12 item 8
+ */
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { inject } from 'inversify';
+import type { Egress } from '../api/v2/egress.js';
+import { Cache } from '../runtime/cache.js';
+import { Client } from '../runtime/client.js';
+import { Reconciler } from '../runtime/decorators.js';
+import { ApiError, PermanentError, TransientError, type Result } from '../runtime/errors.js';
+import type { KindDescriptor, ObjectKey } from '../runtime/kind.js';
+import type { Reconcile, Request } from '../runtime/registry.js';
+import { desiredDeployment, desiredPdb, desiredService, egressStatus, isControlledBy } from './egress-objects.js';
+import { EGRESS_OPTIONS, EgressKinds, type EgressOptions } from './egress-options.js';
+
+/** While a previous Egress of the same name still has objects awaiting garbage collection, look again this soon. */
+const GC_WAIT_MS = 2_000;
+
+/**
+ * Reconciles one Egress. Triggered by the Egress and by its Deployment, Service and PDB
+ * (controller ownerReference), so a Deployment status change updates `status.replicas` at once.
+ * Leader-only: one writer per object.
+ */
+@Reconciler({
+  name: 'egress',
+  for: EgressKinds.Egress,
+  owns: [EgressKinds.Deployment, EgressKinds.Service, EgressKinds.PodDisruptionBudget],
+  leaderOnly: true,
+  rbac: [
+    { group: 'coil.cybozu.com', resources: ['egresses'], verbs: ['get', 'list', 'watch'] },
+    { group: 'coil.cybozu.com', resources: ['egresses/status'], verbs: ['get', 'update', 'patch'] },
+    // blockOwnerDeletion on owned objects needs this where OwnerReferencesPermissionEnforcement is on.
+    { group: 'coil.cybozu.com', resources: ['egresses/finalizers'], verbs: ['update'] },
+    { group: 'apps', resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
+    { group: '', resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
+    { group: 'policy', resources: ['poddisruptionbudgets'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+  ],
+})
+export class EgressReconciler implements Reconcile {
+  constructor(
+    @inject(Cache) private readonly cache: Cache,
+    @inject(Client) private readonly client: Client,
+    @inject(EGRESS_OPTIONS) private readonly opts: EgressOptions,
+  ) {}
+
+  /**
+   * @throws PermanentError when an object of the Egress's name exists but belongs to something else,
+   *   or the apiserver rejects a built object (a pod template it cannot accept); an Event names it
+   * @throws TransientError while objects of a deleted Egress of the same name await garbage collection
+   * @throws ApiError on other failed writes (retried with backoff)
+   */
+  async reconcile(req: Request): Promise<Result> {
+    const egress = this.cache.get(EgressKinds.Egress, req);
+    if (!egress || egress.metadata?.deletionTimestamp) return {};
+    await this.apply(EgressKinds.Deployment, egress, desiredDeployment(egress, this.opts));
+    await this.apply(EgressKinds.Service, egress, desiredService(egress, this.opts));
+    const pdb = desiredPdb(egress);
+    if (pdb) await this.apply(EgressKinds.PodDisruptionBudget, egress, pdb);
+    else await this.deleteOwned(EgressKinds.PodDisruptionBudget, egress);
+    await this.syncStatus(egress);
+    return {};
+  }
+
+  /** Server-side apply of `desired`, after checking that an existing object of that name is ours. */
+  private async apply<T extends KubernetesObject>(kind: KindDescriptor<T>, egress: Readonly<Egress>, desired: T): Promise<void> {
+    const key = keyOf(egress);
+    // The cache only holds labelled objects: ask the apiserver before creating, so a foreign
+    // object of the same name is reported instead of silently taken over by a forced apply.
+    const existing = this.cache.get(kind, key) ?? (await this.client.get(kind, key));
+    if (existing && !isControlledBy(existing, egress)) this.notOurs(kind, key, existing);
+    try {
+      await this.client.apply(kind, desired, { force: true });
+    } catch (e) {
+      if (e instanceof ApiError && (e.code === 400 || e.code === 422)) {
+        throw new PermanentError(`${kind.kind} ${key.namespace}/${key.name} rejected by the apiserver: ${e.message}`, { cause: e });
+      }
+      throw e;
+    }
+  }
+
+  private notOurs(kind: KindDescriptor, key: ObjectKey, existing: KubernetesObject): never {
+    const owner = existing.metadata?.ownerReferences?.find((r) => r.controller);
+    if (owner?.kind === 'Egress' && owner.name === key.name) {
+      throw new TransientError(`${kind.kind} ${key.namespace}/${key.name} still belongs to a deleted Egress of the same name; waiting for garbage collection`, GC_WAIT_MS);
+    }
+    throw new PermanentError(`${kind.kind} ${key.namespace}/${key.name} exists and is not controlled by this Egress; delete or rename it`);
+  }
+
+  /** Deletes the object of the Egress's name if this Egress controls it (uid-guarded). */
+  private async deleteOwned(kind: KindDescriptor, egress: Readonly<Egress>): Promise<void> {
+    const existing = this.cache.get(kind, keyOf(egress));
+    if (!existing || !isControlledBy(existing, egress)) return;
+    await this.client.delete(kind, keyOf(egress), { uid: existing.metadata!.uid! });
+  }
+
+  /** Writes `status` through the subresource, only when it changed, guarded by the version read. */
+  private async syncStatus(egress: Readonly<Egress>): Promise<void> {
+    const deployment = this.cache.get(EgressKinds.Deployment, keyOf(egress));
+    const status = egressStatus(egress, deployment && isControlledBy(deployment, egress) ? deployment : undefined);
+    if (egress.status?.replicas === status.replicas && egress.status?.selector === status.selector) return;
+    await this.client.patchStatus(EgressKinds.Egress, keyOf(egress), status, { resourceVersion: egress.metadata!.resourceVersion! });
+  }
+}
+
+function keyOf(egress: Readonly<Egress>): ObjectKey {
+  return { namespace: egress.metadata!.namespace!, name: egress.metadata!.name! };
+}

@@ -1,0 +1,40 @@
+/**
+ * Egress admission webhooks: the mutating one inserts the `egress` container into a template
+ * without containers (CREATE, as Coil); the validating one enforces Coil's rules plus ours on
+ * CREATE and UPDATE (Coil has no immutable Egress field) with messages naming the field, and
+ * warns about template fields the reconciler overrides.
+ *
+ * Paths are Coil's: `/mutate-coil-cybozu-com-v2-egress`, `/validate-coil-cybozu-com-v2-egress`.
+ * Both are pure: no cache read, so they answer as soon as the server runs.
+ * @see coil-behaviour.md §3 (Egress)
+ */
+import type { Egress } from '../api/v2/egress.js';
+import { defaultEgress, egressWarnings, validateEgressSpec } from '../api/v2/egress-validation.js';
+import { EgressKinds } from '../reconcilers/egress-options.js';
+import { MutatingWebhook, ValidatingWebhook } from '../runtime/decorators.js';
+import type { Defaulter, Validator, Verdict } from '../runtime/registry.js';
+
+/** Inserts `{name: egress}` when `spec.template` has no container (coil-behaviour.md §3). */
+@MutatingWebhook({ for: EgressKinds.Egress, operations: ['CREATE'], failurePolicy: 'Fail', sideEffects: 'None' })
+export class EgressDefaulter implements Defaulter<Egress> {
+  default(obj: Egress): void {
+    defaultEgress(obj);
+  }
+}
+
+/** Validates CREATE and UPDATE with the same rules; see {@link validateEgressSpec}. */
+@ValidatingWebhook({ for: EgressKinds.Egress, operations: ['CREATE', 'UPDATE'], failurePolicy: 'Fail', sideEffects: 'None' })
+export class EgressValidator implements Validator<Egress> {
+  validateCreate(obj: Readonly<Egress>): Verdict {
+    return verdict(obj);
+  }
+
+  validateUpdate(_old: Readonly<Egress>, obj: Readonly<Egress>): Verdict {
+    return verdict(obj);
+  }
+}
+
+function verdict(obj: Readonly<Egress>): Verdict {
+  const spec = obj.spec ?? { destinations: [], replicas: 1, sessionAffinity: 'ClientIP' };
+  return { errors: validateEgressSpec(spec), warnings: egressWarnings(spec) };
+}
