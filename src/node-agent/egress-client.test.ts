@@ -1,0 +1,42 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, planEgressClient } from './egress-client.js';
+
+describe('egress client plan', () => {
+  test('IPv4 rules are 1800 link-local, 1900 → 117, 2000–2002 private → main, 2100 → 118', () => {
+    assert.deepEqual(clientRules(4).map((r) => `${r.priority} ${r.to ?? 'all'} ${r.table}`),
+      ['1800 169.254.0.0/16 main', '1900 all 117', '2000 10.0.0.0/8 main', '2001 172.16.0.0/12 main', '2002 192.168.0.0/16 main', '2100 all 118']);
+  });
+
+  test('IPv6 rules use fe80::/10 and one private range fc00::/7 at 2000', () => {
+    assert.deepEqual(clientRules(6).map((r) => `${r.priority} ${r.to ?? 'all'} ${r.table}`),
+      ['1800 fe80::/10 main', '1900 all 117', '2000 fc00::/7 main', '2100 all 118']);
+  });
+
+  test('private destinations are narrow (117), others wide (118)', () => {
+    assert.ok(isNarrowDestination('172.20.0.0/16') && isNarrowDestination('192.168.10.0/24') && isNarrowDestination('fd00:1::/64'));
+    assert.ok(!isNarrowDestination('0.0.0.0/0') && !isNarrowDestination('8.0.0.0/7') && !isNarrowDestination('::/0'));
+  });
+
+  test('each gateway gets a peer to its ClusterIP and routes of its own family only', () => {
+    const plan = planEgressClient({
+      podIps: ['10.100.0.5', 'fd00::5'], port: 5555, linkMtuBytes: 1500,
+      gateways: [
+        { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0', '::/0'], isSourcePortAuto: false },
+        { egress: 'domestic/nat', clusterIp: 'fd02::1', destinations: ['192.168.10.0/24', 'fd10::/64', '2001:db8::/32'], isSourcePortAuto: true },
+      ],
+    });
+    assert.deepEqual(plan.families, [4, 6]);
+    assert.deepEqual(plan.peers[0], { remote: '10.68.0.114', local: '10.100.0.5', port: 5555, sourcePort: 5555, mtuBytes: 1500 - FOU_OVERHEAD_BYTES[4] });
+    assert.equal(plan.peers[1]!.sourcePort, 'auto');
+    assert.equal(plan.peers[1]!.mtuBytes, 1452);
+    assert.deepEqual(plan.routes[4], { 118: [{ dst: '0.0.0.0/0', dev: 'fou4_0a440072' }] });
+    const v6dev = plan.peers[1]!.remote === 'fd02::1' ? plan.routes[6][117]![0]!.dev : '';
+    assert.deepEqual(plan.routes[6], { 117: [{ dst: 'fd10::/64', dev: v6dev }], 118: [{ dst: '2001:db8::/32', dev: v6dev }] });
+  });
+
+  test('a gateway of a family the pod lacks is skipped (Coil ErrIPFamilyMismatch); none left means no rules', () => {
+    const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ egress: 'a/b', clusterIp: 'fd02::1', destinations: ['::/0'], isSourcePortAuto: false }] });
+    assert.deepEqual(plan, { peers: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] });
+  });
+});
