@@ -1,0 +1,159 @@
+/**
+ * The client pods of one Egress, kept as small records: list + watch Pods cluster-wide with a
+ * server-side field selector, and reduce every object at once to {@link ClientPod} or drop it.
+ *
+ * Why not the runtime's Informer over Pods (Coil's choice, §12 item 9): it stores every pod of the
+ * cluster, spec and status included. Why not a label selector: client pods opt in by annotation,
+ * and the API server can select neither annotations nor values inside them; a per-Egress label
+ * would need a writer on every client pod (a Pod mutating webhook, or coild patching pods with
+ * new RBAC), and it would go stale when users edit the annotation. So the server filters what can
+ * be filtered — `spec.hostNetwork=false` (host-network pods are never clients, §7.1) and phase not
+ * Succeeded/Failed (a finished pod leaves the selector, so the watch reports it DELETED and its
+ * tunnel goes, as Coil's watcher does) — and this class keeps only pods naming this Egress.
+ * The bytes of other pods still cross the wire once per change; none is kept in memory.
+ *
+ * Concurrency: one list/watch loop; `onChange` is called synchronously from it and must only
+ * schedule work.
+ * @see coil-behaviour.md §7.1, §7.5 (pod watcher), Coil #363 (list/watch race)
+ */
+import { Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type Logger from 'bunyan';
+import { ANN_EGRESS_PREFIX } from '../api/v2/keys.js';
+import type { ApiTransport } from '../runtime/api-transport.js';
+import { sleep } from '../runtime/clock.js';
+
+/** Server-side filter of the pod list/watch. */
+export const CLIENT_POD_FIELD_SELECTOR = 'spec.hostNetwork=false,status.phase!=Succeeded,status.phase!=Failed';
+
+/** What is kept of one client pod. */
+export interface ClientPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  /** `status.podIPs` (plain addresses); empty until the pod has its network. */
+  ips: string[];
+}
+
+/** True when `pod`'s annotations name Egress `namespace/name` (`egress.coil.cybozu.com/<ns>: a,b`). */
+export function namesEgress(annotations: Readonly<Record<string, string>> | undefined, namespace: string, name: string): boolean {
+  const value = annotations?.[ANN_EGRESS_PREFIX + namespace];
+  return value !== undefined && value.split(',').some((v) => v.trim() === name);
+}
+
+/** Reduces a pod to a {@link ClientPod}, or undefined when it is not a client of the Egress. */
+export function toClientPod(pod: V1Pod, egress: { namespace: string; name: string }): ClientPod | undefined {
+  if (pod.spec?.hostNetwork || !namesEgress(pod.metadata?.annotations, egress.namespace, egress.name)) return undefined;
+  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip).filter((ip): ip is string => !!ip);
+  if (ips.length === 0 && pod.status?.podIP) ips.push(pod.status.podIP);
+  return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '', uid: pod.metadata?.uid ?? '', ips };
+}
+
+/** Constructor options of {@link ClientPodSource}. */
+export interface ClientPodSourceOptions {
+  transport: ApiTransport;
+  kubeConfig: KubeConfig;
+  egress: { namespace: string; name: string };
+  log: Logger;
+  onChange: () => void;
+  /** First retry delay, doubled up to 30 s. Default 800 ms. */
+  initialBackoffMs?: number;
+}
+
+/** The client-pod store with its list/watch loop. */
+export class ClientPodSource {
+  private readonly pods = new Map<string, ClientPod>();
+  private synced = false;
+
+  constructor(private readonly o: ClientPodSourceOptions) {}
+
+  /** True after the first complete list. */
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
+  /** The current client pods. */
+  list(): ClientPod[] {
+    return [...this.pods.values()];
+  }
+
+  /** Lists and watches until `signal` aborts; errors are logged and retried with backoff. */
+  async run(signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    while (!signal.aborted) {
+      try {
+        const rv = await this.relist(signal);
+        failures = 0;
+        let from = rv;
+        while (!signal.aborted) {
+          const next = await this.watch(from, signal);
+          if (next === undefined) break;
+          from = next;
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        failures++;
+        const delayMs = Math.min(30_000, (this.o.initialBackoffMs ?? 800) * 2 ** (failures - 1));
+        this.o.log.warn({ err, retryInMs: delayMs }, 'client pod list/watch failed; retrying');
+        await sleep(delayMs, signal);
+      }
+    }
+  }
+
+  private async relist(signal: AbortSignal): Promise<string> {
+    const fresh = new Map<string, ClientPod>();
+    let cont: string | undefined;
+    let rv = '';
+    do {
+      const page = await this.o.transport.request<{ items: V1Pod[]; metadata: { resourceVersion?: string; continue?: string } }>({
+        method: 'GET', path: '/api/v1/pods', signal,
+        query: { fieldSelector: CLIENT_POD_FIELD_SELECTOR, limit: 500, continue: cont },
+      });
+      for (const pod of page.items) {
+        const c = toClientPod(pod, this.o.egress);
+        if (c) fresh.set(`${c.namespace}/${c.name}`, c);
+      }
+      rv = page.metadata.resourceVersion ?? rv;
+      cont = page.metadata.continue || undefined;
+    } while (cont);
+    this.pods.clear();
+    for (const [k, v] of fresh) this.pods.set(k, v);
+    this.synced = true;
+    this.o.onChange();
+    return rv;
+  }
+
+  /** One watch from `rv`. @returns the resourceVersion to resume from, or undefined to relist */
+  private watch(rv: string, signal: AbortSignal): Promise<string | undefined> {
+    return new Promise((resolve, reject) => {
+      let last = rv;
+      let relist = false;
+      let ctrl: AbortController | undefined;
+      const onAbort = (): void => ctrl?.abort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      const onEvent = (type: string, obj: V1Pod & { code?: number }): void => {
+        if (type === 'ERROR') {
+          relist = true; // 410 Gone or another error: a fresh list is the safe answer
+          ctrl?.abort();
+          return;
+        }
+        last = obj.metadata?.resourceVersion ?? last;
+        if (type === 'BOOKMARK') return;
+        const key = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+        const c = type === 'DELETED' ? undefined : toClientPod(obj, this.o.egress);
+        const before = this.pods.get(key);
+        if (c) this.pods.set(key, c);
+        else this.pods.delete(key);
+        if (c || before) this.o.onChange();
+      };
+      const onDone = (err: unknown): void => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted || relist) return resolve(undefined);
+        if (err && (err as Error).name !== 'AbortError') return reject(err);
+        resolve(last);
+      };
+      new Watch(this.o.kubeConfig)
+        .watch('/api/v1/pods', { resourceVersion: rv, allowWatchBookmarks: true, fieldSelector: CLIENT_POD_FIELD_SELECTOR, timeoutSeconds: 240 }, onEvent, onDone)
+        .then((c) => { ctrl = c; if (signal.aborted) c.abort(); }, reject);
+    });
+  }
+}

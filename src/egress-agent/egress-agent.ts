@@ -1,0 +1,135 @@
+/**
+ * coil-egress wired together: kernel feature check, NAT rules, FoU receive side and return rule,
+ * the client watcher, the metrics collector, and the HTTP endpoints (`/metrics`, `/healthz`,
+ * `/readyz` with the checks `kernel`, `nat` and `pod-sync`).
+ *
+ * A kernel without FoU or IPIP does not crash the pod: it logs one clear error, exports
+ * `coil_egress_kernel_feature{feature} 0`, and stays unready with the reason in `/readyz`, so the
+ * Service never sends it traffic and `kubectl describe pod` shows why.
+ * @see coil-behaviour.md §1.2 (`coil-egress`), §7.5, §9
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type Logger from 'bunyan';
+import { addressFamily } from '../netlink/cidr.js';
+import { probeFeatures, type KernelFeatures } from '../netlink/features.js';
+import { IpRunner } from '../netlink/ip-runner.js';
+import { readSysctl } from '../netlink/sysctl.js';
+import { ApiTransport } from '../runtime/api-transport.js';
+import { HttpEndpoints } from '../runtime/http-servers.js';
+import { RunnableSupervisor } from '../runtime/runnable.js';
+import { ClientPodSource } from './client-pod-source.js';
+import { ClientWatcher } from './client-watcher.js';
+import type { EgressConfig } from './config.js';
+import { EgressMetrics } from './egress-metrics.js';
+import { FouServer } from './fou-server.js';
+import type { NatBackend } from './nat.js';
+import { NftablesNat } from './nat-nftables.js';
+
+/** Constructor options of {@link EgressAgent}. */
+export interface EgressAgentOptions {
+  config: EgressConfig;
+  kubeConfig: KubeConfig;
+  log: Logger;
+  /** Default: a new IpRunner. */
+  ip?: IpRunner;
+}
+
+/**
+ * Features a family's tunnels need; missing ones are reported, not thrown.
+ * @returns a sentence naming what is missing, or undefined
+ */
+export function missingKernelFeatures(f: KernelFeatures, families: ReadonlyArray<4 | 6>): string | undefined {
+  const missing = [...(f.fou ? [] : ['fou']), ...(families.includes(4) && !f.ipip ? ['ipip'] : []), ...(families.includes(6) && !f.ip6tnl ? ['ip6tnl'] : [])];
+  return missing.length === 0 ? undefined : `the kernel lacks ${missing.join(', ')}: FoU egress tunnels cannot be set up on this node (load the fou/ipip/ip6_tunnel modules or use a kernel with CONFIG_NET_FOU, CONFIG_NET_IPIP, CONFIG_IPV6_TUNNEL)`;
+}
+
+/** The coil-egress process. */
+export class EgressAgent {
+  readonly metrics: EgressMetrics;
+  private readonly endpoints: HttpEndpoints;
+  private readonly ip: IpRunner;
+  private readonly nat: NatBackend;
+  private readonly server: FouServer;
+  private supervisor: RunnableSupervisor | undefined;
+  private collector: NodeJS.Timeout | undefined;
+  private kernelProblem: string | undefined = 'kernel features not probed yet';
+  private natProblem: string | undefined = 'NAT rules not installed yet';
+  private watcher: ClientWatcher | undefined;
+
+  constructor(private readonly o: EgressAgentOptions) {
+    const c = o.config;
+    this.ip = o.ip ?? new IpRunner();
+    this.metrics = new EgressMetrics({ namespace: c.namespace, egress: c.egressName, pod: c.podName });
+    this.endpoints = new HttpEndpoints(this.metrics.registry);
+    this.nat = new NftablesNat({ ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface });
+    this.server = new FouServer({ ip: this.ip, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
+  }
+
+  /** Bound ports after start. */
+  readonly ports: { metrics?: number; health?: number } = {};
+
+  /**
+   * Serves the endpoints, installs NAT, and — when the kernel can — the tunnels and the watcher.
+   * @throws Error when a port is taken or the pod addresses are unusable
+   */
+  async start(): Promise<void> {
+    const c = this.o.config;
+    const log = this.o.log;
+    if (!c.podAddresses.some((a) => addressFamily(a) !== undefined)) throw new Error(`COIL_POD_ADDRESSES holds no IP address: ${c.podAddresses.join(',')}`);
+    this.endpoints.healthChecks.set('ping', () => undefined);
+    this.endpoints.readyChecks.set('kernel', () => this.kernelProblem);
+    this.endpoints.readyChecks.set('nat', () => this.natProblem);
+    this.endpoints.readyChecks.set('pod-sync', () => this.watcher?.notReadyReason() ?? 'client watcher not started');
+    if (c.metricsAddr) this.ports.metrics = await this.endpoints.listen(c.metricsAddr, { metrics: true, probes: same(c.metricsAddr, c.healthAddr) });
+    if (c.healthAddr && !same(c.metricsAddr, c.healthAddr)) this.ports.health = await this.endpoints.listen(c.healthAddr, { probes: true });
+
+    const features = await probeFeatures(this.ip);
+    this.metrics.setKernelFeatures({ fou: features.fou, ipip: features.ipip, ip6tnl: features.ip6tnl });
+    this.kernelProblem = missingKernelFeatures(features, this.server.families());
+    if (this.kernelProblem) log.error({ features }, this.kernelProblem);
+
+    await this.nat.init();
+    this.natProblem = undefined;
+    log.info({ backend: c.backend, outInterface: c.outInterface }, 'NAT rules installed');
+    if (this.kernelProblem) return;
+
+    await this.server.init();
+    const source: ClientPodSource = new ClientPodSource({
+      transport: new ApiTransport(this.o.kubeConfig), kubeConfig: this.o.kubeConfig,
+      egress: { namespace: c.namespace, name: c.egressName }, log: log.child({ component: 'client-pods' }),
+      onChange: () => this.watcher?.notify(),
+    });
+    this.watcher = new ClientWatcher({ source, server: this.server, metrics: this.metrics, log: log.child({ component: 'client-watcher' }) });
+    this.supervisor = new RunnableSupervisor({ name: 'client-watcher', leaderOnly: false }, this.watcher, log);
+    this.supervisor.start();
+    this.collector = setInterval(() => void this.collect(), c.metricsIntervalMs);
+    this.collector.unref();
+    void this.collect();
+  }
+
+  /** Reads conntrack and nft counters into the metrics; failures are logged, never thrown. */
+  async collect(): Promise<void> {
+    try {
+      const [count, limit] = await Promise.all([readSysctl(this.ip, 'net.netfilter.nf_conntrack_count'), readSysctl(this.ip, 'net.netfilter.nf_conntrack_max')]);
+      this.metrics.setConntrack(Number(count), Number(limit));
+    } catch (err) {
+      this.o.log.debug({ err }, 'conntrack counters unavailable');
+    }
+    try {
+      this.metrics.setNat(await this.nat.counters());
+    } catch (err) {
+      this.o.log.warn({ err }, 'cannot read nftables counters');
+    }
+  }
+
+  /** Stops the watcher and the servers; the kernel state stays (a restarted agent adopts it). */
+  async stop(): Promise<void> {
+    clearInterval(this.collector);
+    await this.supervisor?.stop(5_000);
+    await this.endpoints.close();
+  }
+}
+
+function same(a: { host?: string; port: number } | undefined, b: { host?: string; port: number } | undefined): boolean {
+  return !!a && !!b && a.port === b.port && (a.host ?? '0.0.0.0') === (b.host ?? '0.0.0.0');
+}

@@ -1,0 +1,54 @@
+/**
+ * The nftables NAT backend: one `coil-egress` table per family (src/netlink/nftables.ts), so
+ * nothing else in the pod's ruleset is read or changed.
+ * @see coil-behaviour.md §7.5 (nftables variant)
+ */
+import { addressFamily } from '../netlink/cidr.js';
+import type { IpRunner } from '../netlink/ip-runner.js';
+import { applyNatRules, deleteNatRules, readNatCounters } from '../netlink/nftables.js';
+import type { NatBackend, NatCountersByFamily } from './nat.js';
+
+/** Constructor options of {@link NftablesNat}. */
+export interface NftablesNatOptions {
+  ip: IpRunner;
+  /** This pod's addresses (plain); one table per family present. */
+  podAddresses: readonly string[];
+  /** Outside interface, Coil's `eth0`. */
+  outInterface: string;
+  /** netns path (tests); undefined = own netns. */
+  netns?: string;
+  /** nft binary. Default `'nft'`. */
+  nftPath?: string;
+}
+
+/** {@link NatBackend} on nftables. */
+export class NftablesNat implements NatBackend {
+  constructor(private readonly o: NftablesNatOptions) {}
+
+  private own(): Array<[4 | 6, string]> {
+    const out: Array<[4 | 6, string]> = [];
+    for (const a of this.o.podAddresses) {
+      const f = addressFamily(a);
+      if (f !== undefined && !out.some(([g]) => g === f)) out.push([f, a]);
+    }
+    return out;
+  }
+
+  private target(): { netns?: string; nftPath?: string } {
+    return { ...(this.o.netns ? { netns: this.o.netns } : {}), ...(this.o.nftPath ? { nftPath: this.o.nftPath } : {}) };
+  }
+
+  async init(): Promise<void> {
+    for (const [family, ownAddress] of this.own()) await applyNatRules(this.o.ip, { family, outInterface: this.o.outInterface, ownAddress }, this.target());
+  }
+
+  async counters(): Promise<NatCountersByFamily> {
+    const out: NatCountersByFamily = { 4: undefined, 6: undefined };
+    for (const [family] of this.own()) out[family] = await readNatCounters(this.o.ip, family, this.target());
+    return out;
+  }
+
+  async remove(): Promise<void> {
+    for (const [family] of this.own()) await deleteNatRules(this.o.ip, family, this.target());
+  }
+}
