@@ -17,7 +17,7 @@ export async function wire(ip: IpRunner, a: TestNetns, aName: string, b: TestNet
 
 const SERVER = `const s=require('net').createServer((c)=>{c.end(c.remoteAddress)});
 s.listen(+process.argv[2],process.argv[1],()=>console.log('ready'));setTimeout(()=>process.exit(0),+process.argv[3]).unref();`;
-const CLIENT = `const c=require('net').connect(+process.argv[2],process.argv[1]);let d='';c.setTimeout(4000,()=>{console.log('timeout');process.exit(1)});
+const CLIENT = `const c=require('net').connect(+process.argv[2],process.argv[1]);let d='';c.setTimeout(2500,()=>{console.log('timeout');process.exit(1)});
 c.on('data',(b)=>d+=b);c.on('end',()=>{console.log(d);process.exit(0)});c.on('error',(e)=>{console.log('error '+e.code);process.exit(1)});`;
 
 /**
