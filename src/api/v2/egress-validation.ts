@@ -131,7 +131,7 @@ function validatePdb(pdb: EgressSpec['podDisruptionBudget']): FieldError[] {
   const path = 'spec.podDisruptionBudget';
   const errors: FieldError[] = [];
   if (pdb.minAvailable != null && pdb.maxUnavailable != null) {
-    errors.push(fieldError(path, 'minAvailable and maxUnavailable cannot be both set', 'Invalid', pdb));
+    errors.push(fieldError(path, 'minAvailable and maxUnavailable cannot be both set', 'Invalid', { minAvailable: pdb.minAvailable, maxUnavailable: pdb.maxUnavailable }));
   }
   for (const key of ['minAvailable', 'maxUnavailable'] as const) {
     errors.push(...intOrPercent(pdb[key], `${path}.${key}`), ...notMoreThan100Percent(pdb[key], `${path}.${key}`));

@@ -1,0 +1,51 @@
+/**
+ * Shared pieces of the Egress suites: a Manager holding only the chosen Egress parts (fresh
+ * Registry, the options bound, the controller's cache selectors), and Egress builders.
+ */
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Container } from 'inversify';
+import type { Egress, EgressSpec } from '../../src/api/v2/egress.js';
+import { addEgress, bindEgress, egressCache, type EgressParts } from '../../src/controller/egress-registry.js';
+import { DEFAULT_EGRESS_OPTIONS, EgressKinds, type EgressOptions } from '../../src/reconcilers/egress-options.js';
+import type { Client } from '../../src/runtime/client.js';
+import type { Manager } from '../../src/runtime/manager.js';
+import { Registry } from '../../src/runtime/registry.js';
+import type { ControlPlane } from './control-plane.js';
+import { testManager } from './runtime-support.js';
+
+/** Options the Egress suites run with: a recognisable image. */
+export const TEST_EGRESS_OPTIONS: EgressOptions = { ...DEFAULT_EGRESS_OPTIONS, image: 'example.com/coil:test' };
+
+/** A Manager (not started) with the chosen Egress parts; webhooks get a serving certificate from `cp`. */
+export async function egressManager(cp: ControlPlane, parts: EgressParts, options: Partial<EgressOptions> = {}): Promise<{ mgr: Manager; registry: Registry }> {
+  const registry = addEgress(new Registry(), { webhooks: false, egress: false, access: false, ...parts });
+  const container = bindEgress(new Container(), { ...TEST_EGRESS_OPTIONS, ...options });
+  let webhook;
+  if (registry.webhooks.length > 0) {
+    const dir = await mkdtemp(join(tmpdir(), 'coil-egress-webhook-'));
+    const cert = await cp.newServingCert();
+    await writeFile(join(dir, 'tls.crt'), cert.certPem);
+    await writeFile(join(dir, 'tls.key'), cert.keyPem);
+    webhook = { host: '127.0.0.1', port: 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
+  }
+  const mgr = testManager(cp, registry, {
+    container,
+    identity: 'egress-test',
+    name: 'coil-controller',
+    cache: { defaults: { initialBackoffMs: 100, maxBackoffMs: 2_000 }, kinds: egressCache() },
+    ...(webhook && { webhook }),
+  });
+  return { mgr, registry };
+}
+
+/** A valid spec: everything routed through the egress, one replica. */
+export function egressSpec(spec: Partial<EgressSpec> = {}): EgressSpec {
+  return { destinations: ['0.0.0.0/0'], replicas: 1, sessionAffinity: 'ClientIP', ...spec };
+}
+
+/** Creates an Egress. */
+export function createEgress(client: Client, namespace: string, name: string, spec: Partial<EgressSpec> = {}): Promise<Egress> {
+  return client.create(EgressKinds.Egress, { metadata: { namespace, name }, spec: egressSpec(spec) });
+}
