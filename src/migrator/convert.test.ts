@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { convertV1, isDns1123Subdomain } from './convert.js';
+import { convertV1, isDns1123Subdomain, manifests } from './convert.js';
 import { parseV1Entries, type V1Entry } from './v1-model.js';
 import { toYamlDocuments, type YamlValue } from './yaml-out.js';
 
@@ -20,7 +20,7 @@ function example(): { nodes: Set<string>; entries: V1Entry[] } {
 
 function dump(entries: readonly V1Entry[], nodes: ReadonlySet<string>): { yaml: string; conversion: ReturnType<typeof convertV1> } {
   const conversion = convertV1(parseV1Entries(entries), nodes);
-  return { yaml: toYamlDocuments([...conversion.pools, ...conversion.blocks] as unknown as YamlValue[]), conversion };
+  return { yaml: toYamlDocuments(manifests(conversion) as unknown as YamlValue[]), conversion };
 }
 
 function errorsOf(c: ReturnType<typeof convertV1>): string[] {
@@ -48,7 +48,7 @@ describe('convertV1', () => {
     const { nodes, entries } = example();
     const { yaml, conversion } = dump(entries, nodes);
     const docs = parseAllDocuments(yaml).map((d) => d.toJS() as unknown);
-    assert.deepEqual(docs, JSON.parse(JSON.stringify([...conversion.pools, ...conversion.blocks])));
+    assert.deepEqual(docs, JSON.parse(JSON.stringify(manifests(conversion))));
   });
 
   it('counts a block index across the pool subnets in spec order, not etcd key order', () => {

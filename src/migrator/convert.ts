@@ -11,7 +11,8 @@
  *   depends on it for safety: the controller counts a pool's blocks, and holds the pool's
  *   finalizer, by the `coil.cybozu.com/pool` label (pool-manager.ts, addresspool.ts). It only loses
  *   the "owned block deleted → re-sync" trigger, which `replace` makes up for by touching each pool.
- * - Output order is sorted (pools by name; blocks by pool, then index) so runs can be diffed.
+ * - Output order is sorted (blocks by pool, then index; pools by name) so runs can be diffed, and
+ *   the reserved blocks come BEFORE the pools (see {@link manifests}).
  *
  * @see ../shared/reference/coil-v1-data.md §2 (mapping), §4 (edge cases), §5 (example)
  */
@@ -118,6 +119,20 @@ export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Con
   blocks.sort((a, b) => compare(a.metadata!.labels![LABEL_POOL]!, b.metadata!.labels![LABEL_POOL]!) || a.index - b.index);
   const namespacePools = pools.map((p) => p.metadata!.name!).filter((n) => n !== DEFAULT_POOL);
   return { pools, blocks, namespacePools, problems };
+}
+
+/**
+ * The objects in output order: every reserved AddressBlock, then every AddressPool. The original
+ * printed pools first; that is unsafe when `data.yaml` is applied while the v2 controller already
+ * runs: the controller builds a pool's taken indices when it reconciles the pool, and a block
+ * without an ownerReference created after that does not make it re-sync, so the block's index could
+ * be handed out again (it happened while writing test/migrator/dump.test.ts). With blocks first, the pool's first
+ * reconcile already finds them in the cache. (Applying before the controller starts, the documented
+ * procedure, is safe in either order.)
+ * @see coil-v1-data.md §3.3 steps 4–6, §3.5
+ */
+export function manifests(c: Conversion): (AddressBlock | AddressPool)[] {
+  return [...c.blocks, ...c.pools];
 }
 
 /** v1 pool → AddressPool (blockSizeBits = block_size; subnets in v1 order as `{ipv4}`), or undefined after reporting. */

@@ -1,6 +1,6 @@
 /**
- * `coil-migrator dump`: reads Coil v1 data from etcd and prints Coil v2 manifests (AddressPools,
- * then reserved AddressBlocks) on stdout; without `--dry-run` it first removes the v1 objects and
+ * `coil-migrator dump`: reads Coil v1 data from etcd and prints Coil v2 manifests (reserved
+ * AddressBlocks, then AddressPools: see `manifests` in convert.ts) on stdout; without `--dry-run` it first removes the v1 objects and
  * then annotates namespaces named after pools.
  *
  * Order matters: the data is read and checked once before anything in the cluster changes (so bad
@@ -13,7 +13,7 @@
 import type { Client } from '../runtime/client.js';
 import { annotateNamespaces, checkCluster, listNodeNames, uninstallV1 } from './cluster.js';
 import type { DumpConfig } from './config.js';
-import { convertV1, type Conversion } from './convert.js';
+import { convertV1, manifests, type Conversion } from './convert.js';
 import { readV1Entries } from './etcd-source.js';
 import { parseV1Entries } from './v1-model.js';
 import { toYamlDocuments, type YamlValue } from './yaml-out.js';
@@ -47,8 +47,8 @@ export async function runDump(cfg: DumpConfig, io: DumpIo): Promise<Conversion> 
   } else {
     for (const ns of conversion.namespacePools) io.log(`dry run: would annotate namespace ${ns} (if it exists) with coil.cybozu.com/pool=${ns}`);
   }
-  io.out(toYamlDocuments([...conversion.pools, ...conversion.blocks] as unknown as YamlValue[]));
-  io.log(`wrote ${conversion.pools.length} AddressPools and ${conversion.blocks.length} reserved AddressBlocks`);
+  io.out(toYamlDocuments(manifests(conversion) as unknown as YamlValue[]));
+  io.log(`wrote ${conversion.blocks.length} reserved AddressBlocks and ${conversion.pools.length} AddressPools`);
   return conversion;
 }
 
