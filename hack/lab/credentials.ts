@@ -72,8 +72,13 @@ export async function serviceAccountKubeconfig(cp: ControlPlane, name: string, s
   return path;
 }
 
-/** `kubectl auth can-i` as a ServiceAccount (impersonation); true when allowed. */
+/**
+ * `kubectl auth can-i` as a ServiceAccount (impersonation); true when allowed. `resource` may
+ * name a subresource as `plural.group/sub` (e.g. `blockrequests.coil.cybozu.com/status`).
+ */
 export async function canI(cp: ControlPlane, serviceAccount: string, verb: string, resource: string): Promise<boolean> {
-  const out = await kubectl(cp.kubeconfigPath, ['auth', 'can-i', verb, resource, `--as=system:serviceaccount:${LAB_NAMESPACE}:${serviceAccount}`]).catch(() => 'no');
+  const [res, sub] = resource.split('/');
+  const args = ['auth', 'can-i', verb, res!, ...(sub ? [`--subresource=${sub}`] : []), `--namespace=${LAB_NAMESPACE}`, `--as=system:serviceaccount:${LAB_NAMESPACE}:${serviceAccount}`];
+  const out = await kubectl(cp.kubeconfigPath, args).catch(() => 'no');
   return out.trim() === 'yes';
 }
