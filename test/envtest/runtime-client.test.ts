@@ -10,6 +10,7 @@ import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Cache } from '../../src/runtime/cache.js';
 import { Client } from '../../src/runtime/client.js';
 import { ApiError, isConflict, isNotFound, isPatchTestFailed } from '../../src/runtime/errors.js';
+import { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, eventually } from './control-plane.js';
 import { createNamespace, GROUP, sampleCrd, sampleKind } from './runtime-support.js';
@@ -136,5 +137,17 @@ describe('runtime: client helpers and cache on a real apiserver', () => {
     assert.throws(() => {
       (b.spec as Record<string, unknown>)['owner'] = 'mallory';
     }, TypeError);
+  });
+
+  test('repeated Events aggregate into one with a count; a different message starts a new one', async () => {
+    const recorder = new EventRecorder(new ApiTransport(cp.kubeConfig), 'rt-client-test', 'test-0', silentLogger());
+    const box = await client.create(Box, { metadata: { name: 'noisy', namespace: NS } });
+    for (let i = 0; i < 3; i++) recorder.event(box, 'Warning', 'SyncFailed', 'pool exhausted');
+    recorder.event(box, 'Normal', 'Synced', 'done');
+    await recorder.flush();
+    const res = await cp.request('GET', `/api/v1/namespaces/${NS}/events?fieldSelector=involvedObject.name%3Dnoisy`);
+    const events = (JSON.parse(res.body) as { items: { reason: string; count: number; involvedObject: { uid: string } }[] }).items;
+    assert.deepEqual(events.map((e) => [e.reason, e.count]).sort(), [['SyncFailed', 3], ['Synced', 1]]);
+    assert.ok(events.every((e) => e.involvedObject.uid === box.metadata!.uid));
   });
 });
