@@ -1,0 +1,11 @@
+/**
+ * What coil-egress (in Egress pods) may do in the API; hack/ writes it into the chart's
+ * ClusterRole `coil-egress`, which the Egress controller binds to the `coil-egress`
+ * ServiceAccount of each namespace holding an Egress. Read-only: it watches the client pods
+ * that name its Egress.
+ */
+import type { RbacRule } from '../runtime/registry.js';
+
+export const EGRESS_AGENT_RBAC: readonly RbacRule[] = [
+  { group: '', resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+];
