@@ -49,6 +49,8 @@ const GC_WAIT_MS = 2_000;
     { group: 'apps', resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
     { group: '', resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
     { group: 'policy', resources: ['poddisruptionbudgets'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+    // The entrypoint reads its own Pod for the default egress image (EgressOptions.image).
+    { group: '', resources: ['pods'], verbs: ['get'] },
   ],
 })
 export class EgressReconciler implements Reconcile {
