@@ -7,10 +7,12 @@
  *   made it. On a pool it is what the mutating webhook adds; on a block it is what the controller's
  *   GC (src/reconcilers/addressblock-gc.ts) requires before it releases the blocks of a vanished
  *   node, and what coild and `replace` remove before deleting.
- * - No ownerReference to the pool: its UID does not exist before the YAML is applied. Nothing
- *   depends on it for safety: the controller counts a pool's blocks, and holds the pool's
- *   finalizer, by the `coil.cybozu.com/pool` label (pool-manager.ts, addresspool.ts). It only loses
- *   the "owned block deleted → re-sync" trigger, which `replace` makes up for by touching each pool.
+ * - No ownerReference to the pool: its UID does not exist before the YAML is applied. The
+ *   controller counts a pool's blocks, and holds the pool's finalizer, by the `coil.cybozu.com/pool`
+ *   label (pool-manager.ts, addresspool.ts), so those work without it. What is lost is the
+ *   "owned block created/deleted → re-sync the pool" trigger (addresspool.ts `owns`). Both ends make
+ *   up for it: each pool carries {@link ANN_V1_RESERVED}, whose change on apply re-syncs a pool that
+ *   already exists, and `replace` rewrites it after releasing blocks.
  * - Output order is sorted (blocks by pool, then index; pools by name) so runs can be diffed, and
  *   the reserved blocks come BEFORE the pools (see {@link manifests}).
  *
@@ -24,6 +26,13 @@ import { API_VERSION, DEFAULT_POOL, FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_RESE
 import { formatCidr, tryParseCidr } from '../ipam/cidr.js';
 import { PoolLayout } from '../ipam/pool.js';
 import type { Problem, V1Data, V1Pool } from './v1-model.js';
+
+/**
+ * Pool annotation (ours) listing the indices of its reserved v1 blocks, e.g. `"0,1,2,4"`. Besides
+ * informing, its value changes whenever the reserved set does, so applying `data.yaml` over an
+ * existing pool is a pool update that makes a running controller re-read the pool's blocks.
+ */
+export const ANN_V1_RESERVED = 'coil.cybozu.com/v1-reserved-blocks';
 
 /** The v2 objects of one v1 data set, plus everything worth telling the operator. */
 export interface Conversion {
@@ -117,6 +126,10 @@ export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Con
     }
   }
   blocks.sort((a, b) => compare(a.metadata!.labels![LABEL_POOL]!, b.metadata!.labels![LABEL_POOL]!) || a.index - b.index);
+  for (const pool of pools) {
+    const indices = blocks.filter((b) => b.metadata!.labels![LABEL_POOL] === pool.metadata!.name).map((b) => b.index);
+    if (indices.length > 0) pool.metadata!.annotations = { [ANN_V1_RESERVED]: indices.join(',') };
+  }
   const namespacePools = pools.map((p) => p.metadata!.name!).filter((n) => n !== DEFAULT_POOL);
   return { pools, blocks, namespacePools, problems };
 }
@@ -127,7 +140,8 @@ export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Con
  * runs: the controller builds a pool's taken indices when it reconciles the pool, and a block
  * without an ownerReference created after that does not make it re-sync, so the block's index could
  * be handed out again (it happened while writing test/migrator/dump.test.ts). With blocks first, the pool's first
- * reconcile already finds them in the cache. (Applying before the controller starts, the documented
+ * reconcile already finds them in the cache; a pool that already exists is re-synced by the change
+ * of its {@link ANN_V1_RESERVED} annotation. (Applying before the controller starts, the documented
  * procedure, is safe in either order.)
  * @see coil-v1-data.md §3.3 steps 4–6, §3.5
  */

@@ -9,9 +9,10 @@
  *   `--delete-bare-pods`: nothing would re-create it.
  * - A reserved block that a pod still uses after the pass (a bare pod kept, a failed replacement)
  *   is NOT released: v2 would hand its addresses out again while the v1 pod holds them.
- * - Releasing = remove the finalizer, delete (as coild releases a block); then each affected pool is
- *   touched so the controller re-syncs its taken indices at once (reserved blocks have no
- *   ownerReference, so their deletion alone does not trigger the AddressPool reconciler).
+ * - Releasing = remove the finalizer, delete (as coild releases a block); then each affected pool's
+ *   `coil.cybozu.com/v1-reserved-blocks` annotation is rewritten, so the controller re-syncs its
+ *   taken indices at once (reserved blocks have no ownerReference, so their deletion alone does
+ *   not trigger the AddressPool reconciler).
  *
  * @see ../shared/reference/coil-v1-data.md §2.3, §3.2, §3.3 (steps 7–9)
  */
@@ -23,14 +24,13 @@ import { cidrContainsAddress, tryParseAddress, tryParseCidr } from '../ipam/cidr
 import type { Client } from '../runtime/client.js';
 import { defineKind } from '../runtime/kind.js';
 import { checkCluster } from './cluster.js';
+import { ANN_V1_RESERVED } from './convert.js';
 import type { ReplaceConfig } from './config.js';
 
 const Pod = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
 const Block = defineKind<AddressBlock>({ ...AddressBlockKind });
 const Pool = defineKind<AddressPool>({ ...AddressPoolKind });
 
-/** Annotation set on a pool after its reserved blocks are released; its change re-triggers the controller. */
-export const ANN_RESERVED_RELEASED = 'coil.cybozu.com/v1-reserved-released-at';
 
 /** What `replace` needs besides the config. `sleep` is injectable so tests need not wait. */
 export interface ReplaceIo {
@@ -160,10 +160,13 @@ async function releaseBlocks(io: ReplaceIo, reserved: readonly AddressBlock[], s
     const pool = block.metadata?.labels?.[LABEL_POOL];
     if (pool) pools.add(pool);
   }
-  const now = new Date().toISOString();
+  // Rewrite each affected pool's list of reserved indices (null removes it): the pool update makes
+  // the controller re-read the pool's blocks, which their deletion alone does not (no ownerReference).
+  const left = await io.client.list(Block, { labelSelector: `${LABEL_RESERVED}=true` });
   for (const pool of [...pools].sort()) {
     if ((await io.client.get(Pool, { name: pool })) === undefined) continue;
-    await io.client.mergePatch(Pool, { name: pool }, { metadata: { annotations: { [ANN_RESERVED_RELEASED]: now } } });
+    const indices = left.filter((b) => b.metadata?.labels?.[LABEL_POOL] === pool).map((b) => b.index).sort((a, b) => a - b);
+    await io.client.mergePatch(Pool, { name: pool }, { metadata: { annotations: { [ANN_V1_RESERVED]: indices.length ? indices.join(',') : null } } });
   }
   return { released, kept };
 }

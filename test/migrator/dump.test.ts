@@ -97,6 +97,8 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
       ['/malformed/pool/ok', pool(['10.6.0.0/24'])],
       ['/malformed/block/ok/10.6.0.0', '{"free":7,"nodes":{}}'],
       ['/malformed/ip/10.6.0.0/0', '\u0000\u0001binary'],
+      ['/late/pool/late', pool(['10.5.0.0/25'])],
+      ['/late/block/late/10.5.0.0', JSON.stringify({ free: ['10.5.0.32/27', '10.5.0.96/27'], nodes: { 'node-b': ['10.5.0.64/27', '10.5.0.0/27'] } })],
     ]);
     for (const n of [...fixture.nodes, ...big.nodes]) await createNode(client, n);
     for (const ns of ['team-a', 'internet-egress']) await client.create(K8sKinds.Namespace, { metadata: { name: ns } });
@@ -167,6 +169,17 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
       assert.ok(got.every((n) => !n.endsWith('-v1')));
       await assertNoReservedRangeReused(client, pool);
     }
+  });
+
+  test('applied over a pool the running controller already synced, the reserved blocks are still never handed out', async () => {
+    await createPool(client, 'late', { subnets: [{ ipv4: '10.5.0.0/25' }] });
+    await eventually(async () => (await client.get(Kinds.AddressPool, { name: 'late' }))?.status?.maxBlocks === '4');
+    const r = await dump('--dry-run', '--etcd-prefix=/late/');
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /coil.cybozu.com\/v1-reserved-blocks: "0,2"/);
+    await kubectl(cp.kubeconfigPath, ['apply', '-f', '-'], r.stdout);
+    assert.deepEqual(await exhaust(client, 'late'), ['late-1', 'late-3']);
+    await assertNoReservedRangeReused(client, 'late');
   });
 
   test('reserved blocks carry the finalizer the controller GC needs: the blocks of a deleted node are released', async () => {

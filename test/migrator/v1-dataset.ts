@@ -93,9 +93,13 @@ export function generateV1Dataset(prefix: string, options: { pools?: number; nod
     entries.push([`${prefix}ip/${s.base}/${s.offset}`, value]);
   });
 
-  const pools = poolNames.map((name, p) =>
-    `---\napiVersion: coil.cybozu.com/v2\nkind: AddressPool\nmetadata:\n  finalizers:\n  - coil.cybozu.com\n  name: ${name}\nspec:\n  blockSizeBits: 5\n  subnets:\n  - ipv4: 10.${100 + p}.128.0/24\n  - ipv4: 10.${100 + p}.0.0/25\n`);
   const reserved = held.filter((h) => !h.node.startsWith('gone-')).sort((x, y) => (x.pool < y.pool ? -1 : x.pool > y.pool ? 1 : x.index - y.index));
+  const pools = poolNames.map((name, p) => {
+    const indices = reserved.filter((h) => h.pool === name).map((h) => h.index).join(',');
+    const annotations = indices ? `  annotations:\n    coil.cybozu.com/v1-reserved-blocks: "${indices}"\n` : '';
+    return `---\napiVersion: coil.cybozu.com/v2\nkind: AddressPool\nmetadata:\n${annotations}  finalizers:\n  - coil.cybozu.com\n  name: ${name}\nspec:\n` +
+      `  blockSizeBits: 5\n  subnets:\n  - ipv4: 10.${100 + p}.128.0/24\n  - ipv4: 10.${100 + p}.0.0/25\n`;
+  });
   const blocks = reserved.map((h) =>
     `---\napiVersion: coil.cybozu.com/v2\nindex: ${h.index}\nipv4: ${h.cidr}\nkind: AddressBlock\nmetadata:\n  finalizers:\n  - coil.cybozu.com\n  labels:\n` +
     `    coil.cybozu.com/node: ${h.node}\n    coil.cybozu.com/pool: ${h.pool}\n    coil.cybozu.com/reserved: "true"\n  name: ${h.pool}-${h.index}-v1\n`);
