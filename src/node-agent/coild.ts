@@ -109,12 +109,18 @@ export class Coild {
     });
   }
 
-  /** Why ADD cannot succeed now, or undefined (readyz, CNI STATUS). */
+  /**
+   * Why ADD cannot succeed now, or undefined (readyz, CNI STATUS): caches unsynced, state not
+   * recovered, socket not served, or no pool usable (none exists, or all answered out of blocks
+   * and have no free address here).
+   */
   notReadyReason(): string | undefined {
     if (!this.manager.cache.hasSynced()) return 'informer cache not synced';
     if (!this.recovered) return 'allocations not recovered from the host yet';
     if (!this.serving) return 'gRPC server not serving';
-    if (this.manager.cache.list(CoildKinds.AddressPool).length === 0) return 'no AddressPool exists';
+    const pools = this.manager.cache.list(CoildKinds.AddressPool).map((p) => p.metadata?.name ?? '');
+    if (pools.length === 0) return 'no AddressPool exists';
+    if (!pools.some((p) => this.ipam.isUsable(p))) return `every AddressPool is out of blocks for this node (${pools.join(', ')})`;
     return undefined;
   }
 

@@ -96,6 +96,8 @@ export function allocationKey(containerId: string, ifname: string): string {
 export class NodeIpam {
   private readonly blocks = new Map<string, NodeBlock>();
   private readonly allocs = new Map<string, NodeAllocation>();
+  /** Pools whose last BlockRequest was answered `out of blocks` (cleared when a block arrives). */
+  private readonly exhausted = new Set<string>();
   private unsubscribe: (() => void) | undefined;
   readonly coolingMs: number;
   private readonly lowWaterMark: number;
@@ -139,6 +141,7 @@ export class NodeIpam {
       if (left <= 0) break;
       const outcome = await this.o.requester.request(req.pool, left);
       if (outcome.kind === 'failed') {
+        this.exhausted.add(req.pool);
         throw new NodeIpamError('out-of-blocks', `pool ${req.pool} has no free block for this node (${outcome.reason}${outcome.message ? `: ${outcome.message}` : ''})`);
       }
       if (outcome.kind === 'timeout') break;
@@ -218,6 +221,14 @@ export class NodeIpam {
     return n;
   }
 
+  /**
+   * Whether an ADD of `pool` can succeed without news from the controller: a free address here,
+   * or no `out of blocks` answer since this node last got a block of it (CNI STATUS).
+   */
+  isUsable(pool: string): boolean {
+    return this.freeCount(pool) > 0 || !this.exhausted.has(pool);
+  }
+
   /** Blocks that may be released now: empty, not cooling, not reserved, empty for `graceMs`. */
   releasable(graceMs: number): NodeBlock[] {
     const nowMs = this.now();
@@ -251,6 +262,7 @@ export class NodeIpam {
         const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
         b = { name, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, emptySinceMs: this.now() };
         this.blocks.set(name, b);
+        this.exhausted.delete(pool);
         changed = true;
       }
       if (isReserved(ab) && !b.reserved) {

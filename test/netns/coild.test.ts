@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { Kinds } from '../../src/reconcilers/kinds.js';
 import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 
@@ -211,5 +212,18 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     await eventually(async () => (await lab.blocksOf(node)).length === 0, { timeoutMs: 20_000 });
     await eventually(async () => (await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '119'])).length === 0, { timeoutMs: 5_000 });
     assert.deepEqual(await lab.hostPods(node), []);
+  }));
+
+  // Last: it stops the controller.
+  it('with --clear-routes-on-shutdown, coild stopping after its Node was deleted flushes table 119 (Coil #370)', track(async () => {
+    const other = await lab.addNode('node-c', '10.250.0.3');
+    await lab.startCoild(other, ['--clear-routes-on-shutdown']);
+    assert.equal((await lab.runCoil(other, 'ADD', await lab.createPod(other, 'lab', 'on-c'))).code, 0);
+    const t119 = () => lab.ipJson<Route[]>(other.ns, ['-4', 'route', 'show', 'table', '119']);
+    assert.equal((await t119()).length, 1);
+    await lab.stopController(); // its Node GC would delete the blocks, and coild would unexport them anyway
+    await lab.admin.delete(Kinds.Node, { name: 'node-c' });
+    await lab.stopCoild(other, 'SIGTERM');
+    assert.deepEqual(await t119(), []);
   }));
 });

@@ -136,6 +136,12 @@ export class NodeLab {
     node.coild = undefined;
   }
 
+  /** Stops the IPAM controller (e.g. so its GC does not react to a Node deletion). */
+  async stopController(): Promise<void> {
+    await this.controller?.stop({ graceMs: 3_000 });
+    this.controller = undefined;
+  }
+
   /** A pod netns and a Pod object on `node`. */
   async createPod(node: LabNode, namespace: string, name: string): Promise<LabPod> {
     const ns = await this.netns.create('pod');
