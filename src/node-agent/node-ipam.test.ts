@@ -93,6 +93,9 @@ describe('NodeIpam', () => {
     const t = lab({ controller: 'fail' });
     await assert.rejects(t.alloc('c1'), (e: unknown) => e instanceof NodeIpamError && e.kind === 'out-of-blocks' && /out of blocks/.test(e.message));
     assert.deepEqual(t.ipam.allocations(), []);
+    assert.equal(t.ipam.isUsable('p'), false);
+    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    assert.equal(t.ipam.isUsable('p'), true);
     t.done();
   });
 
