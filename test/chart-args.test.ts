@@ -1,0 +1,55 @@
+/**
+ * The flags the Helm chart passes are flags the programs accept: renders charts/coil with the
+ * real helm (default and non-default values), then feeds each container's args to that
+ * program's own flag parser. Catches a chart that would crash-loop a program on upgrade.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
+import { parseConfig as parseControllerConfig } from '../src/controller/config.js';
+import { parseConfig as parseCoildConfig } from '../src/node-agent/config.js';
+import { toolPath } from './envtest/tools.js';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+type Container = { name: string; args?: string[] };
+type Doc = { kind?: string; metadata?: { name?: string }; spec?: { template?: { spec?: { containers?: Container[] } } } };
+
+async function render(set: string[]): Promise<Doc[]> {
+  const helm = await toolPath('helm');
+  const { stdout } = await run(helm, ['template', 'coil', join(root, 'charts/coil'), '--namespace', 'kube-system', ...set.flatMap((s) => ['--set', s])], { maxBuffer: 64 << 20 });
+  return parseAllDocuments(stdout).map((d) => d.toJS() as Doc).filter(Boolean);
+}
+
+const argsOf = (docs: Doc[], kind: string, name: string): string[] =>
+  docs.find((d) => d.kind === kind && d.metadata?.name === name)!.spec!.template!.spec!.containers![0]!.args ?? [];
+
+for (const [label, set] of [
+  ['default values', []],
+  ['egress only, custom ports and periods', ['ipam.enabled=false', 'egress.fouPort=6000', 'coild.coolingPeriod=45s', 'controller.gcInterval=10m', 'coild.clearRoutesOnShutdown=false']],
+] as [string, string[]][]) {
+  test(`coil-controller accepts the chart's args (${label})`, async () => {
+    const args = argsOf(await render(set), 'Deployment', 'coil-controller');
+    assert.doesNotThrow(() => parseControllerConfig(args, { COIL_POD_NAMESPACE: 'kube-system', COIL_POD_NAME: 'coil-controller-x' }), `args: ${args.join(' ')}`);
+  });
+
+  test(`coild accepts the chart's args (${label})`, async (t) => {
+    const args = argsOf(await render(set), 'DaemonSet', 'coild');
+    if (set.includes('ipam.enabled=false')) {
+      // This coild is the IPAM node agent; the chart must not render a coild that rejects its flags.
+      t.diagnostic('egress-only coild: parse must either accept or refuse --enable-ipam=false with a clear message');
+      try {
+        parseCoildConfig(args, { COIL_NODE_NAME: 'n1' });
+      } catch (err) {
+        assert.match((err as Error).message, /enable-ipam/);
+      }
+      return;
+    }
+    assert.doesNotThrow(() => parseCoildConfig(args, { COIL_NODE_NAME: 'n1' }), `args: ${args.join(' ')}`);
+  });
+}
