@@ -49,6 +49,13 @@ describe('NodeGc', () => {
     assert.deepEqual(t.synced.at(-1), ['10.8.0.0/30', '10.8.0.4/30']);
   });
 
+  it('adopts a coil veth that holds no allocation, so its address is not handed out again', async () => {
+    const t = lab();
+    await t.podNetwork.setup('/run/netns/orphan', { containerId: 'orphan', ifname: 'eth0', pool: 'p', ipv4: '10.8.0.0', hostIPv4: '10.250.0.1' });
+    assert.deepEqual((await t.gc.run()).adopted, ['orphan:eth0']);
+    assert.notEqual((await t.ipam.allocate({ pool: 'p', containerId: 'next', ifname: 'eth0' })).ipv4, '10.8.0.0');
+  });
+
   it('leaves an allocation alone while its ADD is in flight or settled after the host was listed', async () => {
     const t = lab();
     await t.ipam.allocate({ pool: 'p', containerId: 'fresh', ifname: 'eth0' });
@@ -65,6 +72,7 @@ describe('NodeGc', () => {
     const t = lab();
     await t.wire('a'); // p-0 in use; p-1 empty since it appeared
     t.clock.ms += 600;
+    await t.podNetwork.destroy('a', 'eth0');
     t.ipam.free('a', 'eth0');
     assert.deepEqual((await t.gc.run()).released, []);
     t.clock.ms += 400;

@@ -2,8 +2,11 @@
  * NodeGc: coild's periodic garbage collection (`--addressblock-gc-interval`, default 5 min, as
  * Coil's; coil-behaviour.md §5.5). Each pass:
  * 1. frees allocations whose host veth is gone (a pod torn down without a DEL reaching coild);
- * 2. releases blocks that have been empty past the grace period;
- * 3. re-syncs the export table (119) with this node's blocks.
+ * 2. adopts coil veths that hold no allocation (an `ip` batch of a SIGKILLed coild that finished
+ *    after the restart's recovery read the host), so their addresses are not handed out twice;
+ * 3. releases blocks that have been empty past the grace period;
+ * 4. re-syncs the export table (119) with this node's blocks.
+ * Both directions together make coild's state converge on the host's, level-triggered.
  * A failed pass is logged and the next one retries; it never stops coild (unlike Coil's
  * controller GC, STYLE.md §3).
  */
@@ -33,6 +36,8 @@ export interface NodeGcOptions {
 export interface GcReport {
   /** Keys freed because their veth is gone. */
   readonly freed: string[];
+  /** Keys of veths found without an allocation and registered. */
+  readonly adopted: string[];
   readonly released: string[];
 }
 
@@ -66,7 +71,8 @@ export class NodeGc {
 
   private async pass(): Promise<GcReport> {
     const listedAtMs = this.now();
-    const live = new Set((await this.o.podNetwork.list()).map((e) => allocationKey(e.containerId, e.ifname)));
+    const entries = await this.o.podNetwork.list();
+    const live = new Set(entries.map((e) => allocationKey(e.containerId, e.ifname)));
     const freed: string[] = [];
     for (const a of this.o.ipam.allocations()) {
       const key = allocationKey(a.containerId, a.ifname);
@@ -81,8 +87,17 @@ export class NodeGc {
       });
     }
     if (freed.length > 0) this.o.logger.info({ freed }, 'freed addresses of pods whose veth is gone');
+    const adopted: string[] = [];
+    for (const e of entries) {
+      const key = allocationKey(e.containerId, e.ifname);
+      if (this.o.locks.isBusy(key) || this.o.ipam.lookup(e.containerId, e.ifname)) continue;
+      const r = this.o.ipam.register(e);
+      if (r.ok) adopted.push(key);
+      else this.o.logger.warn({ key, reason: r.reason }, 'coil veth without an allocation cannot be adopted');
+    }
+    if (adopted.length > 0) this.o.logger.warn({ adopted }, 'adopted coil veths that held no allocation');
     const released = await this.o.releaser.release();
     await this.o.exporter.sync();
-    return { freed, released };
+    return { freed, adopted, released };
   }
 }
