@@ -5,6 +5,7 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { Container } from 'inversify';
 import type { Egress, EgressSpec } from '../../src/api/v2/egress.js';
 import { addEgress, bindEgress, egressCache, type EgressParts } from '../../src/controller/egress-registry.js';
@@ -18,8 +19,17 @@ import { testManager } from './runtime-support.js';
 /** Options the Egress suites run with: a recognisable image. */
 export const TEST_EGRESS_OPTIONS: EgressOptions = { ...DEFAULT_EGRESS_OPTIONS, image: 'example.com/coil:test' };
 
-/** A Manager (not started) with the chosen Egress parts; webhooks get a serving certificate from `cp`. */
-export async function egressManager(cp: ControlPlane, parts: EgressParts, options: Partial<EgressOptions> = {}): Promise<{ mgr: Manager; registry: Registry }> {
+/**
+ * A Manager (not started) with the chosen Egress parts; webhooks get a serving certificate from
+ * `cp` and listen on `extra.webhookPort` (default: any free port). `extra.kubeConfig` replaces the
+ * admin credentials (e.g. the chart's ServiceAccount).
+ */
+export async function egressManager(
+  cp: ControlPlane,
+  parts: EgressParts,
+  options: Partial<EgressOptions> = {},
+  extra: { kubeConfig?: KubeConfig; webhookPort?: number } = {},
+): Promise<{ mgr: Manager; registry: Registry }> {
   const registry = addEgress(new Registry(), { webhooks: false, egress: false, access: false, ...parts });
   const container = bindEgress(new Container(), { ...TEST_EGRESS_OPTIONS, ...options });
   let webhook;
@@ -28,7 +38,7 @@ export async function egressManager(cp: ControlPlane, parts: EgressParts, option
     const cert = await cp.newServingCert();
     await writeFile(join(dir, 'tls.crt'), cert.certPem);
     await writeFile(join(dir, 'tls.key'), cert.keyPem);
-    webhook = { host: '127.0.0.1', port: 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
+    webhook = { host: '127.0.0.1', port: extra.webhookPort ?? 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
   }
   const mgr = testManager(cp, registry, {
     container,
@@ -36,6 +46,7 @@ export async function egressManager(cp: ControlPlane, parts: EgressParts, option
     name: 'coil-controller',
     cache: { defaults: { initialBackoffMs: 100, maxBackoffMs: 2_000 }, kinds: egressCache() },
     ...(webhook && { webhook }),
+    ...(extra.kubeConfig && { kubeConfig: extra.kubeConfig }),
   });
   return { mgr, registry };
 }
