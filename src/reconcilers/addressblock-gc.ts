@@ -21,14 +21,9 @@ import { Reconciler } from '../runtime/decorators.js';
 import type { Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
 import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
+import { blockNodeIndex } from './block-indexes.js';
 import { Kinds, timeMs } from './kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
-
-/** Index function of {@link INDEX_BLOCK_BY_NODE}: the block's node label. */
-export function blockNodeIndex(b: Readonly<AddressBlock>): string[] {
-  const node = nodeOf(b);
-  return node ? [node] : [];
-}
 
 /**
  * Since when `node` has not been Ready (its Ready condition is False or Unknown), in ms since the

@@ -16,10 +16,17 @@ import { Reconciler } from '../runtime/decorators.js';
 import { PermanentError, type Result } from '../runtime/errors.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
 import { Kinds } from './kinds.js';
-import { blockPoolIndex, PoolManager } from './pool-manager.js';
+import { blockPoolIndex } from './block-indexes.js';
+import { PoolManager } from './pool-manager.js';
 
 /** While a block of a deleting pool is still being created (not yet cached), look again this soon. */
 const PENDING_RECHECK_MS = 1_000;
+/**
+ * At most one status write per pool per this period. Every block event re-enqueues the pool, so a
+ * burst of 100 allocations would otherwise cost 100 status writes, each making the next one's
+ * cached resourceVersion stale (409). The gauges are updated on every reconcile regardless.
+ */
+const STATUS_MIN_INTERVAL_MS = 1_000;
 
 /**
  * Reconciles one AddressPool. Triggered by the pool and by its AddressBlocks (controller
@@ -40,6 +47,9 @@ const PENDING_RECHECK_MS = 1_000;
   ],
 })
 export class AddressPoolReconciler implements Reconcile {
+  /** When each pool's status was last written (ms since the epoch); one worker, so no lock. */
+  private readonly statusWrittenAt = new Map<string, number>();
+
   constructor(
     @inject(Cache) private readonly cache: Cache,
     @inject(Client) private readonly client: Client,
@@ -68,9 +78,12 @@ export class AddressPoolReconciler implements Reconcile {
     }
     const counts = this.syncState(pool);
     const status = { allocatedBlocks: counts.allocatedBlocks, maxBlocks: counts.maxBlocks.toString() };
-    if (pool.status?.allocatedBlocks !== status.allocatedBlocks || pool.status?.maxBlocks !== status.maxBlocks) {
-      await this.client.patchStatus(Kinds.AddressPool, { name: pool.metadata!.name! }, status, { resourceVersion: pool.metadata!.resourceVersion! });
-    }
+    if (pool.status?.allocatedBlocks === status.allocatedBlocks && pool.status?.maxBlocks === status.maxBlocks) return {};
+    const name = pool.metadata!.name!;
+    const wait = (this.statusWrittenAt.get(name) ?? 0) + STATUS_MIN_INTERVAL_MS - Date.now();
+    if (wait > 0) return { requeueAfterMs: wait };
+    this.statusWrittenAt.set(name, Date.now());
+    await this.client.patchStatus(Kinds.AddressPool, { name }, status, { resourceVersion: pool.metadata!.resourceVersion! });
     return {};
   }
 
@@ -89,6 +102,7 @@ export class AddressPoolReconciler implements Reconcile {
     if (this.pools.hasPending(name)) return { requeueAfterMs: PENDING_RECHECK_MS };
     await this.client.removeFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
     this.pools.drop(name);
+    this.statusWrittenAt.delete(name);
     return {};
   }
 

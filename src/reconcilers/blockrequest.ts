@@ -10,7 +10,7 @@ import type { AddressPool } from '../api/v2/addresspool.js';
 import type { BlockRequest, BlockRequestStatus } from '../api/v2/blockrequest.js';
 import { COND_COMPLETE, COND_FAILED, isAnswered, REASON_OUT_OF_BLOCKS } from '../api/v2/blockrequest.js';
 import { findCondition, setCondition } from '../api/v2/conditions.js';
-import { API_VERSION, FIN_COIL, INDEX_BLOCK_BY_POOL, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { API_VERSION, FIN_COIL, INDEX_BLOCK_BY_NODE, INDEX_BLOCK_BY_POOL, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import { PoolLayoutError } from '../ipam/pool.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
@@ -20,18 +20,13 @@ import { EventRecorder } from '../runtime/event-recorder.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
 import { Kinds, timeMs } from './kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
-import { blockPoolIndex, PoolManager, type BlockChoice } from './pool-manager.js';
+import { blockNodeIndex, blockPoolIndex } from './block-indexes.js';
+import { PoolManager, type BlockChoice } from './pool-manager.js';
 
 /** Name collisions tolerated in one reconcile before backing off (each one marks a taken index). */
 const MAX_COLLISIONS = 8;
 /** Retry delay while the requested pool is not (yet) in the cache. */
 const POOL_MISSING_RETRY_MS = 5_000;
-
-/** Index function of {@link INDEX_BLOCK_BY_REQUEST}: the block's request-UID label. */
-export function blockRequestIndex(b: Readonly<AddressBlock>): string[] {
-  const uid = b.metadata?.labels?.[LABEL_REQUEST];
-  return uid ? [uid] : [];
-}
 
 /**
  * Reconciles one BlockRequest:
@@ -51,7 +46,7 @@ export function blockRequestIndex(b: Readonly<AddressBlock>): string[] {
   for: Kinds.BlockRequest,
   reads: [Kinds.AddressPool],
   indexes: [
-    { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_REQUEST, fn: blockRequestIndex },
+    { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_NODE, fn: blockNodeIndex },
     // PoolManager reads blocks by pool; declared here too so this reconciler works on its own.
     { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex },
   ],
@@ -86,7 +81,7 @@ export class BlockRequestReconciler implements Reconcile {
     if (isAnswered(br.status)) return this.expire(br);
     const uid = br.metadata!.uid!;
     const poolName = br.spec.poolName;
-    const existing = this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, uid)[0]?.metadata?.name ?? this.pools.pendingBlockOf(poolName, uid);
+    const existing = this.blockOf(br) ?? this.pools.pendingBlockOf(poolName, uid);
     if (existing !== undefined) return this.answerAllocated(br, existing);
     const pool = this.cache.get(Kinds.AddressPool, { name: poolName });
     if (!pool) throw new TransientError(`AddressPool ${poolName} not found`, POOL_MISSING_RETRY_MS);
@@ -98,6 +93,12 @@ export class BlockRequestReconciler implements Reconcile {
       if (name !== undefined) return this.answerAllocated(br, name);
     }
     throw new TransientError(`AddressPool ${poolName}: ${MAX_COLLISIONS} block names already taken; the cache is behind`);
+  }
+
+  /** The cached block already answering this request: one of its node's, labelled with its UID. */
+  private blockOf(br: Readonly<BlockRequest>): string | undefined {
+    const uid = br.metadata!.uid!;
+    return this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_NODE, br.spec.nodeName).find((b) => b.metadata?.labels?.[LABEL_REQUEST] === uid)?.metadata?.name;
   }
 
   private allocate(pool: Readonly<AddressPool>, uid: string): BlockChoice | undefined {

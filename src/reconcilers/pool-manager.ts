@@ -6,10 +6,9 @@
  */
 import { inject, injectable } from 'inversify';
 import { Gauge } from 'prom-client';
-import type { AddressBlock } from '../api/v2/addressblock.js';
 import { addressBlockName } from '../api/v2/addressblock.js';
 import type { AddressPool } from '../api/v2/addresspool.js';
-import { INDEX_BLOCK_BY_POOL, LABEL_POOL } from '../api/v2/keys.js';
+import { INDEX_BLOCK_BY_POOL } from '../api/v2/keys.js';
 import { PoolLayout, PoolState, type BlockCidrs } from '../ipam/pool.js';
 import { Cache } from '../runtime/cache.js';
 import { Metrics } from '../runtime/metrics.js';
@@ -22,12 +21,6 @@ import { Kinds } from './kinds.js';
  * created twice (the create answers AlreadyExists).
  */
 const PENDING_TTL_MS = 120_000;
-
-/** Index function of {@link INDEX_BLOCK_BY_POOL}: the block's pool label. */
-export function blockPoolIndex(b: Readonly<AddressBlock>): string[] {
-  const pool = b.metadata?.labels?.[LABEL_POOL];
-  return pool ? [pool] : [];
-}
 
 /** One allocation: the block to create, named `<pool>-<index>`. */
 export interface BlockChoice {
