@@ -34,6 +34,15 @@ export interface CniServiceOptions {
   readonly notReadyReason: () => string | undefined;
   /** Told of each ADD/DEL with its duration (ms) and whether it succeeded (metrics). */
   readonly observe?: (command: 'ADD' | 'DEL', durationMs: number, ok: boolean) => void;
+  /** Client-side egress (egress-watcher.ts); absent: annotations are ignored. */
+  readonly egress?: EgressHook;
+}
+
+/** What ADD/DEL tell the client-side egress: a wired pod (it may name Egresses) and a removed one. */
+export interface EgressHook {
+  /** @throws when the pod names Egresses that cannot be set up (ADD then fails and is undone) */
+  onAdd(pod: Readonly<V1Pod>, a: { namespace: string; name: string; containerId: string; ifname: string; netns: string; ips: string[] }): Promise<void>;
+  onDel(containerId: string, ifname: string): Promise<void>;
 }
 
 /** The {@link CniHandler} of coild. Calls for one `<containerID>:<ifname>` run one at a time. */
@@ -58,6 +67,7 @@ export class CniService implements CniHandler {
           throw new CniError(CniErrorCode.INTERNAL, 'failed to destroy pod network', { cause: err, details: String(err) });
         });
         this.o.ipam.free(args.containerId, args.ifname);
+        await this.o.egress?.onDel(args.containerId, args.ifname);
       }),
     );
   }
@@ -120,10 +130,15 @@ export class CniService implements CniHandler {
         containerId: args.containerId, ifname: args.ifname, pool,
         ...(alloc.ipv4 && { ipv4: alloc.ipv4, hostIPv4 }), ...(alloc.ipv6 && { ipv6: alloc.ipv6 }), ...(hostIPv6 && { hostIPv6 }),
       });
+      // Coil §7.3: an egress client whose tunnels cannot be set up fails ADD (and is undone below).
+      await this.o.egress?.onAdd(pod, { namespace, name, containerId: args.containerId, ifname: args.ifname, netns: args.netns,
+        ips: [alloc.ipv4, alloc.ipv6].filter((a): a is string => !!a) });
       this.o.ipam.markSettled(args.containerId, args.ifname);
       return { cniVersion: '1.1.0', interfaces: r.interfaces.map((i) => ({ ...i })), ips: r.ips.map((ip) => ({ ...ip })) };
     } catch (err) {
-      // Coil frees on a failed setup; PodNetwork has already removed what it created.
+      // Coil frees on a failed setup; PodNetwork has already removed what it created, but not
+      // after a failed egress setup, which left a wired pod behind.
+      if (this.o.egress) await this.o.podNetwork.destroy(args.containerId, args.ifname).catch(() => undefined);
       this.o.ipam.free(args.containerId, args.ifname);
       throw new CniError(CniErrorCode.INTERNAL, `failed to setup pod network: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }
