@@ -22,6 +22,12 @@ describe('coild config', () => {
     assert.equal(parseDuration('250ms'), 250);
   });
 
+  it("accepts the chart's argument list, egress flags included", () => {
+    const c = parseConfig(['--metrics-addr=:9384', '--health-addr=:9385', '--socket=/run/coild.sock', '--enable-ipam=true', '--enable-egress=false', '--egress-port=5555', '--addressblock-gc-interval=5m', '--cooling-period=30s', '--block-release-grace=1m', '--clear-routes-on-shutdown=false', '--log-level=info'], env);
+    assert.equal(c.clearRoutesOnShutdown, false);
+    assert.equal(c.logLevel, 'info');
+  });
+
   it('refuses a missing COIL_NODE_NAME, unknown flags and bad values', () => {
     assert.throws(() => parseConfig([], {}), /COIL_NODE_NAME/);
     assert.throws(() => parseConfig(['--nope'], env), ConfigError);
