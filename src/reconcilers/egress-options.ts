@@ -7,6 +7,7 @@
 import type { V1ClusterRoleBinding, V1Deployment, V1PodDisruptionBudget, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Egress } from '../api/v2/egress.js';
 import { EgressKind } from '../api/v2/egress.js';
+import { EGRESS_SERVICE_ACCOUNT } from '../api/v2/egress-validation.js';
 import { FOU_PORT } from '../api/v2/keys.js';
 import { defineKind } from '../runtime/kind.js';
 
@@ -52,7 +53,7 @@ export const EGRESS_MANAGED_LABELS: Readonly<Record<string, string>> = Object.fr
 });
 
 /** Name of the per-namespace ServiceAccount and of the ClusterRoleBinding for egress pods. */
-export const EGRESS_ACCESS_NAME = 'coil-egress';
+export const EGRESS_ACCESS_NAME = EGRESS_SERVICE_ACCOUNT;
 
 /** Typed descriptors of what the Egress reconcilers read and write. */
 export const EgressKinds = Object.freeze({
