@@ -23,6 +23,8 @@ export interface BlockView {
   cooling: number;
   reserved: boolean;
   releasing: boolean;
+  /** Deleted by someone; goes once its pods are gone. */
+  deleting: boolean;
   /** When the block became empty (RFC 3339), while it is empty. */
   emptySince?: string;
 }
@@ -56,8 +58,8 @@ export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonl
     const cooling = b.allocator.coolingCount(nowMs);
     return {
       name: b.name, pool: b.pool, index: b.index, ...(b.ipv4 && { ipv4: b.ipv4 }), ...(b.ipv6 && { ipv6: b.ipv6 }),
-      size: b.allocator.size, used: b.allocator.usedCount, free: b.releasing ? 0 : b.allocator.freeCount(nowMs), cooling,
-      reserved: b.reserved, releasing: b.releasing,
+      size: b.allocator.size, used: b.allocator.usedCount, free: b.releasing || b.deleting ? 0 : b.allocator.freeCount(nowMs), cooling,
+      reserved: b.reserved, releasing: b.releasing, deleting: b.deleting,
       ...(b.allocator.isEmpty && b.emptySinceMs !== undefined && { emptySince: new Date(b.emptySinceMs).toISOString() }),
     };
   });

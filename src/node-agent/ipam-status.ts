@@ -22,7 +22,7 @@ export function formatIpamStatus(s: IpamSnapshot): string {
     ['BLOCK', 'POOL', 'IPV4', 'IPV6', 'SIZE', 'USED', 'FREE', 'COOLING', 'STATE'],
     ...s.blocks.map((b) => [
       b.name, b.pool, b.ipv4 ?? '-', b.ipv6 ?? '-', String(b.size), String(b.used), String(b.free), String(b.cooling),
-      b.reserved ? 'reserved' : b.releasing ? 'releasing' : b.emptySince ? `empty since ${b.emptySince}` : 'in use',
+      b.reserved ? 'reserved' : b.releasing ? 'releasing' : b.deleting ? 'deleting' : b.emptySince ? `empty since ${b.emptySince}` : 'in use',
     ]),
   ]);
   const allocs = formatTable([

@@ -142,6 +142,19 @@ describe('NodeIpam', () => {
     t.done();
   });
 
+  it('a block deleted by someone is not allocated from and goes as soon as its last pod does (Coil #202)', async () => {
+    const t = lab();
+    const b = fakeBlock('p', 0, '10.8.0.0/30');
+    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', b);
+    await t.alloc('k1');
+    t.cache.emit(CoildKinds.AddressBlock, 'MODIFIED', { ...b, metadata: { ...b.metadata, deletionTimestamp: new Date() } });
+    assert.equal((await t.alloc('k2')).ipv4, '10.0.10.0');
+    assert.deepEqual(t.ipam.releasable(3_600_000).map((x) => x.name), []);
+    t.ipam.free('k1', 'eth0');
+    assert.deepEqual(t.ipam.releasable(3_600_000).map((x) => x.name), ['p-0']);
+    t.done();
+  });
+
   it('warm prefetch asks for the next block below the low-water mark, without an ADD waiting', async () => {
     const t = lab({ lowWaterMark: 2 });
     t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));

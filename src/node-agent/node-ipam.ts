@@ -15,7 +15,7 @@ import type { Cache } from '../runtime/cache.js';
 import type { BlockRequester } from './block-request.js';
 import { CoildKinds } from './kinds.js';
 
-/** One of this node's blocks. `releasing`/`deleting` blocks are never allocated from. */
+/** One of this node's blocks. `reserved`, `releasing` and `deleting` blocks are never allocated from. */
 export interface NodeBlock {
   readonly name: string;
   readonly pool: string;
@@ -25,8 +25,14 @@ export interface NodeBlock {
   readonly allocator: BlockAllocator;
   /** Label `coil.cybozu.com/reserved=true`: exported, never allocated from, never released. */
   reserved: boolean;
-  /** Has a deletionTimestamp, or coild is releasing it. */
+  /** coild is releasing it (finalizer removal and delete in progress). */
   releasing: boolean;
+  /**
+   * Has a deletionTimestamp (someone deleted it; our finalizer holds it while pods use it). Not
+   * allocated from, and released as soon as it is empty and cooled, without the grace period —
+   * in Coil a hand-deleted block hung until coild restarted (Coil #202).
+   */
+  deleting: boolean;
   /** When the last address left (ms since the epoch); undefined while in use. */
   emptySinceMs: number | undefined;
 }
@@ -217,7 +223,7 @@ export class NodeIpam {
   freeCount(pool: string): number {
     const nowMs = this.now();
     let n = 0;
-    for (const b of this.blocks.values()) if (b.pool === pool && !b.releasing) n += b.allocator.freeCount(nowMs);
+    for (const b of this.blocks.values()) if (b.pool === pool && !b.releasing && !b.deleting) n += b.allocator.freeCount(nowMs);
     return n;
   }
 
@@ -229,11 +235,11 @@ export class NodeIpam {
     return this.freeCount(pool) > 0 || !this.exhausted.has(pool);
   }
 
-  /** Blocks that may be released now: empty, not cooling, not reserved, empty for `graceMs`. */
+  /** Blocks that may be released now: empty, not cooling, not reserved, empty for `graceMs` (or being deleted). */
   releasable(graceMs: number): NodeBlock[] {
     const nowMs = this.now();
     return this.nodeBlocks().filter(
-      (b) => !b.reserved && !b.releasing && b.allocator.isEmpty && b.allocator.coolingCount(nowMs) === 0 && nowMs - (b.emptySinceMs ?? nowMs) >= graceMs,
+      (b) => !b.reserved && !b.releasing && b.allocator.isEmpty && b.allocator.coolingCount(nowMs) === 0 && (b.deleting || nowMs - (b.emptySinceMs ?? nowMs) >= graceMs),
     );
   }
 
@@ -242,7 +248,7 @@ export class NodeIpam {
     let at: number | undefined;
     for (const b of this.blocks.values()) {
       if (b.reserved || b.releasing || !b.allocator.isEmpty || b.emptySinceMs === undefined) continue;
-      const t = Math.max(b.emptySinceMs + graceMs, b.emptySinceMs + this.coolingMs);
+      const t = Math.max(b.emptySinceMs + (b.deleting ? 0 : graceMs), b.emptySinceMs + this.coolingMs);
       at = at === undefined ? t : Math.min(at, t);
     }
     return at;
@@ -260,7 +266,7 @@ export class NodeIpam {
       let b = this.blocks.get(name);
       if (!b) {
         const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
-        b = { name, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, emptySinceMs: this.now() };
+        b = { name, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, deleting: false, emptySinceMs: this.now() };
         this.blocks.set(name, b);
         this.exhausted.delete(pool);
         changed = true;
@@ -269,7 +275,10 @@ export class NodeIpam {
         b.allocator.reserveAll();
         b.reserved = true;
       }
-      if (ab.metadata?.deletionTimestamp) b.releasing = true;
+      if (ab.metadata?.deletionTimestamp && !b.deleting) {
+        b.deleting = true;
+        changed = true;
+      }
     }
     for (const [name, b] of this.blocks) {
       if (seen.has(name)) continue;
@@ -290,7 +299,7 @@ export class NodeIpam {
   private tryAllocate(key: string, req: AllocateRequest): NodeAllocation | undefined {
     const nowMs = this.now();
     for (const b of this.nodeBlocks()) {
-      if (b.pool !== req.pool || b.releasing || b.reserved) continue;
+      if (b.pool !== req.pool || b.releasing || b.deleting || b.reserved) continue;
       const a = b.allocator.allocate(key, nowMs);
       if (!a) continue;
       b.emptySinceMs = undefined;
