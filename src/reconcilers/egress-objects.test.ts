@@ -135,3 +135,14 @@ describe('status and ownership', () => {
     assert.equal(isControlledBy({ metadata: {} }, egress()), false);
   });
 });
+
+describe('fallback image', () => {
+  test('is the chart image at the chart appVersion', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { FALLBACK_EGRESS_IMAGE } = await import('./egress-options.js');
+    const root = new URL('../../../charts/coil/', import.meta.url);
+    const appVersion = /^appVersion:\s*"?([^"\n]+)"?$/m.exec(await readFile(new URL('Chart.yaml', root), 'utf8'))?.[1];
+    const repository = /^\s+repository:\s*(\S+)$/m.exec(await readFile(new URL('values.yaml', root), 'utf8'))?.[1];
+    assert.equal(FALLBACK_EGRESS_IMAGE, `${repository}:${appVersion}`);
+  });
+});
