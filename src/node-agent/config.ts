@@ -4,7 +4,7 @@
  * `--flag=true`, `--flag=false`.
  */
 import { parseArgs } from 'node:util';
-import { DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID } from '../api/v2/keys.js';
+import { DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coild process. */
@@ -43,6 +43,12 @@ export interface CoildConfig {
   readonly hostNetns?: string;
   /** `--graceful-shutdown` (ours), default 20 s as Coil's. */
   readonly gracefulShutdownMs: number;
+  /** `--enable-egress`, default true as Coil's: set up FoU tunnels for pods naming Egresses. */
+  readonly enableEgress: boolean;
+  /** `--egress-port`, default 5555: FoU port; must equal coil-egress `--fou-port`. */
+  readonly egressPort: number;
+  /** `--egress-state-dir` (ours), default `/run/coild/egress`: netns of each egress client, recorded at ADD. */
+  readonly egressStateDir: string;
   /** `--log-level` (ours; `--zap-log-level` is accepted too), default `info`. */
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
 }
@@ -115,9 +121,10 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
         'log-level': { type: 'string' },
         'zap-log-level': { type: 'string' },
         ...Object.fromEntries(BOOLEAN_FLAGS.map((f) => [f, { type: 'boolean' as const }])),
-        // Coil flags of features coild does not have (egress lives in coil-egress): accepted so
-        // Coil's manifests keep working.
-        'egress-port': { type: 'string' },
+        'egress-port': { type: 'string', default: String(FOU_PORT) },
+        'egress-state-dir': { type: 'string', default: '/run/coild/egress' },
+        // Coil's iptables/nftables choice for originating-only mode, which coild does not have:
+        // accepted so Coil's manifests keep working.
         backend: { type: 'string' },
       },
     }).values;
@@ -153,6 +160,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     ...(hostNetns ? { hostNetns } : {}),
     gracefulShutdownMs: parseDuration(str('graceful-shutdown')),
     logLevel: level as CoildConfig['logLevel'],
+    enableEgress: !falseFlags.has('enable-egress'),
+    egressPort: integer('egress-port', str('egress-port'), 1, 65535),
+    egressStateDir: str('egress-state-dir'),
   };
 }
 
