@@ -6,7 +6,8 @@
  *    Node and Pods (field selectors), all Namespaces and AddressPools — waited until synced;
  * 2. PodNetwork.init (forwarding, the pod-table rule, MTU; failures only logged, as Coil);
  * 3. NodeIpam from the cache, then recovery from the host, then release of empty blocks;
- * 4. export table sync, health/introspection server, gRPC server, periodic GC.
+ * 4. export table sync, egress client records and kernel probe (with `--enable-egress`),
+ *    health/introspection server, gRPC server, periodic GC.
  * Stop runs it backwards.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -24,6 +25,12 @@ import { CniGrpcServer } from './grpc-server.js';
 import { IntrospectionServer, ipamSnapshot } from './introspection.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { CoildKinds } from './kinds.js';
+import { probeFeatures } from '../netlink/features.js';
+import { IpRunner } from '../netlink/ip-runner.js';
+import { EgressClient } from './egress-client.js';
+import { EgressClientKinds } from './egress-gateways.js';
+import { EgressWatcher } from './egress-watcher.js';
+import { allocationKey } from './node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
 import { NodeIpam } from './node-ipam.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
@@ -50,6 +57,9 @@ export class Coild {
   readonly service: CniService;
   readonly gc: NodeGc;
   readonly metrics: NodeAgentMetrics;
+  /** Client-side egress; undefined with `--enable-egress=false`. */
+  readonly egress: EgressWatcher | undefined;
+  private mtuBytes: number | undefined;
   /** Bound ports after start (useful with port 0). */
   readonly ports: { metrics?: number; health?: number } = {};
   private readonly introspection: IntrospectionServer;
@@ -93,10 +103,22 @@ export class Coild {
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
+    if (cfg.enableEgress) {
+      cache.ensure(EgressClientKinds.Egress);
+      const ip = new IpRunner();
+      this.egress = new EgressWatcher({
+        cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
+        egressClient: new EgressClient({ ip, port: cfg.egressPort }), logger: log.child({ logger: 'egress' }),
+        stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
+        registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,
+      });
+      this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
+    }
     this.service = new CniService({
       ipam: this.ipam, podNetwork: this.podNetwork, cache, client, recorder: this.manager.recorder, locks: this.locks,
       nodeName: cfg.nodeName, logger: log.child({ logger: 'cni' }), notReadyReason: () => this.notReadyReason(),
       observe: (command, ms, ok) => this.metrics.observeCni(command, ms, ok),
+      ...(this.egress && { egress: this.egress }),
     });
     this.gc = new NodeGc({
       ipam: this.ipam, podNetwork: this.podNetwork, releaser: this.releaser, exporter: this.blockExport, locks: this.locks,
@@ -138,6 +160,7 @@ export class Coild {
     if (!node) throw new Error(`Node ${cfg.nodeName} (COIL_NODE_NAME) does not exist`);
     try {
       const init = await this.podNetwork.init();
+      this.mtuBytes = init.mtuBytes;
       log.info(init, 'pod network initialised');
     } catch (err) {
       log.error({ err }, 'pod network init failed (continuing, as Coil)');
@@ -147,6 +170,7 @@ export class Coild {
     await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
     this.recovered = true;
     await this.blockExport.start();
+    await this.egress?.init();
     this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath });
     await this.grpc.start();
     this.serving = true;

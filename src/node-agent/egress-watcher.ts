@@ -66,6 +66,8 @@ export interface EgressWatcherOptions {
   probe: () => Promise<KernelFeatures>;
   /** Registry for `coil_coild_kernel_feature`. */
   registry: Registry;
+  /** MTU of pod interfaces when the attachment does not say (PodNetwork's detected MTU), bytes. */
+  linkMtuBytes?: () => number | undefined;
   /** Full resync period, default 5 min: heals whatever an event missed. */
   resyncPeriodMs?: number;
 }
@@ -103,6 +105,8 @@ export class EgressWatcher implements Runnable {
     for (const k of ['fou', 'ipip', 'ip6tnl'] as const) this.featureGauge.set({ feature: k }, this.features[k] ? 1 : 0);
     const missing = this.missingFeatures([4, 6]);
     if (missing) this.o.logger.error({ features: this.features }, `egress NAT clients cannot be set up on this node: the kernel lacks ${missing}`);
+    // Egresses may have changed while coild was down: re-apply every recorded client once.
+    for (const key of this.attachments.keys()) this.mark(key);
   }
 
   /**
@@ -121,6 +125,8 @@ export class EgressWatcher implements Runnable {
       this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', msg);
       throw new EgressSetupError(msg);
     }
+    const mtu = a.linkMtuBytes ?? this.o.linkMtuBytes?.();
+    if (mtu !== undefined) a = { ...a, linkMtuBytes: mtu };
     const gateways: EgressGateway[] = [];
     for (const ref of refs) {
       const egress = this.o.cache.get(EgressClientKinds.Egress, ref);
