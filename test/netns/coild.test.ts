@@ -122,6 +122,8 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     // The veth pair itself goes shortly after, in the reaper's batch (PodNetwork.destroy).
     await eventually(async () => (await lab.ipJson<unknown[]>(a.pod.ns, ['link', 'show', 'dev', 'eth0']).catch(() => [])).length === 0, { timeoutMs: 3_000 });
     assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
+    const never = await lab.createPod(node, 'lab', 'never-added');
+    assert.equal((await lab.runCoil(node, 'DEL', never)).code, 0);
   }));
 
   it('GC frees the address of a pod whose veth is gone', track(async () => {
@@ -152,6 +154,18 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     assert.ok(value(/^coil_coild_cni_duration_seconds_count\{command="DEL",result="success"\} (\d+)/m) >= 1);
   }));
 
+  it('GC (CNI 1.1) releases every attachment the runtime no longer lists', track(async () => {
+    const keep = added[0]!.pod;
+    const stray = await lab.createPod(node, 'lab', 'stray');
+    assert.equal((await lab.runCoil(node, 'ADD', stray, { cniVersion: '1.1.0' })).code, 0);
+    const valid = [...added.map((a) => a.pod), keep].map((p) => ({ containerID: p.containerId, ifname: 'eth0' }));
+    const r = await lab.runCoil(node, 'GC', keep, { cniVersion: '1.1.0', env: { CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '' }, netconf: { 'cni.dev/valid-attachments': valid } });
+    assert.equal(r.code, 0, r.stdout);
+    assert.ok(!(await lab.snapshot(node)).allocations.some((a) => a.containerId === stray.containerId));
+    assert.ok(!(await lab.hostPods(node)).some((e) => e.containerId === stray.containerId));
+    assert.ok((await lab.snapshot(node)).allocations.some((a) => a.containerId === keep.containerId));
+  }));
+
   it('STATUS (CNI 1.1) reports ready', track(async () => {
     const r = await lab.runCoil(node, 'STATUS', added[0]!.pod, { cniVersion: '1.1.0' });
     assert.equal(r.code, 0, r.stdout);
@@ -168,6 +182,7 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     const cases: [string, (pod: LabPod) => Promise<{ code: number | null; json: Record<string, unknown> | undefined }>, number, RegExp][] = [
       ['missing CNI_NETNS', (pod) => lab.runCoil(node, 'ADD', pod, { env: { CNI_NETNS: '' } }), 4, /CNI_NETNS/],
       ['garbage on stdin', (pod) => lab.runCoil(node, 'ADD', pod, { stdin: '{"cniVersion": "1.0.0", garbage' }), 6, /./],
+      ['a prevResult (coil must be first in the chain)', (pod) => lab.runCoil(node, 'ADD', pod, { netconf: { prevResult: { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: pod.ns.path }], ips: [{ address: '10.1.1.1/32', interface: 0 }] } } }), 2, /first plugin/],
       ['unknown cniVersion', (pod) => lab.runCoil(node, 'ADD', pod, { cniVersion: '9.9.9' }), 1, /incompatible CNI versions/],
     ];
     for (const [name, run, code, msg] of cases) {
