@@ -15,6 +15,8 @@ declare -A PKGS=(
   [ip]=iproute2 [nft]=nftables [iptables]=iptables [bird]=bird2 [openssl]=openssl
   [setpriv]=util-linux [nsenter]=util-linux [ping]=iputils-ping [hyperfine]=hyperfine [unzip]=unzip
   [/usr/lib/cni/portmap]=containernetworking-plugins
+  # test/netns/egress-fou-vm.test.ts: ../shared/bench/fou-vm.sh boots a stock kernel (FoU) in qemu
+  [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [cpio]=cpio [depmod]=kmod [xz]=xz-utils
 )
 missing=()
 for bin in "${!PKGS[@]}"; do
