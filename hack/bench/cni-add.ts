@@ -21,8 +21,8 @@ import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../
 const run = promisify(execFile);
 const REF_BENCH = '/work/shared/bench/cni-bench.sh';
 
-/** p50/p95 of ADD and DEL, ms. */
-interface Figures { addP50: number; addP95: number; delP50: number; delP95: number }
+/** p50/p95 of ADD and DEL, ms; for coil also STATUS (the executable + gRPC round trip, no kernel work). */
+interface Figures { addP50: number; addP95: number; delP50: number; delP95: number; statusP50?: number }
 
 /** Nearest-rank percentile (as cni-bench.sh computes it). */
 function pct(sorted: readonly number[], q: number): number {
@@ -64,15 +64,18 @@ async function coilRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[]): 
   const list = join(lab.dir, 'pods.txt');
   await writeFile(conf, JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
   await writeFile(list, pods.map((p) => `${p.containerId} ${p.ns.path} ${p.namespace} ${p.name}\n`).join(''));
-  const times = async (cmd: string): Promise<number[]> => {
+  const status = join(lab.dir, 'coil-1.1.json');
+  await writeFile(status, JSON.stringify({ cniVersion: '1.1.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
+  const times = async (cmd: string, c = conf): Promise<number[]> => {
     const out = join(lab.dir, `${cmd}.us`);
-    await run('bash', ['-c', LOOP, 'loop', cmd, conf, list, out]);
+    await run('bash', ['-c', LOOP, 'loop', cmd, c, list, out]);
     const { stdout } = await run('cat', [out]);
     return stdout.trim().split('\n').map((l) => Number(l) / 1000).sort((a, b) => a - b);
   };
   const add = await times('ADD');
   const del = await times('DEL');
-  return { addP50: pct(add, 0.5), addP95: pct(add, 0.95), delP50: pct(del, 0.5), delP95: pct(del, 0.95) };
+  const st = await times('STATUS', status);
+  return { addP50: pct(add, 0.5), addP95: pct(add, 0.95), delP50: pct(del, 0.5), delP95: pct(del, 0.95), statusP50: pct(st, 0.5) };
 }
 
 function median(xs: readonly number[]): number {
@@ -108,14 +111,15 @@ async function main(): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       for (const [name, x] of [['ptp+host-local', ptp[r]!], ['coil', coil[r]!]] as const) lines.push(`| ${r + 1} | ${name} | ${f(x.addP50)} | ${f(x.addP95)} | ${f(x.delP50)} | ${f(x.delP95)} |`);
     }
-    const m = (xs: Figures[], k: keyof Figures): number => median(xs.map((x) => x[k]));
-    const ratio = (k: keyof Figures): string => (m(coil, k) / m(ptp, k)).toFixed(2);
+    const m = (xs: Figures[], k: Exclude<keyof Figures, 'statusP50'>): number => median(xs.map((x) => x[k]));
+    const ratio = (k: Exclude<keyof Figures, 'statusP50'>): string => (m(coil, k) / m(ptp, k)).toFixed(2);
     lines.push(`| median | coil / ptp+host-local | ${ratio('addP50')} | ${ratio('addP95')} | ${ratio('delP50')} | ${ratio('delP95')} |`);
     // Where coil's time goes: coild's own handling time (its gRPC call log) vs the whole exec.
     const log = (await run('cat', [node.logFile], { maxBuffer: 64 << 20 })).stdout.split('\n').filter((l) => l.includes('"finished unary call'));
     const inCoild = (method: string): number[] => log.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e['grpc.method'] === method).map((e) => Number(e['grpc.time_ms'])).sort((a, b) => a - b);
     const [a, d] = [inCoild('Add'), inCoild('Del')];
-    lines.push('', `coild handling time (gRPC log, all rounds): ADD p50 ${f(pct(a, 0.5))} / p95 ${f(pct(a, 0.95))} ms, DEL p50 ${f(pct(d, 0.5))} / p95 ${f(pct(d, 0.95))} ms`);
+    lines.push('', `coil STATUS p50 per round (executable start + gRPC round trip, no kernel work): ${coil.map((c) => f(c.statusP50!)).join(', ')} ms`);
+    lines.push(`coild handling time (gRPC log, all rounds): ADD p50 ${f(pct(a, 0.5))} / p95 ${f(pct(a, 0.95))} ms, DEL p50 ${f(pct(d, 0.5))} / p95 ${f(pct(d, 0.95))} ms`);
     process.stdout.write(`### coil vs ptp+host-local, N=${n} sequential, CNI 1.0.0, ${new Date().toISOString()}, loadavg ${(await run('cat', ['/proc/loadavg'])).stdout.trim()}\n${lines.join('\n')}\n`);
   } finally {
     await lab.stop();
