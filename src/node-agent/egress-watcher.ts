@@ -18,6 +18,7 @@
  * when it calls {@link onAdd}); the update loop handles one attachment at a time.
  * @see coil-behaviour.md §7.3, §7.6
  */
+import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -182,7 +183,11 @@ export class EgressWatcher implements Runnable {
   private async resync(key: string, a: EgressAttachment): Promise<void> {
     if (!this.attachments.has(key)) return; // deleted while waiting for the lock
     const pod = this.o.cache.get(CoildKinds.Pod, { namespace: a.namespace, name: a.name });
-    if (!pod) return; // DEL will come
+    if (!pod) {
+      // DEL normally comes; a record whose netns is gone (GC'd sandbox, reboot) is dropped here.
+      if (!existsSync(a.netns)) await this.onDel(a.containerId, a.ifname);
+      return;
+    }
     const gateways: EgressGateway[] = [];
     for (const ref of egressRefsOf(pod.metadata?.annotations)) {
       const egress = this.o.cache.get(EgressClientKinds.Egress, ref);
