@@ -110,18 +110,16 @@ export class Client {
   /**
    * Server-side apply of `obj` (the fields this manager owns). `force` takes fields over from
    * other managers, as controllers should for fields they are the sole authority on.
-   * `fieldValidation: 'Strict'` refuses unknown or duplicate fields (400) instead of dropping them
-   * with a warning (the server's default, `Warn`), e.g. for objects built from user input.
-   * @see Kubernetes "Server-Side Apply", "Using Server-Side Apply in a controller", "Field validation"
+   * @see Kubernetes "Server-Side Apply", "Using Server-Side Apply in a controller"
    */
-  apply<T extends KubernetesObject>(kind: KindDescriptor<T>, obj: T, opts: { force?: boolean; subresource?: 'status'; fieldValidation?: 'Strict' | 'Warn' | 'Ignore' } = {}): Promise<T> {
+  apply<T extends KubernetesObject>(kind: KindDescriptor<T>, obj: T, opts: { force?: boolean; subresource?: 'status' } = {}): Promise<T> {
     const body = { ...obj, apiVersion: apiVersionOf(kind), kind: kind.kind };
     return this.transport.request<T>({
       method: 'PATCH',
       path: objectPath(kind, objectKeyOf(obj), opts.subresource),
       body,
       contentType: APPLY,
-      query: { fieldManager: this.fieldManager, force: opts.force ?? true, fieldValidation: opts.fieldValidation },
+      query: { fieldManager: this.fieldManager, force: opts.force ?? true },
     });
   }
 
