@@ -43,6 +43,56 @@ export class ApiTransport {
 
   /** Sends `req` and returns the decoded JSON body (`undefined` for an empty body). */
   async request<T>(req: ApiRequest): Promise<T> {
+    const timeout = AbortSignal.timeout(this.requestTimeoutMs);
+    const { status, body } = await this.send(req, req.signal ? AbortSignal.any([req.signal, timeout]) : timeout);
+    const text = await body.text();
+    if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
+    throw failure(req, status, text);
+  }
+
+  /**
+   * Opens a watch (a GET answered with newline-delimited JSON events) and calls `onEvent` per
+   * event until the server ends the stream (resolves) or `signal` aborts (rejects with the abort
+   * reason). Unlike client-node's `Watch`, the signal also cancels a request still waiting for
+   * response headers, so a stopped informer never leaves a connection behind; inactivity is the
+   * caller's business (see `onData`).
+   *
+   * @param onData called for every chunk received, events or not (watchdog resets)
+   * @throws ApiError when the server answers the watch with a non-2xx status (e.g. 410 Gone)
+   */
+  async watch(req: Omit<ApiRequest, 'method' | 'body' | 'signal'>, signal: AbortSignal, onEvent: (type: string, object: unknown) => void, onData: () => void = () => undefined): Promise<void> {
+    const full: ApiRequest = { ...req, method: 'GET', query: { ...req.query, watch: true } };
+    const { status, body } = await this.send(full, signal);
+    if (status < 200 || status >= 300) throw failure(full, status, await body.text());
+    const stream = body.stream();
+    if (!stream) return;
+    const reader = stream.getReader();
+    const decoder = new TextDecoder();
+    let buffered = '';
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        onData();
+        buffered += decoder.decode(value, { stream: true });
+        let nl: number;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (!line) continue;
+          const event = JSON.parse(line) as { type: string; object: unknown };
+          onEvent(event.type, event.object);
+        }
+      }
+    } catch (err) {
+      throw signal.aborted ? signal.reason : err;
+    } finally {
+      reader.releaseLock();
+      void stream.cancel().catch(() => undefined);
+    }
+  }
+
+  private async send(req: ApiRequest, signal: AbortSignal): Promise<{ status: number; body: { text(): Promise<string>; stream(): ReadableStream<Uint8Array> | null } }> {
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new ApiError(0, '', 'kubeconfig has no current cluster');
     const url = new URL(cluster.server.replace(/\/$/, '') + req.path);
@@ -53,26 +103,26 @@ export class ApiTransport {
       ctx.setHeaderParam('Content-Type', req.contentType ?? 'application/json');
       ctx.setBody(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
     }
-    const timeout = AbortSignal.timeout(this.requestTimeoutMs);
-    ctx.setSignal(req.signal ? AbortSignal.any([req.signal, timeout]) : timeout);
+    ctx.setSignal(signal);
     await this.kubeConfig.applySecurityAuthentication(ctx);
-    let status: number;
-    let text: string;
     try {
       const resp = await this.http.send(ctx).toPromise();
-      status = resp.httpStatusCode;
-      text = await resp.body.text();
+      return { status: resp.httpStatusCode, body: resp.body };
     } catch (cause) {
+      // The caller's abort propagates as its reason; our own request timeout becomes an ApiError.
+      if (signal.aborted && (signal.reason as Error | undefined)?.name !== 'TimeoutError') throw signal.reason;
       throw new ApiError(0, '', `${req.method} ${req.path}: ${(cause as Error).message}`, undefined, { cause });
     }
-    if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
-    let body: KubeStatus | undefined;
-    try {
-      body = JSON.parse(text) as KubeStatus;
-    } catch {
-      body = undefined;
-    }
-    const message = body?.message ?? (text || `HTTP ${status}`);
-    throw new ApiError(status, body?.reason ?? '', `${req.method} ${req.path}: ${message}`, body);
   }
+}
+
+function failure(req: ApiRequest, status: number, text: string): ApiError {
+  let body: KubeStatus | undefined;
+  try {
+    body = JSON.parse(text) as KubeStatus;
+  } catch {
+    body = undefined;
+  }
+  const message = body?.message ?? (text || `HTTP ${status}`);
+  return new ApiError(status, body?.reason ?? '', `${req.method} ${req.path}: ${message}`, body);
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterEach, beforeEach, describe, it } from 'node:test';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { ApiTransport } from './api-transport.js';
 import { FakeApiServer } from './api-server.fake.js';
@@ -17,13 +17,14 @@ const Thing = defineKind({ group: 'test.coil.example', version: 'v1', kind: 'Thi
 const obj = (name: string, rv: string): KubernetesObject => ({ apiVersion: 'test.coil.example/v1', kind: 'Thing', metadata: { name, resourceVersion: rv } });
 
 describe('Informer recovery', () => {
-  const api = new FakeApiServer();
+  // A fresh server per test: a request of an earlier test still in flight must not count here.
+  let api: FakeApiServer;
   let kc: KubeConfig;
-
-  before(async () => {
+  beforeEach(async () => {
+    api = new FakeApiServer();
     kc = await api.start();
   });
-  after(() => api.stop());
+  afterEach(() => api.stop());
 
   const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), kc, silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
 

@@ -1,4 +1,4 @@
-import { Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { ApiTransport } from './api-transport.js';
 import { sleep } from './clock.js';
@@ -50,6 +50,13 @@ export type IndexFunc<T extends KubernetesObject> = (obj: Readonly<T>) => readon
 
 type WatchEnd = 'closed' | 'relist';
 
+/** Why the informer itself ended a watch: relist requested or stopping, watchdog, 410 Gone. */
+class WatchEnded extends Error {
+  constructor(readonly why: 'relist' | 'watchdog' | 'gone') {
+    super(`watch ended: ${why}`);
+  }
+}
+
 /**
  * A reflector and its store for one kind: list, then watch from the list's resourceVersion with
  * bookmarks; on a normal end resume from the last resourceVersion; on 410 Gone, a watchdog
@@ -58,7 +65,8 @@ type WatchEnd = 'closed' | 'relist';
  * and retried with exponential backoff — the loop only ends at {@link stop}, never the process.
  *
  * This replaces client-node's `makeInformer`, which stops on any error other than 410, never
- * resyncs and never asks for bookmarks (../shared/reference/npm-ecosystem.md §1).
+ * resyncs and never asks for bookmarks (../shared/reference/npm-ecosystem.md §1), and its
+ * `Watch`, whose connection cannot be cancelled before response headers arrive.
  *
  * Concurrency: one loop per informer; handlers run synchronously inside it and must only enqueue.
  * Stored objects are deep-frozen so a handler or reconciler cannot corrupt the cache.
@@ -201,63 +209,56 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     }
   }
 
-  private watch(): Promise<WatchEnd> {
-    if (this.relistDue) return Promise.resolve('relist');
-    const watch = new Watch(this.kubeConfig);
+  private async watch(): Promise<WatchEnd> {
+    if (this.relistDue) return 'relist';
     const watchdogMs = this.options.watchdogMs ?? 300_000;
-    // client-node's inactivity timeout is our watchdog; the field is private only in its typings.
-    (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = watchdogMs;
-    const query = {
-      resourceVersion: this.resourceVersion,
-      allowWatchBookmarks: true,
-      // Below the watchdog, so a healthy server always ends the watch first.
-      timeoutSeconds: Math.max(1, Math.floor((watchdogMs / 1000) * (0.5 + Math.random() * 0.3))),
-      labelSelector: this.options.labelSelector,
-      fieldSelector: this.options.fieldSelector,
+    const abort = new AbortController();
+    const cancel = (): void => abort.abort(new WatchEnded('relist'));
+    this.cancelWatch = cancel;
+    let timer: NodeJS.Timeout | undefined;
+    const feed = (): void => {
+      clearTimeout(timer);
+      // Watchdog: nothing arrived, not even a bookmark; the connection may be dead without an error.
+      timer = setTimeout(() => abort.abort(new WatchEnded('watchdog')), watchdogMs);
     };
-    return new Promise<WatchEnd>((resolve, reject) => {
-      let end: WatchEnd = 'closed';
-      let failure: unknown;
-      // client-node's Watch hands out its AbortController only once response headers arrive, so
-      // a stop or relist during connect settles here and aborts the connection when it shows up.
-      let cancelled = false;
-      let ctrl: AbortController | undefined;
-      const cancel = (): void => {
-        cancelled = true;
-        ctrl?.abort();
-        resolve('relist');
-      };
-      this.cancelWatch = cancel;
-      const onEvent = (type: string, obj: T & { code?: number; message?: string; reason?: string }): void => {
-        if (cancelled) return;
-        if (type === 'ADDED' || type === 'MODIFIED') this.upsert(obj);
-        else if (type === 'DELETED') this.remove(keyOf(obj), obj, false);
-        else if (type === 'BOOKMARK') this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
-        else if (type === 'ERROR') {
-          if (obj.code === 410) end = 'relist';
-          else failure = new ApiError(obj.code ?? 0, obj.reason ?? '', `watch ${kindId(this.kind)}: ${obj.message ?? 'error event'}`);
-          cancelled = true;
-          ctrl?.abort();
-        }
-      };
-      const onDone = (err: unknown): void => {
-        // A cancelled watch may end after its successor started: leave the successor's handle.
-        if (this.cancelWatch === cancel) this.cancelWatch = undefined;
-        if (failure) return reject(failure);
-        if (this.stopping.signal.aborted || this.relistDue) return resolve('relist');
-        if (!err || end === 'relist') return resolve(end);
-        const e = err as Error & { statusCode?: number };
-        // Watchdog: nothing arrived for watchdogMs; the connection may be dead without an error.
-        if (e.name === 'TimeoutError') return resolve('relist');
-        if (e.statusCode === 410 || isGone(e)) return resolve('relist');
-        reject(err);
-      };
-      const path = collectionPath(this.kind, this.options.namespace);
-      watch.watch(path, query, onEvent, onDone).then((c) => {
-        ctrl = c;
-        if (cancelled) c.abort();
-      }, reject);
-    });
+    let end: WatchEnd = 'closed';
+    const onEvent = (type: string, raw: unknown): void => {
+      const obj = raw as T & { code?: number; message?: string; reason?: string };
+      if (type === 'ADDED' || type === 'MODIFIED') this.upsert(obj);
+      else if (type === 'DELETED') this.remove(keyOf(obj), obj, false);
+      else if (type === 'BOOKMARK') this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
+      else if (type === 'ERROR') {
+        if (obj.code !== 410) throw new ApiError(obj.code ?? 0, obj.reason ?? '', `watch ${kindId(this.kind)}: ${obj.message ?? 'error event'}`);
+        end = 'relist';
+        abort.abort(new WatchEnded('gone'));
+      }
+    };
+    feed();
+    try {
+      await this.transport.watch(
+        {
+          path: collectionPath(this.kind, this.options.namespace),
+          query: {
+            resourceVersion: this.resourceVersion,
+            allowWatchBookmarks: true,
+            // Below the watchdog, so a healthy server always ends the watch first.
+            timeoutSeconds: Math.max(1, Math.floor((watchdogMs / 1000) * (0.5 + Math.random() * 0.3))),
+            labelSelector: this.options.labelSelector,
+            fieldSelector: this.options.fieldSelector,
+          },
+        },
+        abort.signal,
+        onEvent,
+        feed,
+      );
+      return this.stopping.signal.aborted || this.relistDue ? 'relist' : end;
+    } catch (err) {
+      if (err instanceof WatchEnded || isGone(err)) return 'relist';
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      if (this.cancelWatch === cancel) this.cancelWatch = undefined;
+    }
   }
 
   private upsert(raw: T): void {
