@@ -48,6 +48,6 @@ describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
     if (code === 125) console.log(`# vm console tail:\n${err.slice(-2000)}`);
     assert.equal(code, 0, `scenario failed (rc ${code}):\n${out}\n${err.slice(-2000)}`);
     assert.match(out, /ALL OK/);
-    assert.equal((out.match(/^ok /gm) ?? []).length, 10);
+    assert.equal((out.match(/^ok /gm) ?? []).length, 11);
   });
 });
