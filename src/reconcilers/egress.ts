@@ -88,7 +88,7 @@ export class EgressReconciler implements Reconcile {
     try {
       await this.client.apply(kind, desired, { force: true });
     } catch (e) {
-      if (e instanceof ApiError && (e.code === 400 || e.code === 422)) {
+      if (isRejected(e)) {
         throw new PermanentError(`${kind.kind} ${key.namespace}/${key.name} rejected by the apiserver: ${e.message}`, { cause: e });
       }
       throw e;
@@ -117,6 +117,17 @@ export class EgressReconciler implements Reconcile {
     if (egress.status?.replicas === status.replicas && egress.status?.selector === status.selector) return;
     await this.client.patchStatus(EgressKinds.Egress, keyOf(egress), status, { resourceVersion: egress.metadata!.resourceVersion! });
   }
+}
+
+/**
+ * True when the apiserver refused the body itself, so retrying cannot help until the Egress
+ * changes: 400/422 (invalid values), and the 500 that server-side apply answers for a field the
+ * typed schema does not declare (a misspelt field in the pod template, which the Egress CRD keeps
+ * open: "failed to create typed patch object … field not declared in schema").
+ */
+function isRejected(e: unknown): e is ApiError {
+  if (!(e instanceof ApiError)) return false;
+  return e.code === 400 || e.code === 422 || (e.code === 500 && e.message.includes('failed to create typed patch object'));
 }
 
 function keyOf(egress: Readonly<Egress>): ObjectKey {

@@ -183,12 +183,19 @@ describe('Egress reconcilers with kube-controller-manager', () => {
     await client.delete(EgressKinds.Deployment, key('taken'));
   });
 
-  test('a pod template the apiserver rejects leaves a Warning Event naming the field, and a fix converges', async () => {
+  test('a pod template the apiserver rejects (bad value, unknown field) leaves a Warning Event naming the field, and a fix converges', async () => {
     await createEgress(client, NS, 'odd', { template: { spec: { containers: [{ name: 'egress', ports: [{ containerPort: 70000 }] }] } } });
     const Event = defineKind<CoreV1Event>({ group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true });
     const ev = await eventually(async () => (await client.list(Event, { namespace: NS, fieldSelector: 'involvedObject.name=odd,involvedObject.kind=Egress' }))[0] ?? false);
     assert.equal(ev.reason, 'ReconcileFailed');
     assert.match(ev.message ?? '', /Deployment egress-a\/odd rejected by the apiserver: .*containerPort: Invalid value: 70000/);
+    // A misspelt field is refused too (strict field validation), not silently dropped.
+    await client.mergePatch(EgressKinds.Egress, key('odd'), { spec: { template: { spec: { containers: [{ name: 'egress', imagePulPolicy: 'Always' }] } } } });
+    await eventually(async () => {
+      const events = await client.list(Event, { namespace: NS, fieldSelector: 'involvedObject.name=odd,involvedObject.kind=Egress' });
+      return events.some((e) => /imagePulPolicy/.test(e.message ?? ''));
+    });
+    assert.equal(await client.get(EgressKinds.Deployment, key('odd')), undefined);
     await client.mergePatch(EgressKinds.Egress, key('odd'), { spec: { template: { spec: { containers: [{ name: 'egress' }] } } } });
     await eventually(() => client.get(EgressKinds.Deployment, key('odd')).then(Boolean));
     await client.delete(EgressKinds.Egress, key('odd'));
