@@ -46,6 +46,8 @@ export function missingKernelFeatures(f: KernelFeatures, families: ReadonlyArray
 /** The coil-egress process. */
 export class EgressAgent {
   readonly metrics: EgressMetrics;
+  /** Bound ports after start (useful with port 0). */
+  readonly ports: { metrics?: number; health?: number } = {};
   private readonly endpoints: HttpEndpoints;
   private readonly ip: IpRunner;
   private readonly nat: NatBackend;
@@ -65,8 +67,6 @@ export class EgressAgent {
     this.server = new FouServer({ ip: this.ip, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
   }
 
-  /** Bound ports after start. */
-  readonly ports: { metrics?: number; health?: number } = {};
 
   /**
    * Serves the endpoints, installs NAT, and — when the kernel can — the tunnels and the watcher.

@@ -12,8 +12,9 @@ import { parseCidr } from './cidr.js';
 
 /** Name of coil's table in both the `ip` and `ip6` families. */
 export const NFT_EGRESS_TABLE = 'coil-egress';
-/** Rule comments that identify the counted rules when reading counters back. */
+/** Comment of the masquerade rule: how its counter is found when reading counters back. */
 export const NFT_MASQUERADE_COMMENT = 'coil-egress-masquerade';
+/** Comment of the invalid-state drop rule: how its counter is found when reading counters back. */
 export const NFT_INVALID_COMMENT = 'coil-egress-invalid';
 
 /** What one family's NAT table does. */

@@ -16,8 +16,9 @@ import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers, type FouPeer } f
 import type { IpRunner } from '../netlink/ip-runner.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../netlink/policy-sync.js';
 
-/** Lowest and highest priority of the client rules (everything in between is ours). */
+/** Lowest priority of the client rules; every rule from here to the max is ours. */
 export const EGRESS_RULE_PRIORITY_MIN = 1800;
+/** Highest priority of the client rules. */
 export const EGRESS_RULE_PRIORITY_MAX = 2100;
 
 /** In-cluster private ranges that keep using the main table (rules 2000+i), Coil's order. */
@@ -49,10 +50,13 @@ export interface EgressGateway {
 
 /** The kernel state one client pod should have. */
 export interface EgressClientPlan {
+  /** One peer link per gateway, to its ClusterIP. */
   peers: FouPeer[];
+  /** Rules 1800–2100 per family; empty for a family without gateways. */
   rules: Record<4 | 6, PolicyRule[]>;
   /** Routes per family and table (117 narrow, 118 wide). */
   routes: Record<4 | 6, Record<number, TableRoute[]>>;
+  /** Families with at least one gateway; empty = the pod should have no egress state. */
   families: Array<4 | 6>;
 }
 
