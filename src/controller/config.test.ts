@@ -18,3 +18,25 @@ describe('coil-controller Egress flags', () => {
     assert.throws(() => parseConfig(['--enable-ipam=false', '--enable-egress=false'], {}), /nothing to run/);
   });
 });
+
+describe('coil-controller IPAM flags', () => {
+  test("defaults are Coil's: ports 9386/9387/9443, /certs, GC every hour; ours: reclaim after 1 h, requests kept 5 min", () => {
+    const c = parseConfig([], {});
+    assert.deepEqual([c.metricsAddr, c.healthAddr, c.webhookAddr], [{ host: '0.0.0.0', port: 9386 }, { host: '0.0.0.0', port: 9387 }, { host: '0.0.0.0', port: 9443 }]);
+    assert.equal(c.certDir, '/certs');
+    assert.deepEqual([c.ipam.gcIntervalMs, c.ipam.nodeNotReadyReclaimMs, c.ipam.blockRequestTtlMs], [3_600_000, 3_600_000, 300_000]);
+    assert.deepEqual([c.leaderElect, c.leaderElectionId, c.leaderElectionNamespace], [true, 'coil-leader', 'kube-system']);
+  });
+  test('Go durations, host:port addresses, 0 disabling metrics, the pod namespace for the lease', () => {
+    const c = parseConfig(['--gc-interval=1h30m', '--blockrequest-ttl=0', '--node-notready-reclaim=250ms', '--metrics-addr=0', '--health-addr=127.0.0.1:8081'], { COIL_POD_NAMESPACE: 'coil' });
+    assert.deepEqual([c.ipam.gcIntervalMs, c.ipam.blockRequestTtlMs, c.ipam.nodeNotReadyReclaimMs], [5_400_000, 0, 250]);
+    assert.equal(c.metricsAddr, undefined);
+    assert.deepEqual(c.healthAddr, { host: '127.0.0.1', port: 8081 });
+    assert.equal(c.leaderElectionNamespace, 'coil');
+  });
+  test("Coil's zap flags are accepted; bad durations and a zero GC interval are refused", () => {
+    assert.equal(parseConfig(['--zap-stacktrace-level=panic', '--zap-log-level=debug'], {}).logLevel, 'debug');
+    assert.throws(() => parseConfig(['--gc-interval=soon'], {}), /invalid duration "soon"/);
+    assert.throws(() => parseConfig(['--gc-interval=0'], {}), /--gc-interval must be positive/);
+  });
+});

@@ -39,7 +39,7 @@ const POOL_MISSING_RETRY_MS = 5_000;
  *   #152) marks that index taken and tries the next one instead of failing.
  * Errors are thrown, never swallowed (Coil returns nil after a failed List).
  *
- * Leader-only; runs 4 keys at once — safe because {@link PoolManager.allocate} is synchronous.
+ * Leader-only; runs 16 keys at once (each waits on two API round trips) — safe because {@link PoolManager.allocate} is synchronous.
  */
 @Reconciler({
   name: 'blockrequest',
@@ -51,7 +51,7 @@ const POOL_MISSING_RETRY_MS = 5_000;
     { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex },
   ],
   leaderOnly: true,
-  maxConcurrentReconciles: 4,
+  maxConcurrentReconciles: 16,
   rbac: [
     { group: 'coil.cybozu.com', resources: ['blockrequests'], verbs: ['get', 'list', 'watch', 'delete'] },
     { group: 'coil.cybozu.com', resources: ['blockrequests/status'], verbs: ['get', 'update', 'patch'] },
