@@ -42,7 +42,11 @@ function isManaged(obj: { metadata?: { labels?: Record<string, string> } }): boo
   for: EgressKinds.ServiceAccount,
   watches: [watchKind(EgressKinds.Egress, (e) => [{ namespace: e.metadata!.namespace!, name: EGRESS_ACCESS_NAME }])],
   leaderOnly: true,
-  rbac: [{ group: '', resources: ['serviceaccounts'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] }],
+  rbac: [
+    // Writes limited to the one name: the controller cannot touch other accounts (create cannot be limited by name).
+    { group: '', resources: ['serviceaccounts'], verbs: ['list', 'watch', 'create'] },
+    { group: '', resources: ['serviceaccounts'], verbs: ['get', 'update', 'patch', 'delete'], resourceNames: [EGRESS_ACCESS_NAME] },
+  ],
 })
 export class EgressServiceAccountReconciler implements Reconcile {
   constructor(
@@ -75,7 +79,8 @@ export class EgressServiceAccountReconciler implements Reconcile {
   watches: [watchKind(EgressKinds.Egress, () => [{ name: EGRESS_ACCESS_NAME }])],
   leaderOnly: true,
   rbac: [
-    { group: 'rbac.authorization.k8s.io', resources: ['clusterrolebindings'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+    { group: 'rbac.authorization.k8s.io', resources: ['clusterrolebindings'], verbs: ['list', 'watch', 'create'] },
+    { group: 'rbac.authorization.k8s.io', resources: ['clusterrolebindings'], verbs: ['get', 'update', 'patch', 'delete'], resourceNames: [EGRESS_ACCESS_NAME] },
     // Binding a ClusterRole needs either its permissions or `bind` on it (RBAC escalation check).
     { group: 'rbac.authorization.k8s.io', resources: ['clusterroles'], verbs: ['bind'], resourceNames: ['coil-egress'] },
   ],

@@ -67,6 +67,15 @@ describe('Egress controller under the chart RBAC', () => {
     assert.equal(await can('bind', 'clusterroles/cluster-admin'), 'no');
   });
 
+  test('the chart limits the controller to its own ServiceAccounts and binding', async () => {
+    const can = (verb: string, resource: string) => kubectl(cp.kubeconfigPath, ['auth', 'can-i', verb, resource, `--as=${SA}`, '-n', NS]).then((o) => o.trim(), () => 'no');
+    assert.equal(await can('delete', 'serviceaccounts/coil-egress'), 'yes');
+    assert.equal(await can('delete', 'serviceaccounts/default'), 'no');
+    assert.equal(await can('patch', 'clusterrolebindings/coil-egress'), 'yes');
+    assert.equal(await can('patch', 'clusterrolebindings/cluster-admin'), 'no');
+    assert.equal(await can('delete', 'clusterrolebindings/coil-controller'), 'no');
+  });
+
   test('deleting the last Egress removes the ServiceAccount and the binding', async () => {
     await client.delete(EgressKinds.Egress, key('nat'));
     await eventually(async () => {
