@@ -102,11 +102,17 @@ export async function runReplace(cfg: ReplaceConfig, io: ReplaceIo): Promise<Rep
   return { ok, replaced, failed, barePodsLeft, releasedBlocks: released, keptBlocks: kept, restartedCoild };
 }
 
-/** Running (not finished, not terminating, not hostNetwork) pods with an IP inside a reserved block. */
-export function podsOnReserved(pods: readonly V1Pod[], reserved: readonly AddressBlock[]): V1Pod[] {
+/**
+ * Pods (not finished, not hostNetwork, bound to a node) with an IP inside a reserved block, sorted
+ * by namespace/name. Terminating pods are left out of what to replace (they are going already) but
+ * count as users when deciding whether a block may be released (`includeTerminating`): on a node
+ * that has not confirmed the deletion, the pod may still run on its v1 address.
+ */
+export function podsOnReserved(pods: readonly V1Pod[], reserved: readonly AddressBlock[], options: { includeTerminating?: boolean } = {}): V1Pod[] {
   const cidrs = reserved.flatMap((b) => [b.ipv4, b.ipv6]).flatMap((c) => (c ? [tryParseCidr(c)] : [])).filter((c) => c !== undefined);
   return pods
-    .filter((p) => !p.spec?.hostNetwork && p.spec?.nodeName && !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
+    .filter((p) => !p.spec?.hostNetwork && p.spec?.nodeName && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed')
+    .filter((p) => options.includeTerminating || !p.metadata?.deletionTimestamp)
     .filter((p) => podIps(p).some((ip) => { const a = tryParseAddress(ip); return a !== undefined && cidrs.some((c) => cidrContainsAddress(c, a)); }))
     .sort((a, b) => (key(a) < key(b) ? -1 : 1));
 }
@@ -143,7 +149,7 @@ async function releaseBlocks(io: ReplaceIo, reserved: readonly AddressBlock[], s
   const pools = new Set<string>();
   for (const block of reserved) {
     const name = block.metadata!.name!;
-    const users = podsOnReserved(pods, [block]);
+    const users = podsOnReserved(pods, [block], { includeTerminating: true });
     if (users.length > 0) {
       io.log(`keeping reserved block ${name}: still used by ${users.map(key).join(', ')}`);
       kept.push(name);
