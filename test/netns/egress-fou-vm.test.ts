@@ -32,7 +32,7 @@ const skip = vmSkipReason();
 if (skip) console.log(`# egress FoU VM test skipped: ${skip}`);
 
 describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
-  test('client → ClusterIP (DNAT) → egress pod → masquerade → target and back, sport auto via the flow device, teardown', { timeout: 300_000 }, async () => {
+  test('client → ClusterIP (DNAT) → egress pod → masquerade → target and back (v4, v6), sport auto via the flow device, teardown', { timeout: 300_000 }, async () => {
     const started = Date.now();
     const child = spawn(runner, ['-v', '--', process.execPath, join(here, 'egress-fou-scenario.js')], {
       cwd: resolve(here, '../../..'), env: { ...process.env, FOU_VM_TIMEOUT: '280' }, stdio: ['ignore', 'pipe', 'pipe'],
