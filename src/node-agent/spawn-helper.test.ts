@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { IpRunner } from '../netlink/ip-runner.js';
+import { SpawnHelper } from './spawn-helper.js';
+
+describe('SpawnHelper', () => {
+  it('runs processes in the helper with stdin, stdout, stderr and exit status, in parallel', async () => {
+    const h = new SpawnHelper();
+    try {
+      const [cat, fail, missing] = await Promise.all([
+        h.spawner(['cat'], 'line 1\nline 2\n', 5_000),
+        h.spawner(['sh', '-c', 'echo oops >&2; exit 3'], '', 5_000),
+        h.spawner(['/nonexistent/binary'], '', 5_000),
+      ]);
+      assert.deepEqual([cat.stdout, cat.exitCode], ['line 1\nline 2\n', 0]);
+      assert.deepEqual([fail.stderr, fail.exitCode], ['oops\n', 3]);
+      assert.equal(missing.spawnError?.code, 'ENOENT');
+    } finally {
+      h.stop();
+    }
+  });
+
+  it('kills a process past its timeout', async () => {
+    const h = new SpawnHelper();
+    try {
+      const r = await h.spawner(['sleep', '5'], '', 100);
+      assert.equal(r.signal, 'SIGTERM');
+    } finally {
+      h.stop();
+    }
+  });
+
+  it('a dead helper fails the calls in flight as EAGAIN and the next call starts a new one', async () => {
+    const exits: (string | null)[] = [];
+    const h = new SpawnHelper({ onExit: (_code, signal) => exits.push(signal) });
+    try {
+      await h.spawner(['true'], '', 5_000);
+      const inFlight = h.spawner(['sleep', '5'], '', 10_000);
+      await new Promise((r) => setTimeout(r, 50));
+      (h as unknown as { child: { kill(s: string): void } }).child.kill('SIGKILL');
+      assert.equal((await inFlight).spawnError?.code, 'EAGAIN');
+      assert.deepEqual(exits, ['SIGKILL']);
+      assert.equal((await h.spawner(['echo', 'again'], '', 5_000)).stdout, 'again\n');
+    } finally {
+      h.stop();
+    }
+  });
+
+  it('serves as the IpRunner spawner', async () => {
+    const h = new SpawnHelper();
+    try {
+      const ip = new IpRunner({ spawner: h.spawner });
+      assert.match((await ip.exec([ip.ipPath, '-V'])).stdout, /iproute2/);
+    } finally {
+      h.stop();
+    }
+  });
+});
