@@ -36,6 +36,7 @@ import { NodeIpam } from './node-ipam.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { IpRouteExporter } from './route-export.js';
 import { recoverAllocations } from './recovery.js';
+import { SpawnHelper } from './spawn-helper.js';
 
 /** What {@link Coild} needs besides its flags. */
 export interface CoildOptions {
@@ -66,6 +67,8 @@ export class Coild {
   private grpc: CniGrpcServer | undefined;
   private recovered = false;
   private serving = false;
+  /** Starts coild's `ip` processes (see spawn-helper.ts); undefined with `--spawn-helper=false`. */
+  private readonly spawnHelper: SpawnHelper | undefined;
 
   constructor(private readonly o: CoildOptions) {
     const cfg = o.config;
@@ -86,11 +89,13 @@ export class Coild {
     cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
 
     const host = cfg.hostNetns ? { hostNetns: cfg.hostNetns } : {};
+    this.spawnHelper = cfg.spawnHelper ? new SpawnHelper({ onExit: (code, signal) => log.warn({ code, signal }, 'spawn helper exited; restarting on next use') }) : undefined;
+    const kernel = new IpRunner(this.spawnHelper ? { spawner: this.spawnHelper.spawner } : {});
     this.podNetwork = new IpRoutePodNetwork({
-      ...host, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
+      ...host, ip: kernel, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
       onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
     });
-    this.exporter = new IpRouteExporter({ ...host, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
+    this.exporter = new IpRouteExporter({ ...host, ip: kernel, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
     this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (this.recovered ? this.ipam : undefined));
     this.requester = new BlockRequester({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'block-request' }),
@@ -105,7 +110,7 @@ export class Coild {
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
     if (cfg.enableEgress) {
       cache.ensure(EgressClientKinds.Egress);
-      const ip = new IpRunner();
+      const ip = kernel;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
         egressClient: new EgressClient({ ip, port: cfg.egressPort }), logger: log.child({ logger: 'egress' }),
@@ -202,5 +207,6 @@ export class Coild {
     await this.podNetwork.reap().catch((err: unknown) => log.warn({ err }, 'deleting retired veths failed'));
     await this.manager.stop();
     await this.introspection.close();
+    this.spawnHelper?.stop();
   }
 }

@@ -51,6 +51,11 @@ export interface CoildConfig {
   readonly egressStateDir: string;
   /** `--log-level` (ours; `--zap-log-level` is accepted too), default `info`. */
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
+  /**
+   * `--spawn-helper` (ours), default true: start `ip` through a small helper process, whose
+   * fork() is cheaper than coild's (spawn-helper.ts); `=false` spawns from coild itself.
+   */
+  readonly spawnHelper: boolean;
 }
 
 /** A flag or environment value that cannot be used. */
@@ -58,7 +63,7 @@ export class ConfigError extends Error {
   override readonly name = 'ConfigError';
 }
 
-const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
+const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'spawn-helper', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
 
 /**
  * Parses Go-style durations: `5m`, `30s`, `1h30m`, `250ms`, `0`. @returns milliseconds
@@ -161,6 +166,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     gracefulShutdownMs: parseDuration(str('graceful-shutdown')),
     logLevel: level as CoildConfig['logLevel'],
     enableEgress: !falseFlags.has('enable-egress'),
+    spawnHelper: !falseFlags.has('spawn-helper'),
     egressPort: integer('egress-port', str('egress-port'), 1, 65535),
     egressStateDir: str('egress-state-dir'),
   };
