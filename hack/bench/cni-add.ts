@@ -9,7 +9,7 @@
  * before the timed loop fetches a /24 block, so the loop measures the common case, not the
  * BlockRequest round trip. Rounds alternate ptp and coil so drift hits both.
  *
- * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2]
+ * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2] [-c 'EXTRA COILD FLAGS']
  * Output: a markdown table of p50/p95 per round and the coil/ptp ratios of the medians.
  */
 import { execFile } from 'node:child_process';
@@ -84,7 +84,8 @@ function median(xs: readonly number[]): number {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { n: { type: 'string', short: 'n', default: '100' }, r: { type: 'string', short: 'r', default: '2' } } });
+  const { values } = parseArgs({ options: { n: { type: 'string', short: 'n', default: '100' }, r: { type: 'string', short: 'r', default: '2' }, c: { type: 'string', short: 'c', default: '' } } });
+  const extra = values.c.split(' ').filter(Boolean);
   const n = Number(values.n);
   const rounds = Number(values.r);
   const skip = labSkipReason();
@@ -95,7 +96,7 @@ async function main(): Promise<void> {
     await lab.createNamespace('bench');
     const node = await lab.addNode('bench-node', '10.250.0.9');
     // Cooling off so every round is served from the same warm block; the release grace keeps it.
-    await lab.startCoild(node, ['--cooling-period=0', '--block-release-grace=1h', '--low-water-mark=0']);
+    await lab.startCoild(node, ['--cooling-period=0', '--block-release-grace=1h', '--low-water-mark=0', ...extra]);
     const warm = await lab.createPod(node, 'bench', 'warm');
     if ((await lab.runCoil(node, 'ADD', warm)).code !== 0) throw new Error('warm-up ADD failed');
     const pods: LabPod[] = [];
@@ -120,7 +121,7 @@ async function main(): Promise<void> {
     const [a, d] = [inCoild('Add'), inCoild('Del')];
     lines.push('', `coil STATUS p50 per round (executable start + gRPC round trip, no kernel work): ${coil.map((c) => f(c.statusP50!)).join(', ')} ms`);
     lines.push(`coild handling time (gRPC log, all rounds): ADD p50 ${f(pct(a, 0.5))} / p95 ${f(pct(a, 0.95))} ms, DEL p50 ${f(pct(d, 0.5))} / p95 ${f(pct(d, 0.95))} ms`);
-    process.stdout.write(`### coil vs ptp+host-local, N=${n} sequential, CNI 1.0.0, ${new Date().toISOString()}, loadavg ${(await run('cat', ['/proc/loadavg'])).stdout.trim()}\n${lines.join('\n')}\n`);
+    process.stdout.write(`### coil${extra.length ? ` (coild ${extra.join(' ')})` : ''} vs ptp+host-local, N=${n} sequential, CNI 1.0.0, ${new Date().toISOString()}, loadavg ${(await run('cat', ['/proc/loadavg'])).stdout.trim()}\n${lines.join('\n')}\n`);
   } finally {
     await lab.stop();
   }
