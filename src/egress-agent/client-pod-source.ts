@@ -57,6 +57,10 @@ export interface ClientPodSourceOptions {
   onChange: () => void;
   /** First retry delay, doubled up to 30 s. Default 800 ms. */
   initialBackoffMs?: number;
+  /** Full relist this often (checked when a watch ends, every ≤ 4 min). Default 30 min. */
+  relistPeriodMs?: number;
+  /** Abort a watch that delivered nothing, not even a bookmark, for this long. Default 300 000 ms. */
+  watchdogMs?: number;
 }
 
 /** The client-pod store with its list/watch loop. */
@@ -82,9 +86,11 @@ export class ClientPodSource {
     while (!signal.aborted) {
       try {
         const rv = await this.relist(signal);
+        const listedAt = Date.now();
         failures = 0;
         let from = rv;
-        while (!signal.aborted) {
+        // Guards against watches that stay open but miss events (the runtime Informer does the same).
+        while (!signal.aborted && Date.now() - listedAt < (this.o.relistPeriodMs ?? 30 * 60_000)) {
           const next = await this.watch(from, signal);
           if (next === undefined) break;
           from = next;
@@ -147,11 +153,15 @@ export class ClientPodSource {
       };
       const onDone = (err: unknown): void => {
         signal.removeEventListener('abort', onAbort);
-        if (signal.aborted || relist) return resolve(undefined);
+        // A watchdog timeout (nothing arrived for watchdogMs) is answered with a relist, not an error.
+        if (signal.aborted || relist || (err as Error | undefined)?.name === 'TimeoutError') return resolve(undefined);
         if (err && (err as Error).name !== 'AbortError') return reject(err);
         resolve(last);
       };
-      new Watch(this.o.kubeConfig)
+      const watch = new Watch(this.o.kubeConfig);
+      // client-node's inactivity timeout is the watchdog; the field is private only in its typings.
+      (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = this.o.watchdogMs ?? 300_000;
+      watch
         .watch('/api/v1/pods', { resourceVersion: rv, allowWatchBookmarks: true, fieldSelector: CLIENT_POD_FIELD_SELECTOR, timeoutSeconds: 240 }, onEvent, onDone)
         .then((c) => { ctrl = c; if (signal.aborted) c.abort(); }, reject);
     });
