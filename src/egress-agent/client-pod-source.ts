@@ -16,11 +16,12 @@
  * schedule work.
  * @see coil-behaviour.md §7.1, §7.5 (pod watcher), Coil #363 (list/watch race)
  */
-import { Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import { ANN_EGRESS_PREFIX } from '../api/v2/keys.js';
 import type { ApiTransport } from '../runtime/api-transport.js';
 import { sleep } from '../runtime/clock.js';
+import { isGone } from '../runtime/errors.js';
 
 /** Server-side filter of the pod list/watch. */
 export const CLIENT_POD_FIELD_SELECTOR = 'spec.hostNetwork=false,status.phase!=Succeeded,status.phase!=Failed';
@@ -51,7 +52,6 @@ export function toClientPod(pod: V1Pod, egress: { namespace: string; name: strin
 /** Constructor options of {@link ClientPodSource}. */
 export interface ClientPodSourceOptions {
   transport: ApiTransport;
-  kubeConfig: KubeConfig;
   egress: { namespace: string; name: string };
   log: Logger;
   onChange: () => void;
@@ -129,41 +129,48 @@ export class ClientPodSource {
   }
 
   /** One watch from `rv`. @returns the resourceVersion to resume from, or undefined to relist */
-  private watch(rv: string, signal: AbortSignal): Promise<string | undefined> {
-    return new Promise((resolve, reject) => {
-      let last = rv;
-      let relist = false;
-      let ctrl: AbortController | undefined;
-      const onAbort = (): void => ctrl?.abort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      const onEvent = (type: string, obj: V1Pod & { code?: number }): void => {
-        if (type === 'ERROR') {
-          relist = true; // 410 Gone or another error: a fresh list is the safe answer
-          ctrl?.abort();
-          return;
-        }
-        last = obj.metadata?.resourceVersion ?? last;
-        if (type === 'BOOKMARK') return;
-        const key = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
-        const c = type === 'DELETED' ? undefined : toClientPod(obj, this.o.egress);
-        const before = this.pods.get(key);
-        if (c) this.pods.set(key, c);
-        else this.pods.delete(key);
-        if (c || before) this.o.onChange();
-      };
-      const onDone = (err: unknown): void => {
-        signal.removeEventListener('abort', onAbort);
-        // A watchdog timeout (nothing arrived for watchdogMs) is answered with a relist, not an error.
-        if (signal.aborted || relist || (err as Error | undefined)?.name === 'TimeoutError') return resolve(undefined);
-        if (err && (err as Error).name !== 'AbortError') return reject(err);
-        resolve(last);
-      };
-      const watch = new Watch(this.o.kubeConfig);
-      // client-node's inactivity timeout is the watchdog; the field is private only in its typings.
-      (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = this.o.watchdogMs ?? 300_000;
-      watch
-        .watch('/api/v1/pods', { resourceVersion: rv, allowWatchBookmarks: true, fieldSelector: CLIENT_POD_FIELD_SELECTOR, timeoutSeconds: 240 }, onEvent, onDone)
-        .then((c) => { ctrl = c; if (signal.aborted) c.abort(); }, reject);
-    });
+  private async watch(rv: string, signal: AbortSignal): Promise<string | undefined> {
+    const ctrl = new AbortController();
+    const onAbort = (): void => ctrl.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let last = rv;
+    let relist = false;
+    let timedOut = false;
+    let timer: NodeJS.Timeout | undefined;
+    // Watchdog: bookmarks arrive about once a minute, so silence this long means a dead stream.
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => { timedOut = true; ctrl.abort(); }, this.o.watchdogMs ?? 300_000);
+    };
+    const onEvent = (type: string, raw: unknown): void => {
+      const obj = raw as V1Pod;
+      if (type === 'ERROR') {
+        relist = true; // 410 Gone or another error: a fresh list is the safe answer
+        ctrl.abort();
+        return;
+      }
+      last = obj.metadata?.resourceVersion ?? last;
+      if (type === 'BOOKMARK') return;
+      const key = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+      const c = type === 'DELETED' ? undefined : toClientPod(obj, this.o.egress);
+      const before = this.pods.get(key);
+      if (c) this.pods.set(key, c);
+      else this.pods.delete(key);
+      if (c || before) this.o.onChange();
+    };
+    arm();
+    try {
+      await this.o.transport.watch({
+        path: '/api/v1/pods',
+        query: { resourceVersion: rv, allowWatchBookmarks: true, fieldSelector: CLIENT_POD_FIELD_SELECTOR, timeoutSeconds: 240 },
+      }, ctrl.signal, onEvent, arm);
+      return relist ? undefined : last;
+    } catch (err) {
+      if (signal.aborted || relist || timedOut || isGone(err)) return undefined;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
   }
 }

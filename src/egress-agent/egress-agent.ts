@@ -95,7 +95,7 @@ export class EgressAgent {
 
     await this.server.init();
     const source: ClientPodSource = new ClientPodSource({
-      transport: new ApiTransport(this.o.kubeConfig), kubeConfig: this.o.kubeConfig,
+      transport: new ApiTransport(this.o.kubeConfig),
       egress: { namespace: c.namespace, name: c.egressName }, log: log.child({ component: 'client-pods' }),
       onChange: () => this.watcher?.notify(),
     });

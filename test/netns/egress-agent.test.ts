@@ -41,7 +41,7 @@ describe('coil-egress against a real API server', { skip: netnsSkipReason() }, (
     for (const ns of ['app', 'internet']) await cp.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
     await admin.create(Kinds.Pod, podOf('before-start', { 'egress.coil.cybozu.com/internet': 'nat' }));
     await admin.patchStatus(Kinds.Pod, { namespace: 'app', name: 'before-start' }, { phase: 'Running', podIP: '10.1.0.1', podIPs: [{ ip: '10.1.0.1' }] });
-    source = new ClientPodSource({ transport: new ApiTransport(cp.kubeConfig), kubeConfig: cp.kubeConfig, egress: { namespace: 'internet', name: 'nat' }, log: silentLogger(), onChange: () => undefined });
+    source = new ClientPodSource({ transport: new ApiTransport(cp.kubeConfig), egress: { namespace: 'internet', name: 'nat' }, log: silentLogger(), onChange: () => undefined });
     running = source.run(stop.signal);
   });
   after(async () => {
