@@ -98,7 +98,8 @@ async function main(): Promise<void> {
     // Cooling off so every round is served from the same warm block; the release grace keeps it.
     await lab.startCoild(node, ['--cooling-period=0', '--block-release-grace=1h', '--low-water-mark=0', ...extra]);
     const warm = await lab.createPod(node, 'bench', 'warm');
-    if ((await lab.runCoil(node, 'ADD', warm)).code !== 0) throw new Error('warm-up ADD failed');
+    const first = await lab.runCoil(node, 'ADD', warm);
+    if (first.code !== 0) throw new Error(`warm-up ADD failed: ${first.stdout}\n${await lab.logs()}`);
     const pods: LabPod[] = [];
     for (let i = 0; i < n; i++) pods.push(await lab.createPod(node, 'bench', `pod-${i}`));
     const ptp: Figures[] = [];
