@@ -130,6 +130,7 @@ export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Con
     const indices = blocks.filter((b) => b.metadata!.labels![LABEL_POOL] === pool.metadata!.name).map((b) => b.index);
     if (indices.length > 0) pool.metadata!.annotations = { [ANN_V1_RESERVED]: indices.join(',') };
   }
+  reportUnreservedAddresses(data, blocks, warn);
   const namespacePools = pools.map((p) => p.metadata!.name!).filter((n) => n !== DEFAULT_POOL);
   return { pools, blocks, namespacePools, problems };
 }
@@ -174,6 +175,29 @@ function convertPool(v1: V1Pool, error: (message: string) => void): AddressPool 
     return undefined;
   }
   return { apiVersion: API_VERSION, kind: 'AddressPool', metadata: { name: v1.name, finalizers: [FIN_COIL] }, spec };
+}
+
+/**
+ * Warns, once per block, about v1 pod addresses that will not be covered by a reserved block (the
+ * block's node is gone, or the block is on a free list): v2 may hand those addresses out again,
+ * which is safe only if the pods are gone (coil-v1-data.md §4.6). The `ip/` data is used for
+ * nothing else.
+ */
+function reportUnreservedAddresses(data: V1Data, reserved: readonly AddressBlock[], warn: (subject: string, message: string) => void): void {
+  const covered = new Set(reserved.map((b) => b.ipv4!.split('/')[0]!));
+  const holders = new Map<string, string>();
+  for (const a of data.blocks) for (const [node, cidrs] of a.nodes) for (const c of cidrs) holders.set(c.split('/')[0]!, `${a.key} nodes[${node}] ${c}`);
+  const byBlock = new Map<string, string[]>();
+  for (const a of data.addresses) {
+    if (covered.has(a.blockAddress)) continue;
+    byBlock.set(a.blockAddress, [...(byBlock.get(a.blockAddress) ?? []), `${a.namespace}/${a.pod}`]);
+  }
+  for (const [blockAddress, pods] of [...byBlock].sort(([x], [y]) => compare(x, y))) {
+    const where = holders.get(blockAddress) ?? `ip/${blockAddress}/`;
+    const sample = pods.slice(0, 3).join(', ') + (pods.length > 3 ? ', …' : '');
+    const why = holders.has(blockAddress) ? 'is not reserved' : 'is held by no node';
+    warn(where, `the block ${why}, yet ${pods.length} v1 address(es) in it are recorded (${sample}): v2 may hand them out again; make sure those pods are gone`);
+  }
 }
 
 /** Index of `cidr` in the pool as the controller counts (PoolLayout), or undefined when it is not exactly one block. */

@@ -182,6 +182,15 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
     await assertNoReservedRangeReused(client, 'late');
   });
 
+  test('replace asks first and changes nothing unless the answer is yes', async () => {
+    const before = (await client.list(Kinds.AddressBlock, { labelSelector: `${LABEL_RESERVED}=true` })).length;
+    const r = await runMigrator(['replace', `--kubeconfig=${cp.kubeconfigPath}`], { input: 'n\n' });
+    assert.equal(r.code, 3, r.stderr);
+    assert.match(r.stderr, /DO YOU WANT TO PROCEED\? \[y\/N\] /);
+    assert.match(r.stderr, /aborted/);
+    assert.equal((await client.list(Kinds.AddressBlock, { labelSelector: `${LABEL_RESERVED}=true` })).length, before);
+  });
+
   test('reserved blocks carry the finalizer the controller GC needs: the blocks of a deleted node are released', async () => {
     await client.delete(Kinds.Node, { name: 'node-c' });
     await eventually(async () => !(await client.get(Kinds.AddressBlock, { name: 'default-4-v1' })) && !(await client.get(Kinds.AddressBlock, { name: 'internet-egress-1-v1' })), { timeoutMs: 30_000 });
