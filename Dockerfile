@@ -24,7 +24,7 @@ COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/proto ./proto
 COPY --from=build /src/dist/bin/coil /usr/local/coil/coil
 COPY hack/image/entrypoint.sh /usr/local/coil/coil-entrypoint
-RUN for p in coil-controller coild coil-egress coil-install-cni; do ln -s coil-entrypoint /usr/local/coil/$p; done
+RUN for p in coil-controller coild coil-egress coil-install-cni coil-migrator; do ln -s coil-entrypoint /usr/local/coil/$p; done
 ENV PATH=/usr/local/coil:$PATH NODE_ENV=production
 # No USER: coild and coil-egress need root in their pods; the chart runs coil-controller as
 # uid 10000 through its pod securityContext.

@@ -53,11 +53,11 @@ export async function applyChart(cp: ControlPlane, chartDir: string, webhookUrl:
  * is `server` (the relay's address for programs in a node namespace).
  * @returns the kubeconfig path
  */
-export async function serviceAccountKubeconfig(cp: ControlPlane, name: string, server: string, path: string): Promise<string> {
+export async function serviceAccountKubeconfig(cp: ControlPlane, name: string, server: string, path: string, namespace = LAB_NAMESPACE): Promise<string> {
   const core = cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const tr = await core.createNamespacedServiceAccountToken({
     name,
-    namespace: LAB_NAMESPACE,
+    namespace,
     body: { spec: { audiences: [], expirationSeconds: 86_400 } },
   });
   const config = {
@@ -65,7 +65,7 @@ export async function serviceAccountKubeconfig(cp: ControlPlane, name: string, s
     kind: 'Config',
     clusters: [{ name: 'lab', cluster: { server, 'certificate-authority-data': Buffer.from(cp.ca.caPem).toString('base64') } }],
     users: [{ name, user: { token: tr.status!.token } }],
-    contexts: [{ name, context: { cluster: 'lab', user: name, namespace: LAB_NAMESPACE } }],
+    contexts: [{ name, context: { cluster: 'lab', user: name, namespace } }],
     'current-context': name,
   };
   await writeFile(path, JSON.stringify(config, null, 2), { mode: 0o600 });

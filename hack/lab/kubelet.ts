@@ -89,6 +89,16 @@ export class LabKubelet {
       namespace,
       body: { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'main', image: 'lab.invalid/pause' }] } },
     });
+    return this.runPod(node, name, namespace);
+  }
+
+  /**
+   * Runs an existing Pod bound to `node` (e.g. one a ReplicaSet made): network namespace, CNI
+   * ADD chain, Pod status Running with its IPs (Ready unless `ready` is false).
+   * @throws Error with the CNI error when ADD fails (the Pod object and netns are removed).
+   */
+  async runPod(node: LabNode, name: string, namespace: string, options: { ready?: boolean } = {}): Promise<LabPod> {
+    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const netns = `${LAB_PREFIX}${name}`;
     const containerId = createHash('sha256').update(`${namespace}/${name}/${Date.now()}`).digest('hex');
     const pod = { name, namespace, netns, containerId };
@@ -114,6 +124,13 @@ export class LabKubelet {
     await mkdir(this.options.cacheDir, { recursive: true });
     await writeFile(join(this.options.cacheDir, `${namespace}_${name}.json`), JSON.stringify({ node: node.name, pod, result: prev }));
     const ips = ((prev as CniResult).ips ?? []).map((i) => i.address.split('/')[0]!);
+    await this.setStatus(name, namespace, ips, options.ready ?? true);
+    return { name, namespace, node: node.name, netns, containerId, ips, addMs };
+  }
+
+  /** Patches the Pod status: Running with `ips`, and the Ready condition. */
+  async setStatus(name: string, namespace: string, ips: readonly string[], ready: boolean): Promise<void> {
+    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.patchNamespacedPodStatus(
       {
         name,
@@ -123,13 +140,12 @@ export class LabKubelet {
             phase: 'Running',
             podIP: ips[0],
             podIPs: ips.map((i) => ({ ip: i })),
-            conditions: [{ type: 'Ready', status: 'True' }],
+            conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }],
           },
         },
       },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
-    return { name, namespace, node: node.name, netns, containerId, ips, addMs };
   }
 
   /** CNI DEL of every plugin in reverse order (CNI spec: DEL runs the list backwards). */

@@ -265,6 +265,53 @@ export class Lab {
     return pod;
   }
 
+  /**
+   * Runs Egress `namespace/name` in the lab: creates it (1 replica), lets the controller and
+   * kube-controller-manager make its Deployment, ReplicaSet and Pod, binds the Pod to `node`
+   * (the lab has no scheduler), wires it through CNI like any pod, and starts the real
+   * coil-egress inside the pod's namespace with the pod's ServiceAccount token. The Pod's Ready
+   * condition follows coil-egress's /readyz (false on this machine: its kernel has no FoU).
+   * @returns what a user would look at: the pod, coil-egress's /readyz text and the nft ruleset.
+   */
+  async runEgress(namespace: string, name: string, destinations: readonly string[], node = this.nodes[0]!): Promise<{ pod: LabPod; readyz: string; nft: string }> {
+    await kubectl(this.cp.kubeconfigPath, ['apply', '-f', '-'], [
+      JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }),
+      JSON.stringify({ apiVersion: 'coil.cybozu.com/v2', kind: 'Egress', metadata: { name, namespace }, spec: { replicas: 1, destinations } }),
+    ].join('\n'));
+    const core = this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api);
+    const selector = `app.kubernetes.io/instance=${name},app.kubernetes.io/component=egress`;
+    const podObj = await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: selector })).items[0] ?? false, { timeoutMs: 60_000 });
+    const podName = podObj.metadata!.name!;
+    const binding = await this.cp.request('POST', `/api/v1/namespaces/${namespace}/pods/${podName}/binding`, {
+      apiVersion: 'v1', kind: 'Binding', metadata: { name: podName }, target: { apiVersion: 'v1', kind: 'Node', name: node.name },
+    });
+    if (binding.status >= 300) throw new Error(`binding ${podName}: ${binding.body}`);
+    const pod = await this.kubelet.runPod(node, podName, namespace, { ready: false });
+    this.pods.set(podName, pod);
+
+    // The pod's own processes: a relay to the apiserver and coil-egress, as its container runs it.
+    const dir = join(LAB_DIR, `egress-${namespace}-${name}`);
+    await mkdir(dir, { recursive: true });
+    const sa = podObj.spec?.serviceAccountName ?? 'coil-egress';
+    const kubeconfig = await serviceAccountKubeconfig(this.cp, sa, `https://127.0.0.1:${NODE_APISERVER_PORT}`, join(dir, 'kubeconfig'), namespace);
+    const container = podObj.spec!.containers.find((c) => c.name === 'egress')!;
+    const podNode: LabNode = { name: podName, netns: pod.netns, netnsPath: `/run/netns/${pod.netns}`, ipv4: pod.ips[0]! };
+    const start = (what: string, argv: string[], env?: NodeJS.ProcessEnv) => ManagedProcess.start({
+      name: `${what}@${podName}`, command: 'nsenter', args: [`--net=${podNode.netnsPath}`, ...argv], logFile: join(dir, `${what}.log`), ...(env ? { env } : {}),
+    });
+    this.processes.push(await start('relay', [process.execPath, join(REPO_ROOT, 'dist/hack/lab/relay.js'), 'tcp-to-unix', `127.0.0.1:${NODE_APISERVER_PORT}`, join(LAB_DIR, 'apiserver.sock')]));
+    const egress = await start('coil-egress', [
+      process.execPath, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), ...(container.args ?? []),
+      `--kubeconfig=${kubeconfig}`, '--metrics-addr=127.0.0.1:8080', '--health-addr=127.0.0.1:8081',
+    ], { ...process.env, COIL_POD_NAMESPACE: namespace, COIL_EGRESS_NAME: name, COIL_POD_ADDRESSES: pod.ips.join(',') });
+    this.processes.push(egress);
+    await waitFor(`coil-egress of ${namespace}/${name}`, async () => (await this.nodeHttp(podNode, 8081, '/healthz')) !== '', { process: egress, timeoutMs: 60_000 });
+    const readyz = await this.nodeHttp(podNode, 8081, '/readyz');
+    await this.kubelet.setStatus(podName, namespace, pod.ips, readyz.startsWith('ok'));
+    const { stdout: nft } = await run('ip', ['netns', 'exec', pod.netns, 'nft', 'list', 'ruleset']);
+    return { pod, readyz, nft };
+  }
+
   /** Deletes a pod (CNI DEL, netns, Pod object). */
   async deletePod(name: string): Promise<void> {
     const pod = this.pods.get(name);

@@ -118,6 +118,18 @@ describe('the local lab (e2e)', { skip: isRoot ? false : 'the lab needs root (ne
     assert.equal(await canI(lab.cp, 'coil-controller', 'create', 'pods'), false);
   });
 
+  test('an Egress runs in the lab as a pod netns on a node and shows its state', async () => {
+    const { pod, readyz, nft } = await lab.runEgress('internet-egress', 'nat', ['0.0.0.0/0']);
+    assert.equal(pod.ips.length, 1, 'the NAT pod got an address through CNI');
+    const egress = JSON.parse(await kubectl(lab.cp.kubeconfigPath, ['get', 'egress', '-n', 'internet-egress', 'nat', '-o', 'json'])) as { status?: { selector?: string } };
+    assert.match(egress.status?.selector ?? '', /app\.kubernetes\.io\/instance=nat/);
+    assert.match(nft, /table ip coil-egress/, 'coil-egress installed its NAT table in the pod netns');
+    assert.match(nft, /masquerade/);
+    // This machine's kernel has no FoU: coil-egress must say so instead of pretending.
+    assert.match(readyz, /fou/i, `readyz: ${readyz}`);
+    await lab.deletePod(pod.name);
+  });
+
   test('(11) deleting all pods frees all blocks', async () => {
     for (const name of [...lab.pods.keys()]) await lab.deletePod(name);
     await eventually(async () => (await blocksOf()).length === 0, { timeoutMs: 60_000, intervalMs: 500 });
