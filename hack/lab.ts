@@ -1,7 +1,8 @@
 /**
  * The local lab — the README's main job: a real control plane, coil-controller, and 3 nodes
  * (network namespaces) each running coild and BIRD, with 6 pods made through the real `coil`
- * executable; then a cross-node ping. Runs until Ctrl-C, then removes everything it made.
+ * executable; then a cross-node ping, and an Egress whose NAT pod runs coil-egress on a node.
+ * Runs until Ctrl-C, then removes everything it made.
  *
  *   npm run lab                # up, 6 pods, status, wait for Ctrl-C
  *   npm run lab -- --once      # up, 6 pods, status, ping, down (what the e2e test does)
@@ -15,6 +16,7 @@ import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { checkInvariants } from '../test/invariants/check.js';
 import { collectView } from '../test/invariants/collect.js';
+import { kubectl } from '../test/envtest/tools.js';
 import { Lab, LAB_DIR } from './lab/lab.js';
 import { labNodes, listLabNetns } from './lab/topology.js';
 
@@ -54,6 +56,10 @@ async function main(argv: readonly string[]): Promise<number> {
     const [a, b] = [lab.pods.get('pod-1')!, lab.pods.get('pod-2')!];
     const ok = await lab.ping(a, b.ips[0]!);
     log(`ping ${a.name} (${a.node}) -> ${b.name} (${b.node}) ${b.ips[0]}: ${ok ? 'ok' : 'FAILED'}`);
+    log('running Egress internet-egress/nat (its NAT pod as a netns on coillab-n1)');
+    const egress = await lab.runEgress('internet-egress', 'nat', ['0.0.0.0/0']);
+    console.log(await kubectl(lab.cp.kubeconfigPath, ['get', 'egress,deployment,service,pod', '-n', 'internet-egress', '-o', 'wide']));
+    log(`coil-egress /readyz: ${egress.readyz.trim()}`);
     console.log(await lab.status());
     console.log(`KUBECONFIG=${lab.cp.kubeconfigPath}`);
     if (once) await down(ok ? 0 : 1);
