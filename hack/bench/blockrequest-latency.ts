@@ -128,6 +128,23 @@ async function main(): Promise<void> {
     await client.create(Node, { metadata: { name: 'bench-node' } });
     await client.create(Pool, { metadata: { name: 'lat' }, spec: { blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/12' }] } });
     await ready(healthPort);
+    if (n > 0) await latency(cp, transport, client, n);
+    console.log(`controller RSS after the latency runs (${n > 0 ? 2 * n + 10 : 0} blocks): ${(await rssMb(ctl.pid!)).toFixed(0)} MB, ${await heapMb(metricsPort)}`);
+    if (blocks > 0) await rss(cp, client, blocks, concurrency, () => ctl, (c) => (ctl = c), metricsPort, healthPort);
+  } finally {
+    ctl.kill('SIGTERM');
+    await cp.stop();
+  }
+}
+
+/** JS heap in use and allocated, from the controller's own `nodejs_heap_size_*_bytes` metrics. */
+async function heapMb(metricsPort: number): Promise<string> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const v = (name: string): string => (Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20).toFixed(0);
+  return `JS heap used ${v('nodejs_heap_size_used_bytes')} MB of ${v('nodejs_heap_size_total_bytes')} MB`;
+}
+
+async function latency(cp: ControlPlane, transport: ApiTransport, client: Client, n: number): Promise<void> {
     const answers = new Answers(cp, transport);
     await answers.start();
     const timed = async (name: string): Promise<number> => {
@@ -144,9 +161,11 @@ async function main(): Promise<void> {
     const burst = await Promise.all(Array.from({ length: n }, (_, i) => timed(`burst-${i}`)));
     console.log(summary(`BlockRequest create → Complete + AddressBlock, ${n} at once`, burst));
     for (const i of answers.informers) await i.stop();
-    console.log(`controller RSS after the latency runs (${2 * n + 10} blocks): ${(await rssMb(ctl.pid!)).toFixed(0)} MB`);
+}
 
-    // Part 2: RSS with many AddressBlocks, created directly through the API.
+/** Part 2: RSS with many AddressBlocks, created directly through the API, then a fresh controller. */
+async function rss(cp: ControlPlane, client: Client, blocks: number, concurrency: number, current: () => ChildProcess, replace: (c: ChildProcess) => void, metricsPort: number, healthPort: number): Promise<void> {
+    let ctl = current();
     ctl.kill('SIGTERM');
     await new Promise((r) => ctl.once('exit', r));
     const nodes = 100;
@@ -162,6 +181,7 @@ async function main(): Promise<void> {
     });
     console.log(`created ${blocks} AddressBlocks in ${((performance.now() - t0) / 1000).toFixed(1)} s (concurrency ${concurrency})`);
     ctl = startController(cp, metricsPort, healthPort);
+    replace(ctl);
     const s0 = performance.now();
     await ready(healthPort);
     // Wait until the pool's status counts every block: all reconcilers have been through the cache.
@@ -172,11 +192,7 @@ async function main(): Promise<void> {
       peak = Math.max(peak, await rssMb(ctl.pid!));
       await new Promise((r) => setTimeout(r, 500));
     }
-    console.log(`controller RSS with ${blocks} AddressBlocks cached: ${(await rssMb(ctl.pid!)).toFixed(0)} MB (peak over 10 s ${peak.toFixed(0)} MB)`);
-  } finally {
-    ctl.kill('SIGTERM');
-    await cp.stop();
-  }
+    console.log(`controller RSS with ${blocks} AddressBlocks cached: ${(await rssMb(ctl.pid!)).toFixed(0)} MB (peak over 10 s ${peak.toFixed(0)} MB), ${await heapMb(metricsPort)}`);
 }
 
 await main();

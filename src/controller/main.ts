@@ -12,6 +12,8 @@ import 'reflect-metadata';
 import { join } from 'node:path';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { Container } from 'inversify';
+import { cachedAddressBlock } from '../reconcilers/block-indexes.js';
+import { Kinds } from '../reconcilers/kinds.js';
 import { DEFAULT_EGRESS_OPTIONS, FALLBACK_EGRESS_IMAGE } from '../reconcilers/egress-options.js';
 import type { Client } from '../runtime/client.js';
 import { defineKind } from '../runtime/kind.js';
@@ -84,7 +86,10 @@ async function main(): Promise<void> {
     }),
     gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
     // managedFields are a third of a cached AddressBlock and nothing reads them (100,000 blocks ≤ 300 MB).
-    cache: { defaults: { transform: stripManagedFields }, ...(cfg.enableEgress && { kinds: egressCache() }) },
+    cache: {
+      defaults: { transform: stripManagedFields },
+      kinds: [...(cfg.enableIpam ? [{ kind: Kinds.AddressBlock, options: { transform: cachedAddressBlock() } }] : []), ...(cfg.enableEgress ? egressCache() : [])],
+    },
   });
   mgr.handleSignals();
   try {

@@ -29,15 +29,17 @@ const PENDING_RECHECK_MS = 1_000;
 const STATUS_MIN_INTERVAL_MS = 1_000;
 
 /**
- * Reconciles one AddressPool. Triggered by the pool and by its AddressBlocks (controller
- * ownerReference), so a block created or released re-syncs the counts at once.
+ * Reconciles one AddressPool. Triggered by the pool and by its AddressBlocks (pool label), so a
+ * block created or released re-syncs the counts at once.
  *
  * Leader-only: the allocation state must have one writer.
  */
 @Reconciler({
   name: 'addresspool',
   for: Kinds.AddressPool,
-  owns: [Kinds.AddressBlock],
+  // By the pool label rather than `owns` (the ownerReference): blocks migrated from Coil v1 carry
+  // no ownerReference, and the cache may drop ownerReferences to save memory (cachedAddressBlock).
+  watches: [{ kind: Kinds.AddressBlock, map: (b) => blockPoolIndex(b).map((name) => ({ name })) }],
   indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex }],
   leaderOnly: true,
   rbac: [
@@ -97,7 +99,7 @@ export class AddressPoolReconciler implements Reconcile {
       // Counts only feed the gauges here; an unusable spec must not pin the pool forever.
       if (!(e instanceof PoolLayoutError)) throw e;
     }
-    // Each remaining block's deletion re-enqueues the pool (owns), so no polling is needed for them.
+    // Each remaining block's deletion re-enqueues the pool (watch), so no polling is needed for them.
     if (this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_POOL, name).length > 0) return {};
     if (this.pools.hasPending(name)) return { requeueAfterMs: PENDING_RECHECK_MS };
     await this.client.removeFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
