@@ -117,7 +117,7 @@ export class LabKubelet {
       // prevResult), so whatever the plugins had already allocated is released.
       await this.delChain(node, pod, undefined).catch(() => undefined);
       await ip(['netns', 'del', netns]).catch(() => undefined);
-      await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+      await this.deletePodObject(name, namespace);
       throw err;
     }
     const addMs = performance.now() - started;
@@ -128,8 +128,23 @@ export class LabKubelet {
     return { name, namespace, node: node.name, netns, containerId, ips, addMs };
   }
 
-  /** Patches the Pod status: Running with `ips`, and the Ready condition. */
+  /**
+   * Patches the Pod status: Running with `ips`, and the Ready condition. Retries while the
+   * apiserver is unreachable, as a kubelet's status manager does (~60 s).
+   */
   async setStatus(name: string, namespace: string, ips: readonly string[], ready: boolean): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.patchStatus(name, namespace, ips, ready);
+        return;
+      } catch (err) {
+        if (attempt >= 120) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  private async patchStatus(name: string, namespace: string, ips: readonly string[], ready: boolean): Promise<void> {
     const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.patchNamespacedPodStatus(
       {
@@ -166,7 +181,25 @@ export class LabKubelet {
       await ip(['netns', 'del', cached.pod.netns]).catch(() => undefined);
       await rm(cacheFile, { force: true });
     }
+    await this.deletePodObject(name, namespace);
+  }
+
+  /**
+   * Deletes the Pod object, retrying while the apiserver is unreachable (a kubelet keeps
+   * trying too): a Pod left behind would hold an address coild has already released.
+   * @throws the last error after ~60 s of failures; NotFound counts as deleted.
+   */
+  private async deletePodObject(name: string, namespace: string): Promise<void> {
     const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
+        return;
+      } catch (err) {
+        if (err instanceof k8s.ApiException && err.code === 404) return;
+        if (attempt >= 120) throw err;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
   }
 }

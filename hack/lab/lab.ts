@@ -194,7 +194,11 @@ export class Lab {
     const pod = this.pods.get(name);
     if (!pod) return;
     await ip(['netns', 'del', pod.netns]).catch(() => undefined);
-    await this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api).deleteNamespacedPod({ name: pod.name, namespace: pod.namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
+    await eventually(async () => {
+      await this.cp.kubeConfig.makeApiClient(k8s.CoreV1Api).deleteNamespacedPod({ name: pod.name, namespace: pod.namespace, gracePeriodSeconds: 0 })
+        .catch((err: unknown) => { if (!(err instanceof k8s.ApiException && err.code === 404)) throw err; });
+      return true;
+    }, { timeoutMs: 60_000, intervalMs: 500 });
     await rm(join(LAB_DIR, 'cni-cache', `${pod.namespace}_${pod.name}.json`), { force: true });
     this.pods.delete(name);
   }

@@ -63,6 +63,12 @@ function prng(seed: number): () => number {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NS = 'soak';
+/**
+ * Operations the workers may run past a fault's start before it has finished: enough to land
+ * ADDs and DELs in the middle of it, few enough that a slow fault (a 15 s leader failover) does
+ * not let the workers use up the whole run while later faults would meet an idle system.
+ */
+const FAULT_WINDOW_OPS = 24;
 
 /** Creates the soak pool (4-address blocks) and namespace. Idempotent. */
 export async function prepareSoak(lab: Lab): Promise<void> {
@@ -94,6 +100,9 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
   let issued = 0;
   let paused: Promise<void> | undefined;
   let inflight = 0;
+  /** Index of the next fault not yet finished. */
+  let faultIndex = 0;
+  const opLimit = () => (faultIndex < schedule.length ? schedule[faultIndex]!.at + FAULT_WINDOW_OPS : options.operations);
 
   await prepareSoak(lab);
   log(`soak: seed ${seed}, ${options.operations} operations, faults ${schedule.map((f) => `${f.name}@${f.at}`).join(' ')}`);
@@ -114,7 +123,10 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
   const worker = async () => {
     while (issued < options.operations) {
       if (paused) await paused;
-      if (issued >= options.operations) break;
+      if (issued >= Math.min(opLimit(), options.operations)) {
+        await sleep(20);
+        continue;
+      }
       issued++;
       inflight++;
       try {
@@ -180,6 +192,7 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
       });
       report.faults.push({ name: fault.name, ms: Math.round(performance.now() - t0) });
       await quiesce(checkPhase);
+      faultIndex++;
     }
   };
 
