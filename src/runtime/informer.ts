@@ -196,7 +196,8 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         signal: this.stopping.signal,
       });
       // Items of a list carry no apiVersion/kind; restore them so objects look like watch events.
-      for (const item of page.items) fresh.set(keyOf(item), { ...item, apiVersion: item.apiVersion ?? apiVersionOf(this.kind), kind: item.kind ?? this.kind.kind });
+      // Transformed page by page, so a large list never holds every raw object at once.
+      for (const item of page.items) fresh.set(keyOf(item), this.transformed({ ...item, apiVersion: item.apiVersion ?? apiVersionOf(this.kind), kind: item.kind ?? this.kind.kind }));
       rv = page.metadata.resourceVersion ?? rv;
       cont = page.metadata.continue || undefined;
     } while (cont);
@@ -224,7 +225,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     let end: WatchEnd = 'closed';
     const onEvent = (type: string, raw: unknown): void => {
       const obj = raw as T & { code?: number; message?: string; reason?: string };
-      if (type === 'ADDED' || type === 'MODIFIED') this.upsert(obj);
+      if (type === 'ADDED' || type === 'MODIFIED') this.upsert(this.transformed(obj));
       else if (type === 'DELETED') this.remove(keyOf(obj), obj, false);
       else if (type === 'BOOKMARK') this.resourceVersion = obj.metadata?.resourceVersion ?? this.resourceVersion;
       else if (type === 'ERROR') {
@@ -261,8 +262,11 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     }
   }
 
-  private upsert(raw: T): void {
-    const obj = (this.options.transform ? this.options.transform(raw) : raw) as T;
+  private transformed(raw: T): T {
+    return (this.options.transform ? this.options.transform(raw) : raw) as T;
+  }
+
+  private upsert(obj: T): void {
     const key = keyOf(obj);
     const old = this.store.get(key);
     if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
