@@ -3,6 +3,7 @@
  * plus ours. Environment variables are read here and in main.ts only.
  */
 import { parseArgs } from 'node:util';
+import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
 import { LEADER_ELECTION_ID, PORTS } from '../api/v2/keys.js';
 import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
@@ -49,42 +50,7 @@ export interface ControllerConfig {
   };
 }
 
-/** A flag value that cannot be used. */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
-
-/**
- * Parses Go-style durations: `1h`, `10s`, `1h30m`, `250ms`, `0`. @returns milliseconds
- * @throws ConfigError on anything else
- */
-export function parseDuration(text: string): number {
-  if (text === '0') return 0;
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
-  const unit: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  let m: RegExpExecArray | null;
-  let end = 0;
-  while ((m = re.exec(text)) !== null) {
-    total += Number(m[1]) * unit[m[2]!]!;
-    end = re.lastIndex;
-  }
-  if (end === 0 || end !== text.length) throw new ConfigError(`invalid duration ${JSON.stringify(text)} (use e.g. 1h, 10m, 30s)`);
-  return Math.round(total);
-}
-
-/**
- * Parses `host:port` / `:port`; `0` or empty means disabled.
- * @throws ConfigError on a bad port
- */
-export function parseBindAddress(text: string): BindAddress | undefined {
-  if (text === '' || text === '0') return undefined;
-  const colon = text.lastIndexOf(':');
-  const host = colon > 0 ? text.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
-  const port = Number(colon >= 0 ? text.slice(colon + 1) : text);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid address ${JSON.stringify(text)}`);
-  return { host, port };
-}
+export { ConfigError, parseBindAddress, parseDuration };
 
 /** Parses `argv` (without node and script). @throws ConfigError on an unknown flag or bad value */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ControllerConfig {

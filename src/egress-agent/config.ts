@@ -5,6 +5,7 @@
  * Environment variables are read here and in main.ts only.
  */
 import { parseArgs } from 'node:util';
+import { ConfigError, parseBindAddress } from '../runtime/flags.js';
 import { FOU_PORT, PORTS } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
@@ -38,14 +39,12 @@ export interface EgressConfig {
   readonly metricsIntervalMs: number;
 }
 
-/** A flag or environment value that cannot be used. */
-export class EgressConfigError extends Error {
-  override readonly name = 'EgressConfigError';
-}
+/** A flag or environment value coil-egress cannot use (the runtime's ConfigError, under coil-egress's name). */
+export { ConfigError as EgressConfigError };
 
 /**
  * Parses argv (without node and script) and the environment.
- * @throws EgressConfigError naming the flag or variable
+ * @throws ConfigError naming the flag or variable
  */
 export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): EgressConfig {
   let values: Record<string, string | boolean | undefined>;
@@ -66,20 +65,20 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
       strict: true,
     }));
   } catch (err) {
-    throw new EgressConfigError((err as Error).message);
+    throw new ConfigError((err as Error).message);
   }
   const need = (name: string): string => {
     const v = env[name];
-    if (!v) throw new EgressConfigError(`environment variable ${name} is required`);
+    if (!v) throw new ConfigError(`environment variable ${name} is required`);
     return v;
   };
   const fouPort = Number(values['fou-port']);
-  if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new EgressConfigError(`--fou-port: bad port ${String(values['fou-port'])}`);
-  if (values.backend !== 'nftables') throw new EgressConfigError(`--backend: only "nftables" is supported, got ${String(values.backend)}`);
+  if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--fou-port: bad port ${String(values['fou-port'])}`);
+  if (values.backend !== 'nftables') throw new ConfigError(`--backend: only "nftables" is supported, got ${String(values.backend)}`);
   const level = String(values['log-level']);
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new EgressConfigError(`--log-level: bad level ${level}`);
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`--log-level: bad level ${level}`);
   const intervalS = Number(values['metrics-interval-seconds']);
-  if (!(intervalS > 0)) throw new EgressConfigError('--metrics-interval-seconds must be > 0');
+  if (!(intervalS > 0)) throw new ConfigError('--metrics-interval-seconds must be > 0');
   const addresses = need('COIL_POD_ADDRESSES').split(',').map((a) => a.trim()).filter(Boolean);
   const metricsAddr = parseBindAddress(String(values['metrics-addr']));
   const healthAddr = parseBindAddress(String(values['health-addr']));
@@ -100,16 +99,4 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
   };
 }
 
-/**
- * Parses `host:port` / `:port`; `0` or empty disables. Kept here because agents import nothing
- * from each other (test/imports.test.ts).
- * @throws EgressConfigError on a bad port
- */
-export function parseBindAddress(text: string): BindAddress | undefined {
-  if (text === '' || text === '0') return undefined;
-  const colon = text.lastIndexOf(':');
-  const host = colon > 0 ? text.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
-  const port = Number(colon >= 0 ? text.slice(colon + 1) : text);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new EgressConfigError(`bad address ${JSON.stringify(text)}`);
-  return { host, port };
-}
+export { parseBindAddress };

@@ -5,6 +5,7 @@
  *
  * @see ../shared/reference/coil-v1-data.md §1.1 (etcd flags), §3.1 (dump), §3.2 (replace)
  */
+import { ConfigError, parseDuration as parseGoDuration } from '../runtime/flags.js';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 /** How to reach the v1 etcd. */
@@ -54,10 +55,7 @@ export interface ReplaceConfig {
 
 export type MigratorConfig = DumpConfig | ReplaceConfig;
 
-/** A command line that cannot be used. */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
+export { ConfigError };
 
 /** Usage text printed by `--help` and on a bad command line. */
 export const USAGE = `Usage:
@@ -69,21 +67,11 @@ export const USAGE = `Usage:
 `;
 
 /**
- * Parses Go-style durations (`10s`, `1m30s`, `250ms`, `0`). @returns milliseconds
- * @throws ConfigError on anything else
+ * Parses a Go-style duration flag (`10s`, `1m30s`, `250ms`, `0`). @returns milliseconds
+ * @throws ConfigError naming the flag on anything else
  */
 export function parseDuration(flag: string, text: string): number {
-  if (text === '0') return 0;
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
-  const unit: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  let end = 0;
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    total += Number(m[1]) * unit[m[2]!]!;
-    end = re.lastIndex;
-  }
-  if (end === 0 || end !== text.length) throw new ConfigError(`--${flag}: invalid duration ${JSON.stringify(text)} (use e.g. 2s, 500ms, 1m)`);
-  return Math.round(total);
+  return parseGoDuration(text, flag);
 }
 
 /**

@@ -4,6 +4,7 @@
  * `--flag=true`, `--flag=false`.
  */
 import { parseArgs } from 'node:util';
+import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
 import { DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
@@ -58,40 +59,9 @@ export interface CoildConfig {
   readonly spawnHelper: boolean;
 }
 
-/** A flag or environment value that cannot be used. */
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-}
+export { ConfigError, parseBindAddress, parseDuration };
 
 const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'spawn-helper', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
-
-/**
- * Parses Go-style durations: `5m`, `30s`, `1h30m`, `250ms`, `0`. @returns milliseconds
- * @throws ConfigError on anything else
- */
-export function parseDuration(text: string): number {
-  if (text === '0') return 0;
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
-  const unit: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  let end = 0;
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    total += Number(m[1]) * unit[m[2]!]!;
-    end = re.lastIndex;
-  }
-  if (end === 0 || end !== text.length) throw new ConfigError(`invalid duration ${JSON.stringify(text)} (use e.g. 5m, 30s)`);
-  return Math.round(total);
-}
-
-/** Parses `host:port` / `:port`; `0` or empty means disabled. @throws ConfigError on a bad port */
-export function parseBindAddress(text: string): BindAddress | undefined {
-  if (text === '' || text === '0') return undefined;
-  const colon = text.lastIndexOf(':');
-  const host = colon > 0 ? text.slice(0, colon).replace(/^\[|\]$/g, '') : '0.0.0.0';
-  const port = Number(colon >= 0 ? text.slice(colon + 1) : text);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid address ${JSON.stringify(text)}`);
-  return { host, port };
-}
 
 /** Parses `argv` (without node and script) and the environment. @throws ConfigError */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CoildConfig {
