@@ -5,20 +5,8 @@
  * @see CNI spec SPEC.md "Error" and "Error codes"
  */
 
-/** CNI well-known error codes (the `pkg.cnirpc.ErrorCode` numbers). */
-export const ErrorCode = {
-  INCOMPATIBLE_CNI_VERSION: 1,
-  UNSUPPORTED_FIELD: 2,
-  UNKNOWN_CONTAINER: 3,
-  INVALID_ENVIRONMENT_VARIABLES: 4,
-  IO_FAILURE: 5,
-  DECODING_FAILURE: 6,
-  INVALID_NETWORK_CONFIG: 7,
-  TRY_AGAIN_LATER: 11,
-  PLUGIN_NOT_AVAILABLE: 50,
-  LIMITED_CONNECTIVITY: 51,
-  INTERNAL: 999,
-} as const;
+/** CNI well-known error codes (the `pkg.cnirpc.ErrorCode` numbers), under the shim's name. */
+export { CniErrorCode as ErrorCode } from '../cnirpc/error-code.js';
 
 /** A failure with a CNI error code; `details` is optional context for humans. */
 export class PluginError extends Error {

@@ -8,26 +8,9 @@
  */
 import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 
-/**
- * CNI well-known error codes: `pkg.cnirpc.ErrorCode` in proto/cnirpc.proto (Coil's numbers, plus
- * CNI 1.1's 50/51 for STATUS).
- */
-export const CniErrorCode = {
-  UNKNOWN: 0,
-  INCOMPATIBLE_CNI_VERSION: 1,
-  UNSUPPORTED_FIELD: 2,
-  UNKNOWN_CONTAINER: 3,
-  INVALID_ENVIRONMENT_VARIABLES: 4,
-  IO_FAILURE: 5,
-  DECODING_FAILURE: 6,
-  INVALID_NETWORK_CONFIG: 7,
-  TRY_AGAIN_LATER: 11,
-  PLUGIN_NOT_AVAILABLE: 50,
-  LIMITED_CONNECTIVITY: 51,
-  INTERNAL: 999,
-} as const;
-/** One of {@link CniErrorCode}'s values. */
-export type CniErrorCode = (typeof CniErrorCode)[keyof typeof CniErrorCode];
+import { CniErrorCode } from '../cnirpc/error-code.js';
+
+export { CniErrorCode };
 
 /** Options of {@link CniError}. */
 export interface CniErrorOptions extends ErrorOptions {
