@@ -102,6 +102,8 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
   let inflight = 0;
   /** Index of the next fault not yet finished. */
   let faultIndex = 0;
+  /** Set when the run fails: workers and the injector stop, so the process can exit. */
+  let aborted = false;
   const opLimit = () => (faultIndex < schedule.length ? schedule[faultIndex]!.at + FAULT_WINDOW_OPS : options.operations);
 
   await prepareSoak(lab);
@@ -121,7 +123,7 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
   };
 
   const worker = async () => {
-    while (issued < options.operations) {
+    while (issued < options.operations && !aborted) {
       if (paused) await paused;
       if (issued >= Math.min(opLimit(), options.operations)) {
         await sleep(20);
@@ -183,7 +185,8 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
 
   const injector = async () => {
     for (const fault of schedule) {
-      await eventually(() => report.operations >= fault.at, { timeoutMs: 3_600_000, intervalMs: 50 });
+      await eventually(() => aborted || report.operations >= fault.at, { timeoutMs: 3_600_000, intervalMs: 50 });
+      if (aborted) return;
       const t0 = performance.now();
       await injectFault(lab, fault.name, rand, log, {
         forget: (names) => names.forEach((n) => live.delete(n)),
@@ -196,7 +199,16 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
     }
   };
 
-  await Promise.all([injector(), ...Array.from({ length: options.concurrency ?? 4 }, worker)]);
+  // A failure anywhere stops everything before it propagates; otherwise the workers would keep
+  // polling for a fault that never finishes and the process would never exit.
+  const guard = <T>(p: Promise<T>) => p.catch((err: unknown) => {
+    aborted = true;
+    throw err;
+  });
+  const runs = [guard(injector()), ...Array.from({ length: options.concurrency ?? 4 }, () => guard(worker()))];
+  const settled = await Promise.allSettled(runs);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
   await quiesce(checkPhase);
 
   log(`soak: deleting ${live.size} pods`);
