@@ -75,6 +75,14 @@ export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Rea
   ],
 })
 export class AddressBlockGcReconciler implements Reconcile {
+  /**
+   * When each node was last confirmed to exist by a live GET (ms). The cache can lag — an
+   * informer still backing off after an apiserver or etcd outage keeps showing a deleted Node —
+   * so once per GC interval per node the cache's word is checked against the API; a deleted
+   * Node's blocks are then released within one interval instead of staying pinned.
+   */
+  private readonly nodeConfirmedAtMs = new Map<string, number>();
+
   constructor(
     @inject(Cache) private readonly cache: Cache,
     @inject(Client) private readonly client: Client,
@@ -89,6 +97,7 @@ export class AddressBlockGcReconciler implements Reconcile {
     if (!block || !nodeName || !block.metadata?.finalizers?.includes(FIN_COIL)) return {};
     const node = this.cache.get(Kinds.Node, { name: nodeName });
     if (!node) return this.release(block, ctx, `node ${nodeName} no longer exists`);
+    if (await this.isNodeGone(nodeName)) return this.release(block, ctx, `node ${nodeName} no longer exists (the API says so; the cache lags)`);
     const since = notReadySinceMs(node);
     const grace = this.options.nodeNotReadyReclaimMs;
     if (since === undefined || grace <= 0) return {};
@@ -103,6 +112,19 @@ export class AddressBlockGcReconciler implements Reconcile {
       return { requeueAfterMs: this.options.reclaimRecheckMs };
     }
     return this.release(block, ctx, `node ${nodeName} NotReady for ${Math.round((Date.now() - since) / 1000)} s and no pod uses the block`);
+  }
+
+  /** True when a live GET finds no Node `name`; asked at most once per GC interval per node. */
+  private async isNodeGone(name: string): Promise<boolean> {
+    const now = Date.now();
+    if (now - (this.nodeConfirmedAtMs.get(name) ?? 0) < this.options.gcIntervalMs) return false;
+    const live = await this.client.get(Kinds.Node, { name });
+    if (live) {
+      this.nodeConfirmedAtMs.set(name, now);
+      return false;
+    }
+    this.nodeConfirmedAtMs.delete(name);
+    return true;
   }
 
   /** Removes the finalizer (coild would have) and deletes the block; both guarded against a replaced object. */
