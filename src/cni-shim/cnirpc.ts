@@ -16,29 +16,10 @@ export const CNI_METHODS = {
   STATUS: '/pkg.cnirpc.CNI/Status',
 } as const;
 
-/** A CNI 1.1 GC attachment (netconf `cni.dev/valid-attachments` entry). */
-export interface Attachment {
-  containerId: string;
-  ifname: string;
-}
+/** `pkg.cnirpc.CNIArgs` and its GC attachment, under the shim's names (shared with coild). */
+import type { CniArgs as CniArgsMessage, CniAttachment as Attachment } from '../cnirpc/cni-args.js';
 
-/** `pkg.cnirpc.CNIArgs`. */
-export interface CniArgsMessage {
-  containerId: string;
-  netns: string;
-  ifname: string;
-  /** Parsed CNI_ARGS plus `IS_CHAINED`. */
-  args: Record<string, string>;
-  path: string;
-  /** The netconf bytes from stdin. */
-  stdinData: Buffer;
-  /** prevResult addresses without prefix length (`10.64.0.3`), as Coil's shim sends them. */
-  ips: string[];
-  /** prevResult interface name → has a sandbox. */
-  interfaces: Record<string, boolean>;
-  /** GC only (field 9, our addition). */
-  validAttachments: Attachment[];
-}
+export type { Attachment, CniArgsMessage };
 
 /** Serializes CNIArgs (fields 1–8 as Coil's, 9 ours). */
 export function encodeCniArgs(m: CniArgsMessage): Buffer {
