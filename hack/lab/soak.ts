@@ -12,6 +12,7 @@ import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
 import type { Lab } from './lab.js';
 import type { LabNode } from './topology.js';
+import { prng } from '../../test/support/prng.js';
 
 /** Faults the soak can inject (issue 8 item 2). */
 export const FAULTS = ['coild-kill', 'leader-kill', 'apiserver-restart', 'etcd-restart', 'node-remove', 'late-answer'] as const;
@@ -49,17 +50,6 @@ export interface SoakReport {
   durationMs: number;
 }
 
-/** mulberry32: small, seedable, good enough to pick nodes and operations reproducibly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NS = 'soak';

@@ -7,6 +7,7 @@
  * The expected manifests are written here from the generator's own bookkeeping with string
  * templates, independently of src/migrator, so the suite checks the converter and not itself.
  */
+import { prng } from '../support/prng.js';
 
 /** What a generated dataset holds. */
 export interface V1Dataset {
@@ -23,18 +24,6 @@ export interface V1Dataset {
   readonly reservedBlocks: number;
   /** Blocks per pool. */
   readonly blocksPerPool: number;
-}
-
-/** Deterministic PRNG (mulberry32) so every run generates the same data. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function shuffle<T>(items: T[], rnd: () => number): T[] {
