@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { encodeHeaders, HpackDecoder } from './hpack.js';
+import { buildHuffmanTable, encodeHeaders, HpackDecoder } from './hpack.js';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -53,5 +53,33 @@ describe('HpackDecoder', () => {
       ['x-long', 'v'.repeat(300)],
     ];
     assert.deepEqual(new HpackDecoder().decode(encodeHeaders(fields)), fields);
+  });
+});
+
+describe('buildHuffmanTable', () => {
+  /** The code of `symbol` as the table decodes it: [code, length in bits]. */
+  function codeOf(symbol: number): [number, number] {
+    const t = buildHuffmanTable();
+    const i = t.symbols.indexOf(symbol);
+    for (let len = 1; len <= 30; len++) {
+      const first = t.firstIndex[len];
+      if (first !== undefined && i >= first && i < first + (t.count[len] as number)) return [(t.firstCode[len] as number) + i - first, len];
+    }
+    throw new Error(`symbol ${symbol} not in the table`);
+  }
+
+  it('gives the codes of RFC 7541 Appendix B', () => {
+    assert.deepEqual(codeOf(0x30), [0x0, 5]); // '0'
+    assert.deepEqual(codeOf(0x61), [0x3, 5]); // 'a'
+    assert.deepEqual(codeOf(0x20), [0x14, 6]); // ' '
+    assert.deepEqual(codeOf(0x3a), [0x5c, 7]); // ':'
+    assert.deepEqual(codeOf(0x00), [0x1ff8, 13]);
+    assert.deepEqual(codeOf(0x0a), [0x3ffffffc, 30]); // LF
+    assert.deepEqual(codeOf(0xff), [0x3ffffee, 26]);
+    assert.deepEqual(codeOf(256), [0x3fffffff, 30]); // EOS
+  });
+
+  it('holds every symbol once', () => {
+    assert.deepEqual([...buildHuffmanTable().symbols].sort((a, b) => a - b), Array.from({ length: 257 }, (_, i) => i));
   });
 });

