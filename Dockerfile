@@ -23,6 +23,9 @@ COPY --from=build /src/node_modules ./node_modules
 COPY --from=build /src/dist/src ./dist/src
 COPY --from=build /src/proto ./proto
 COPY --from=build /src/dist/bin/coil /usr/local/coil/coil
+# coild's netlink agent runs on the Bun runtime inside `coil`; NetlinkAgent looks in dist/bin.
+COPY --from=build /src/dist/bin/netlink-agent.js ./dist/bin/netlink-agent.js
+RUN ln -s /usr/local/coil/coil dist/bin/coil
 COPY hack/image/entrypoint.sh /usr/local/coil/coil-entrypoint
 RUN for p in coil-controller coild coil-egress coil-install-cni coil-migrator; do ln -s coil-entrypoint /usr/local/coil/$p; done
 ENV PATH=/usr/local/coil:$PATH NODE_ENV=production

@@ -27,6 +27,7 @@ import { KeyedMutex } from './keyed-mutex.js';
 import { CoildKinds } from './kinds.js';
 import { probeFeatures } from '../netlink/features.js';
 import { IpRunner } from '../netlink/ip-runner.js';
+import { NetlinkAgent } from '../netlink/netlink-agent.js';
 import { EgressClient } from './egress-client.js';
 import { EgressClientKinds } from './egress-gateways.js';
 import { EgressWatcher } from './egress-watcher.js';
@@ -69,6 +70,7 @@ export class Coild {
   private serving = false;
   /** Starts coild's `ip` processes (see spawn-helper.ts); undefined with `--spawn-helper=false`. */
   private readonly spawnHelper: SpawnHelper | undefined;
+  private readonly netlinkAgent: NetlinkAgent | undefined;
 
   constructor(private readonly o: CoildOptions) {
     const cfg = o.config;
@@ -90,7 +92,12 @@ export class Coild {
 
     const host = cfg.hostNetns ? { hostNetns: cfg.hostNetns } : {};
     this.spawnHelper = cfg.spawnHelper ? new SpawnHelper({ onExit: (code, signal) => log.warn({ code, signal }, 'spawn helper exited; restarting on next use') }) : undefined;
-    const kernel = new IpRunner(this.spawnHelper ? { spawner: this.spawnHelper.spawner } : {});
+    this.netlinkAgent = cfg.netlinkAgent ? new NetlinkAgent({ onExit: (code, signal) => log.warn({ code, signal }, 'netlink agent exited; restarting on next use') }) : undefined;
+    if (this.netlinkAgent && !this.netlinkAgent.isUsable) log.warn({ runtime: this.netlinkAgent.runtimePath, script: this.netlinkAgent.scriptPath }, 'netlink agent not in this build; pod wiring runs ip');
+    const kernel = new IpRunner({
+      ...(this.spawnHelper ? { spawner: this.spawnHelper.spawner } : {}),
+      ...(this.netlinkAgent ? { agent: this.netlinkAgent } : {}),
+    });
     this.podNetwork = new IpRoutePodNetwork({
       ...host, ip: kernel, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
       onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
@@ -208,5 +215,6 @@ export class Coild {
     await this.manager.stop();
     await this.introspection.close();
     this.spawnHelper?.stop();
+    this.netlinkAgent?.stop();
   }
 }

@@ -12,6 +12,7 @@ describe('coild config', () => {
       [9384, 9385, 116, 2000, 119, 30, '/run/coild.sock', 300_000, false],
     );
     assert.deepEqual([c.coolingMs, c.blockReleaseGraceMs, c.lowWaterMark], [30_000, 60_000, 8]);
+    assert.deepEqual([c.spawnHelper, c.netlinkAgent], [true, true]);
   });
 
   it('takes Go-style booleans and durations', () => {
@@ -20,6 +21,7 @@ describe('coild config', () => {
     assert.equal(parseConfig(['--clear-routes-on-shutdown'], env).clearRoutesOnShutdown, true);
     assert.equal(parseConfig(['--clear-routes-on-shutdown=false'], env).clearRoutesOnShutdown, false);
     assert.equal(parseDuration('250ms'), 250);
+    assert.equal(parseConfig(['--netlink-agent=false'], env).netlinkAgent, false);
   });
 
   it("accepts the chart's argument list, egress flags included", () => {

@@ -57,11 +57,17 @@ export interface CoildConfig {
    * fork() is cheaper than coild's (spawn-helper.ts); `=false` spawns from coild itself.
    */
   readonly spawnHelper: boolean;
+  /**
+   * `--netlink-agent` (ours), default true: apply the pod wiring's `ip` batches with rtnetlink in
+   * the netlink agent (netlink/netlink-agent.ts) instead of an `ip` process per batch; `=false`, or
+   * a build without the agent, runs `ip` for everything.
+   */
+  readonly netlinkAgent: boolean;
 }
 
 export { ConfigError, parseBindAddress, parseDuration };
 
-const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'spawn-helper', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
+const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'spawn-helper', 'netlink-agent', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
 
 /** Parses `argv` (without node and script) and the environment. @throws ConfigError */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CoildConfig {
@@ -137,6 +143,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     logLevel: level as CoildConfig['logLevel'],
     enableEgress: !falseFlags.has('enable-egress'),
     spawnHelper: !falseFlags.has('spawn-helper'),
+    netlinkAgent: !falseFlags.has('netlink-agent'),
     egressPort: integer('egress-port', str('egress-port'), 1, 65535),
     egressStateDir: str('egress-state-dir'),
   };

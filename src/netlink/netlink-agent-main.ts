@@ -1,0 +1,188 @@
+/**
+ * The netlink agent: a long-lived process that applies coild's `ip -batch` lines with rtnetlink
+ * requests of its own, in any network namespace, instead of starting `ip` for every batch.
+ *
+ * Why a separate process on Bun: a pod ADD needs two batches (host side, pod side); two `ip`
+ * processes cost ≈ 10 ms of the ADD here, the requests themselves ≈ 0.3 ms. Node cannot open a
+ * netlink socket, and no npm package can enter another netns (npm-ecosystem.md §7). Bun can call
+ * libc through `bun:ffi`, so this program opens NETLINK_ROUTE sockets itself. It runs on the Bun
+ * runtime embedded in the `coil` executable (`BUN_BE_BUN=1 coil netlink-agent.js`), so the image
+ * ships no second runtime. A socket belongs to the netns it was created in, so for a pod the
+ * agent enters the netns with setns(2) on its main thread, creates the socket, applies the lines
+ * and returns to its own netns before doing anything else (vishvananda/netlink's NewHandleAt
+ * does the same; Bun's other threads never touch the network).
+ *
+ * Protocol (NetlinkAgent in netlink-agent.ts is the other side): one JSON request per line on
+ * stdin `{id, netns?, lines, force}`, one reply per line on stdout `{id, stdout, stderr,
+ * exitCode}` shaped as `ip [-force] -batch -` would answer, so IpRunner parses both alike:
+ * each failed line as the kernel's message and `Command failed -:N`. Lines outside
+ * rtnetlink.ts's subset are refused with exit code 2 (the caller checks first). Exits when stdin
+ * closes; if it cannot return to its own netns it exits at once (coild starts a new one).
+ */
+import { dlopen, FFIType, ptr, read } from 'bun:ffi';
+import { createInterface } from 'node:readline';
+import { buildRequest, kernelMessage, parseAcks, RequestError, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
+import type { BatchLine } from './ip-runner.js';
+
+interface Request { id: number; netns?: string; lines: BatchLine[]; force: boolean }
+interface Reply { id: number; stdout: string; stderr: string; exitCode: number }
+
+const AF_NETLINK = 16;
+const SOCK_RAW = 3;
+const SOCK_CLOEXEC = 0o2000000;
+const NETLINK_ROUTE = 0;
+const O_RDONLY = 0;
+const O_CLOEXEC = 0o2000000;
+const CLONE_NEWNET = 0x40000000;
+const SOL_SOCKET = 1;
+const SO_RCVTIMEO = 20;
+const SOL_NETLINK = 270;
+const NETLINK_EXT_ACK = 11;
+/** A kernel that has not answered a request within this long is not going to. */
+const RECV_TIMEOUT_S = 5;
+
+const libc = dlopen('libc.so.6', {
+  socket: { args: [FFIType.i32, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
+  setsockopt: { args: [FFIType.i32, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
+  send: { args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32], returns: FFIType.i64 },
+  recv: { args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32], returns: FFIType.i64 },
+  open: { args: [FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
+  close: { args: [FFIType.i32], returns: FFIType.i32 },
+  setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
+  if_nametoindex: { args: [FFIType.ptr], returns: FFIType.i32 },
+  __errno_location: { args: [], returns: FFIType.ptr },
+}).symbols;
+
+function errno(): number {
+  return read.i32(libc.__errno_location() as never);
+}
+
+function cString(s: string): Uint8Array {
+  return new TextEncoder().encode(`${s}\0`);
+}
+
+/** A netlink call failed at the socket level (not a kernel refusal of the request). */
+class SyscallError extends Error {
+  constructor(what: string, readonly errno: number) {
+    super(`${what}: ${kernelMessage(errno).replace('RTNETLINK answers: ', '')}`);
+  }
+}
+
+function openNetlink(): number {
+  const fd = Number(libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (fd < 0) throw new SyscallError('socket(AF_NETLINK)', errno());
+  const tv = new BigInt64Array([BigInt(RECV_TIMEOUT_S), 0n]); // struct timeval
+  libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, ptr(tv), 16);
+  // The kernel's own words for a refusal ("ipv4: Address already assigned"), as ip prints them.
+  libc.setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, ptr(new Int32Array([1])), 4);
+  return fd;
+}
+
+const OWN_NETNS = Number(libc.open(ptr(cString('/proc/thread-self/ns/net')), O_RDONLY | O_CLOEXEC));
+if (OWN_NETNS < 0) throw new SyscallError('open /proc/thread-self/ns/net', errno());
+const hostSocket = openNetlink();
+const recvBuf = new Uint8Array(65536);
+let seq = 0;
+
+/** Sends one request and waits for its ACK: the kernel's errno (0 = applied) and message. */
+function transact(fd: number, request: Uint8Array): Ack {
+  const mySeq = new DataView(request.buffer, request.byteOffset).getUint32(8, true);
+  if (Number(libc.send(fd, ptr(request), request.length, 0)) < 0) throw new SyscallError('send', errno());
+  for (;;) {
+    const n = Number(libc.recv(fd, ptr(recvBuf), recvBuf.length, 0));
+    if (n < 0) {
+      const e = errno();
+      if (e === 4) continue; // EINTR
+      throw new SyscallError('recv', e);
+    }
+    for (const ack of parseAcks(recvBuf, n)) if (ack.seq === mySeq) return ack;
+  }
+}
+
+/** Applies `ops` with `fd`, in the netns the calling thread is in now (for if_nametoindex). */
+function apply(fd: number, ops: readonly RtOp[], force: boolean): { stderr: string; failed: boolean } {
+  const opened: number[] = [];
+  const ctx = {
+    ifindex: (name: string) => Number(libc.if_nametoindex(ptr(cString(name)))),
+    netnsFd: (path: string) => {
+      const nsFd = Number(libc.open(ptr(cString(path)), O_RDONLY | O_CLOEXEC));
+      if (nsFd < 0) throw new RequestError(`Cannot open network namespace "${path}": ${kernelMessage(errno()).replace('RTNETLINK answers: ', '')}`, errno());
+      opened.push(nsFd);
+      return nsFd;
+    },
+  };
+  let stderr = '';
+  let failed = false;
+  try {
+    for (let i = 0; i < ops.length; i++) {
+      let message: string | undefined;
+      try {
+        seq = (seq + 1) >>> 0;
+        const ack = transact(fd, buildRequest(ops[i]!, seq, ctx));
+        if (ack.errno !== 0) message = kernelMessage(ack.errno, ack.message);
+      } catch (err) {
+        if (!(err instanceof RequestError)) throw err;
+        message = err.message;
+      }
+      if (message === undefined) continue;
+      stderr += `${message}\nCommand failed -:${i + 1}\n`;
+      failed = true;
+      if (!force) break;
+    }
+  } finally {
+    for (const nsFd of opened) libc.close(nsFd);
+  }
+  return { stderr, failed };
+}
+
+function handle(req: Request): Reply {
+  const ops = translateBatch(req.lines);
+  if (ops === undefined) return { id: req.id, stdout: '', stderr: 'netlink-agent: a line outside the supported subset\n', exitCode: 2 };
+  if (req.netns === undefined) {
+    const r = apply(hostSocket, ops, req.force);
+    return { id: req.id, stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
+  }
+  const nsFd = Number(libc.open(ptr(cString(req.netns)), O_RDONLY | O_CLOEXEC));
+  if (nsFd < 0) {
+    // iproute2's wording for `ip -n`; "No such file or directory" classifies as ENOENT.
+    const why = kernelMessage(errno()).replace('RTNETLINK answers: ', '');
+    return { id: req.id, stdout: '', stderr: `Cannot open network namespace "${req.netns}": ${why}\n`, exitCode: 255 };
+  }
+  let fd = -1;
+  try {
+    if (Number(libc.setns(nsFd, CLONE_NEWNET)) !== 0) {
+      const why = kernelMessage(errno()).replace('RTNETLINK answers: ', '');
+      return { id: req.id, stdout: '', stderr: `setting the network namespace "${req.netns}" failed: ${why}\n`, exitCode: 255 };
+    }
+    fd = openNetlink();
+    const r = apply(fd, ops, req.force);
+    return { id: req.id, stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
+  } finally {
+    if (fd >= 0) libc.close(fd);
+    libc.close(nsFd);
+    // Staying in a pod's netns would send every later host request there: never continue.
+    if (Number(libc.setns(OWN_NETNS, CLONE_NEWNET)) !== 0) {
+      process.stderr.write(`netlink-agent: cannot return to its own netns (errno ${errno()}); exiting\n`);
+      process.exit(70);
+    }
+  }
+}
+
+const input = createInterface({ input: process.stdin });
+input.on('line', (line) => {
+  let req: Request;
+  try {
+    req = JSON.parse(line) as Request;
+  } catch {
+    process.stderr.write('netlink-agent: unparsable request line\n');
+    return;
+  }
+  let reply: Reply;
+  try {
+    reply = handle(req);
+  } catch (err) {
+    reply = { id: req.id, stdout: '', stderr: `netlink-agent: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 };
+  }
+  process.stdout.write(`${JSON.stringify(reply)}\n`);
+});
+input.on('close', () => process.exit(0));

@@ -1,0 +1,119 @@
+/**
+ * NetlinkAgent: coild's handle on the netlink agent process (netlink-agent-main.ts), which
+ * applies `ip -batch` lines with rtnetlink requests instead of an `ip` process per batch.
+ *
+ * IpRunner hands a batch to the agent when every line is in rtnetlink.ts's subset and runs `ip`
+ * otherwise; the agent answers as `ip -batch` would, so errors, retries and line numbers are the
+ * same either way. If the agent cannot be started (no Bun runtime in this build), the agent turns
+ * itself off and every batch goes to `ip`; if it dies, calls in flight fail as spawn errors and
+ * the next call starts a new one.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { BatchLine, SpawnedProcess } from './ip-runner.js';
+
+/** Constructor options of {@link NetlinkAgent}. */
+export interface NetlinkAgentOptions {
+  /**
+   * An executable embedding the Bun runtime; it runs the agent script as `bun` would
+   * (`BUN_BE_BUN=1`). Default: the `coil` executable built beside this module (dist/bin/coil).
+   */
+  readonly runtimePath?: string;
+  /** The bundled agent program. Default: dist/bin/netlink-agent.js beside this module. */
+  readonly scriptPath?: string;
+  /** Told when the agent exits unexpectedly (coild logs it). */
+  readonly onExit?: (code: number | null, signal: string | null) => void;
+}
+
+/** What {@link NetlinkAgent.batch} runs. */
+export interface AgentBatch {
+  /** netns file path; undefined = the agent's own (coild's) netns. */
+  netns?: string;
+  lines: readonly BatchLine[];
+  /** `ip -force`: apply every line and report each failure, instead of stopping at the first. */
+  force: boolean;
+}
+
+const DEFAULT_RUNTIME = fileURLToPath(new URL('../../bin/coil', import.meta.url));
+const DEFAULT_SCRIPT = fileURLToPath(new URL('../../bin/netlink-agent.js', import.meta.url));
+
+/** A client of one agent process, started on first use; calls run in order of arrival. */
+export class NetlinkAgent {
+  private child: ChildProcess | undefined;
+  private readonly pending = new Map<number, { resolve: (r: SpawnedProcess) => void; child: ChildProcess }>();
+  private nextId = 1;
+  private stopped = false;
+  private usable: boolean | undefined;
+  readonly runtimePath: string;
+  readonly scriptPath: string;
+
+  constructor(private readonly o: NetlinkAgentOptions = {}) {
+    this.runtimePath = o.runtimePath ?? DEFAULT_RUNTIME;
+    this.scriptPath = o.scriptPath ?? DEFAULT_SCRIPT;
+  }
+
+  /** False when the runtime or the script is missing, so callers use `ip` instead. Checked once. */
+  get isUsable(): boolean {
+    if (this.usable === undefined) {
+      try {
+        accessSync(this.runtimePath, constants.X_OK);
+        accessSync(this.scriptPath, constants.R_OK);
+        this.usable = true;
+      } catch {
+        this.usable = false;
+      }
+    }
+    return this.usable;
+  }
+
+  /**
+   * Applies `b.lines` in the agent. Never rejects: a dead agent answers as a process that could
+   * not run (`spawnError`, code EAGAIN), which IpRunner reports without retrying the batch.
+   * @returns what `ip [-force] -batch -` would have printed and exited with
+   */
+  batch(b: AgentBatch): Promise<SpawnedProcess> {
+    return new Promise((resolve) => {
+      const child = this.ensure();
+      const id = this.nextId++;
+      this.pending.set(id, { resolve, child });
+      child.stdin!.write(`${JSON.stringify({ id, lines: b.lines, force: b.force, ...(b.netns !== undefined ? { netns: b.netns } : {}) })}\n`);
+    });
+  }
+
+  /** Ends the agent (its stdin closes); a later call starts a new one. */
+  stop(): void {
+    this.stopped = true;
+    this.child?.stdin?.end();
+    this.child = undefined;
+  }
+
+  private ensure(): ChildProcess {
+    if (this.child && this.child.exitCode === null && !this.stopped) return this.child;
+    this.stopped = false;
+    const child = spawn(this.runtimePath, [this.scriptPath], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      env: { ...process.env, BUN_BE_BUN: '1' },
+    });
+    child.stdin!.on('error', () => undefined);
+    child.on('error', () => undefined); // reported through 'exit' / the calls in flight
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const r = JSON.parse(line) as { id: number; stdout: string; stderr: string; exitCode: number };
+      const p = this.pending.get(r.id);
+      this.pending.delete(r.id);
+      p?.resolve({ stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode });
+    });
+    child.on('close', (code, signal) => {
+      if (this.child === child) this.child = undefined;
+      if (!this.stopped) this.o.onExit?.(code, signal);
+      for (const [id, p] of this.pending) {
+        if (p.child !== child) continue;
+        this.pending.delete(id);
+        p.resolve({ stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) });
+      }
+    });
+    this.child = child;
+    return child;
+  }
+}

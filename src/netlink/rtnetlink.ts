@@ -1,0 +1,491 @@
+/**
+ * rtnetlink messages for the `ip` batch lines coil writes on every pod ADD/DEL: creating a veth
+ * pair, setting a link, adding addresses and routes. Pure: it turns batch lines into request
+ * bytes and reply bytes into errnos; the netlink agent (netlink-agent-main.ts) does the I/O.
+ *
+ * Each line is translated exactly as iproute2 builds the same request (ip/iplink.c,
+ * ip/ipaddress.c, ip/iproute.c of iproute2 6.x), including its defaults: `route add` without
+ * `proto` is RTPROT_BOOT, a route without a gateway gets scope link, tables above 255 travel in
+ * RTA_TABLE. Anything outside this subset translates to `undefined`, and the caller runs it
+ * through `ip` instead, so the agent never guesses.
+ *
+ * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html, include/uapi/linux/{netlink,
+ *   rtnetlink,if_link,if_addr,veth}.h
+ */
+import { tryParseAddress, type IpAddress } from '../ipam/ip-address.js';
+import type { BatchLine } from './ip-runner.js';
+
+// include/uapi/linux/netlink.h, rtnetlink.h
+const NLM_F_REQUEST = 0x1;
+const NLM_F_ACK = 0x4;
+const NLM_F_EXCL = 0x200;
+const NLM_F_CREATE = 0x400;
+/** nlmsghdr type of an error/ACK reply. */
+export const NLMSG_ERROR = 2;
+const RTM_NEWLINK = 16;
+const RTM_DELLINK = 17;
+const RTM_NEWADDR = 20;
+const RTM_DELADDR = 21;
+const RTM_NEWROUTE = 24;
+const RTM_DELROUTE = 25;
+const AF_UNSPEC = 0;
+const AF_INET = 2;
+const AF_INET6 = 10;
+// if_link.h
+const IFLA_ADDRESS = 1;
+const IFLA_IFNAME = 3;
+const IFLA_MTU = 4;
+const IFLA_LINKINFO = 18;
+const IFLA_IFALIAS = 20;
+const IFLA_GROUP = 27;
+const IFLA_NET_NS_FD = 28;
+const IFLA_INFO_KIND = 1;
+const IFLA_INFO_DATA = 2;
+const VETH_INFO_PEER = 1;
+const IFF_UP = 0x1;
+// if_addr.h
+const IFA_ADDRESS = 1;
+const IFA_LOCAL = 2;
+const IFA_F_NODAD = 0x02;
+// rtnetlink.h
+const RTA_DST = 1;
+const RTA_OIF = 4;
+const RTA_GATEWAY = 5;
+const RTA_TABLE = 15;
+const RT_TABLE_UNSPEC = 0;
+const RT_TABLE_MAIN = 254;
+const RTPROT_BOOT = 3;
+const RTN_UNICAST = 1;
+const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
+const RT_SCOPE_NOWHERE = 255;
+
+/** Size of struct nlmsghdr, bytes. */
+export const NLMSG_HDRLEN = 16;
+const IFNAMSIZ = 16;
+
+/** A link named by the request: resolved to an ifindex in the netns the request runs in. */
+export type LinkRef = { name: string };
+
+/**
+ * One translated batch line. Link names stay names: the agent resolves them with
+ * if_nametoindex(3) in the target netns just before building the request.
+ */
+export type RtOp =
+  | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: Uint8Array; peer: { name: string; mtu?: number; mac?: Uint8Array; netnsPath?: string } }
+  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
+  | { kind: 'link-del'; dev?: string; group?: number }
+  | { kind: 'addr'; verb: 'add' | 'del'; address: IpAddress; prefixBits: number; dev: string; scope?: keyof typeof RT_SCOPE; isNoDad: boolean }
+  | { kind: 'route'; verb: 'add' | 'del'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number };
+
+/** What a request needs from the netns it runs in. */
+export interface ResolveContext {
+  /** ifindex of a link name, or 0 when there is none (if_nametoindex semantics). */
+  ifindex(name: string): number;
+  /** An open file descriptor of the netns file at `path` (for IFLA_NET_NS_FD). */
+  netnsFd(path: string): number;
+}
+
+/** A request that cannot be built: iproute2's message for the same case, and its errno. */
+export class RequestError extends Error {
+  constructor(message: string, readonly errno: number) {
+    super(message);
+    this.name = 'RequestError';
+  }
+}
+
+// ------------------------------------------------------------------ translation of batch lines
+
+/**
+ * Translates one batch line (tokens without the leading `ip`) into an {@link RtOp}, or returns
+ * `undefined` when the line is outside the subset this module builds: the caller then runs the
+ * whole batch through `ip -batch`.
+ */
+export function translateLine(tokens: BatchLine): RtOp | undefined {
+  const [object, verb, ...rest] = tokens;
+  try {
+    if (object === 'link' && verb === 'add') return linkAdd(rest);
+    if (object === 'link' && verb === 'set') return linkSet(rest);
+    if (object === 'link' && verb === 'del') return linkDel(rest);
+    if (object === 'addr' && (verb === 'add' || verb === 'del')) return addrOp(verb, rest);
+    if (object === 'route' && (verb === 'add' || verb === 'del')) return routeOp(verb, rest);
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}
+
+/** Translates every line, or returns `undefined` if any line is outside the subset. */
+export function translateBatch(lines: readonly BatchLine[]): RtOp[] | undefined {
+  const ops: RtOp[] = [];
+  for (const l of lines) {
+    const op = translateLine(l);
+    if (op === undefined) return undefined;
+    ops.push(op);
+  }
+  return ops;
+}
+
+class Unsupported extends Error {}
+
+/** Walks `key value` pairs and bare flags of one line, refusing anything unknown. */
+function pairs(tokens: readonly string[], keys: readonly string[], flags: readonly string[] = []): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (flags.includes(t)) {
+      out.set(t, '');
+    } else if (keys.includes(t) && i + 1 < tokens.length && !out.has(t)) {
+      out.set(t, tokens[++i]!);
+    } else {
+      throw new Unsupported(t);
+    }
+  }
+  return out;
+}
+
+function linkName(name: string | undefined): string {
+  if (name === undefined || name.length === 0 || name.length >= IFNAMSIZ || name.includes('/')) throw new Unsupported('name');
+  return name;
+}
+
+function u32(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d{1,10}$/.test(text) || Number(text) > 0xffffffff) throw new Unsupported(text);
+  return Number(text);
+}
+
+function mac(text: string | undefined): Uint8Array | undefined {
+  if (text === undefined) return undefined;
+  if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(text)) throw new Unsupported(text);
+  return Uint8Array.from(text.split(':').map((h) => parseInt(h, 16)));
+}
+
+/** `link add <name> [mtu N] [address MAC] type veth peer name <peer> [mtu N] [address MAC] [netns PATH]` */
+function linkAdd(t: readonly string[]): RtOp {
+  const typeAt = t.indexOf('type');
+  if (typeAt < 1 || t[typeAt + 1] !== 'veth' || t[typeAt + 2] !== 'peer' || t[typeAt + 3] !== 'name') throw new Unsupported('type');
+  const own = pairs(t.slice(1, typeAt), ['mtu', 'address']);
+  const peer = pairs(t.slice(typeAt + 5), ['mtu', 'address', 'netns']);
+  const netnsPath = peer.get('netns');
+  // iproute2 reads a netns argument without '/' as a name under /run/netns or a PID: not ours.
+  if (netnsPath !== undefined && !netnsPath.startsWith('/')) throw new Unsupported('netns');
+  const opt = <T>(k: string, v: T | undefined) => (v === undefined ? {} : { [k]: v });
+  return {
+    kind: 'link-add-veth', name: linkName(t[0]), ...opt('mtu', u32(own.get('mtu'))), ...opt('mac', mac(own.get('address'))),
+    peer: { name: linkName(t[typeAt + 4]), ...opt('mtu', u32(peer.get('mtu'))), ...opt('mac', mac(peer.get('address'))), ...opt('netnsPath', netnsPath) },
+  };
+}
+
+/** `link set dev <name> [alias A] [mtu N] [up|down] [group G]` in any order after `dev <name>`. */
+function linkSet(t: readonly string[]): RtOp {
+  if (t[0] !== 'dev') throw new Unsupported('dev');
+  const p = pairs(t.slice(2), ['alias', 'mtu', 'group'], ['up', 'down']);
+  if (p.has('up') && p.has('down')) throw new Unsupported('up+down');
+  const alias = p.get('alias');
+  if (alias !== undefined && Buffer.byteLength(alias) >= 256) throw new Unsupported('alias'); // IFALIASZ
+  const mtu = u32(p.get('mtu'));
+  const group = u32(p.get('group'));
+  return {
+    kind: 'link-set', dev: linkName(t[1]),
+    ...(alias !== undefined ? { alias } : {}), ...(mtu !== undefined ? { mtu } : {}), ...(group !== undefined ? { group } : {}),
+    ...(p.has('up') ? { up: true } : p.has('down') ? { up: false } : {}),
+  };
+}
+
+/** `link del dev <name>` or `link del group <G>`. */
+function linkDel(t: readonly string[]): RtOp {
+  if (t.length !== 2) throw new Unsupported('del');
+  if (t[0] === 'dev') return { kind: 'link-del', dev: linkName(t[1]) };
+  if (t[0] === 'group') return { kind: 'link-del', group: u32(t[1])! };
+  throw new Unsupported('del');
+}
+
+function prefix(text: string): { address: IpAddress; bits: number } {
+  const slash = text.indexOf('/');
+  const address = tryParseAddress(slash < 0 ? text : text.slice(0, slash));
+  if (address === undefined) throw new Unsupported(text);
+  const width = address.family === 4 ? 32 : 128;
+  const bits = slash < 0 ? width : Number(text.slice(slash + 1));
+  if (!/^\d{1,3}$/.test(slash < 0 ? '0' : text.slice(slash + 1)) || bits > width) throw new Unsupported(text);
+  return { address, bits };
+}
+
+/** `addr add|del <cidr> dev <dev> [scope S] [nodad]` */
+function addrOp(verb: 'add' | 'del', t: readonly string[]): RtOp {
+  const { address, bits } = prefix(t[0] ?? '');
+  const p = pairs(t.slice(1), ['dev', 'scope'], ['nodad']);
+  const scope = p.get('scope');
+  if (scope !== undefined && !(scope in RT_SCOPE)) throw new Unsupported('scope');
+  return {
+    kind: 'addr', verb, address, prefixBits: bits, dev: linkName(p.get('dev')), isNoDad: p.has('nodad'),
+    ...(scope !== undefined ? { scope: scope as keyof typeof RT_SCOPE } : {}),
+  };
+}
+
+/** `route add|del <dst>|default [via GW] [dev D] [scope S] [proto N] [table N]` */
+function routeOp(verb: 'add' | 'del', t: readonly string[]): RtOp {
+  const p = pairs(t.slice(1), ['via', 'dev', 'scope', 'proto', 'table']);
+  const via = p.has('via') ? tryParseAddress(p.get('via')!) : undefined;
+  if (p.has('via') && via === undefined) throw new Unsupported('via');
+  let family: 4 | 6;
+  let dst: IpAddress | undefined;
+  let dstBits = 0;
+  if (t[0] === 'default') {
+    if (via === undefined) throw new Unsupported('default without via'); // family would be a guess
+    family = via.family;
+  } else {
+    const d = prefix(t[0] ?? '');
+    family = d.address.family;
+    dst = d.address;
+    dstBits = d.bits;
+    if (d.bits === 0) dst = undefined;
+  }
+  if (via !== undefined && via.family !== family) throw new Unsupported('mixed families'); // RTA_VIA: not ours
+  const scope = p.get('scope');
+  if (scope !== undefined && !(scope in RT_SCOPE)) throw new Unsupported('scope');
+  const protocol = u32(p.get('proto'));
+  if (protocol !== undefined && protocol > 255) throw new Unsupported('proto');
+  const table = u32(p.get('table'));
+  const dev = p.get('dev');
+  return {
+    kind: 'route', verb, family, dstBits, ...(dst ? { dst } : {}), ...(via ? { via } : {}),
+    ...(dev !== undefined ? { dev: linkName(dev) } : {}), ...(scope !== undefined ? { scope: scope as keyof typeof RT_SCOPE } : {}),
+    ...(protocol !== undefined ? { protocol } : {}), ...(table !== undefined ? { table } : {}),
+  };
+}
+
+// ------------------------------------------------------------------ message building
+
+/** Appends netlink attributes (struct rtattr + payload, 4-byte aligned). */
+class Writer {
+  private buf = new Uint8Array(256);
+  private view = new DataView(this.buf.buffer);
+  length = 0;
+
+  private room(n: number): void {
+    if (this.length + n <= this.buf.length) return;
+    const next = new Uint8Array(Math.max(this.buf.length * 2, this.length + n));
+    next.set(this.buf);
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+  u8(v: number): void { this.room(1); this.view.setUint8(this.length, v); this.length += 1; }
+  u16(v: number): void { this.room(2); this.view.setUint16(this.length, v, true); this.length += 2; }
+  u32(v: number): void { this.room(4); this.view.setUint32(this.length, v >>> 0, true); this.length += 4; }
+  i32(v: number): void { this.room(4); this.view.setInt32(this.length, v, true); this.length += 4; }
+  bytes(b: Uint8Array): void { this.room(b.length); this.buf.set(b, this.length); this.length += b.length; }
+  align(): void { while (this.length % 4 !== 0) this.u8(0); }
+  /** Writes a u16 at `at` (a length patched in after its contents are known). */
+  patch16(at: number, v: number): void { this.view.setUint16(at, v, true); }
+  patch32(at: number, v: number): void { this.view.setUint32(at, v, true); }
+  /** An attribute whose payload `fill` writes; nests naturally. */
+  attr(type: number, fill: () => void): void {
+    const at = this.length;
+    this.u16(0);
+    this.u16(type);
+    fill();
+    this.patch16(at, this.length - at);
+    this.align();
+  }
+  attrU32(type: number, v: number): void { this.attr(type, () => this.u32(v)); }
+  attrBytes(type: number, b: Uint8Array): void { this.attr(type, () => this.bytes(b)); }
+  /** A C string attribute including its NUL, as iproute2 sends IFLA_IFNAME. */
+  attrString(type: number, s: string, withNul = true): void {
+    this.attrBytes(type, new TextEncoder().encode(withNul ? `${s}\0` : s));
+  }
+  result(): Uint8Array { return this.buf.slice(0, this.length); }
+}
+
+function addressBytes(a: IpAddress): Uint8Array {
+  const n = a.family === 4 ? 4 : 16;
+  const out = new Uint8Array(n);
+  let v = a.value;
+  for (let i = n - 1; i >= 0; i--) {
+    out[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  return out;
+}
+
+function ifindexOf(ctx: ResolveContext, name: string): number {
+  const index = ctx.ifindex(name);
+  // iproute2's wording, which NetlinkError classifies as ENODEV.
+  if (index === 0) throw new RequestError(`Cannot find device "${name}"`, 19);
+  return index;
+}
+
+/** struct ifinfomsg: family, pad, type, index, flags, change. */
+function ifinfomsg(w: Writer, index: number, flags = 0, change = 0): void {
+  w.u8(AF_UNSPEC); w.u8(0); w.u16(0); w.i32(index); w.u32(flags); w.u32(change);
+}
+
+/**
+ * Builds the request for `op` with sequence number `seq`, resolving link names in `ctx`.
+ * @returns one netlink message (nlmsghdr + payload) asking for an ACK
+ * @throws RequestError when a named link does not exist (errno ENODEV), as `ip` would fail
+ */
+export function buildRequest(op: RtOp, seq: number, ctx: ResolveContext): Uint8Array {
+  const w = new Writer();
+  const header = (type: number, flags: number): void => {
+    w.u32(0); w.u16(type); w.u16(NLM_F_REQUEST | NLM_F_ACK | flags); w.u32(seq); w.u32(0);
+  };
+  switch (op.kind) {
+    case 'link-add-veth': {
+      header(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+      ifinfomsg(w, 0);
+      w.attrString(IFLA_IFNAME, op.name);
+      if (op.mtu !== undefined) w.attrU32(IFLA_MTU, op.mtu);
+      if (op.mac) w.attrBytes(IFLA_ADDRESS, op.mac);
+      w.attr(IFLA_LINKINFO, () => {
+        w.attrString(IFLA_INFO_KIND, 'veth', false);
+        w.attr(IFLA_INFO_DATA, () => w.attr(VETH_INFO_PEER, () => {
+          ifinfomsg(w, 0);
+          w.attrString(IFLA_IFNAME, op.peer.name);
+          if (op.peer.mtu !== undefined) w.attrU32(IFLA_MTU, op.peer.mtu);
+          if (op.peer.mac) w.attrBytes(IFLA_ADDRESS, op.peer.mac);
+          if (op.peer.netnsPath !== undefined) w.attrU32(IFLA_NET_NS_FD, ctx.netnsFd(op.peer.netnsPath));
+        }));
+      });
+      break;
+    }
+    case 'link-set': {
+      header(RTM_NEWLINK, 0);
+      ifinfomsg(w, ifindexOf(ctx, op.dev), op.up ? IFF_UP : 0, op.up === undefined ? 0 : IFF_UP);
+      if (op.mtu !== undefined) w.attrU32(IFLA_MTU, op.mtu);
+      if (op.alias !== undefined) w.attrString(IFLA_IFALIAS, op.alias, false);
+      if (op.group !== undefined) w.attrU32(IFLA_GROUP, op.group);
+      break;
+    }
+    case 'link-del': {
+      header(RTM_DELLINK, 0);
+      // By group: ifindex 0 and IFLA_GROUP (the kernel's rtnl_group_dellink), as `ip link del group`.
+      ifinfomsg(w, op.dev !== undefined ? ifindexOf(ctx, op.dev) : 0);
+      if (op.group !== undefined) w.attrU32(IFLA_GROUP, op.group);
+      break;
+    }
+    case 'addr': {
+      header(op.verb === 'add' ? RTM_NEWADDR : RTM_DELADDR, op.verb === 'add' ? NLM_F_CREATE | NLM_F_EXCL : 0);
+      const bytes = addressBytes(op.address);
+      w.u8(op.address.family === 4 ? AF_INET : AF_INET6);
+      w.u8(op.prefixBits);
+      w.u8(op.isNoDad ? IFA_F_NODAD : 0);
+      w.u8(op.scope !== undefined ? RT_SCOPE[op.scope] : 0);
+      w.u32(ifindexOf(ctx, op.dev));
+      w.attrBytes(IFA_LOCAL, bytes);
+      w.attrBytes(IFA_ADDRESS, bytes);
+      break;
+    }
+    case 'route': {
+      const isAdd = op.verb === 'add';
+      header(isAdd ? RTM_NEWROUTE : RTM_DELROUTE, isAdd ? NLM_F_CREATE | NLM_F_EXCL : 0);
+      const table = op.table ?? RT_TABLE_MAIN;
+      // iproute2: no scope given → link for a gatewayless unicast add, nowhere (a wildcard) for del.
+      const scope = op.scope !== undefined ? RT_SCOPE[op.scope] : !isAdd ? RT_SCOPE_NOWHERE : op.via === undefined ? RT_SCOPE.link : RT_SCOPE.global;
+      w.u8(op.family === 4 ? AF_INET : AF_INET6);
+      w.u8(op.dstBits);
+      w.u8(0); // src_len
+      w.u8(0); // tos
+      w.u8(table < 256 ? table : RT_TABLE_UNSPEC);
+      w.u8(op.protocol ?? (isAdd ? RTPROT_BOOT : 0));
+      w.u8(scope);
+      w.u8(isAdd ? RTN_UNICAST : 0);
+      w.u32(0); // flags
+      if (table >= 256) w.attrU32(RTA_TABLE, table);
+      if (op.dst) w.attrBytes(RTA_DST, addressBytes(op.dst));
+      if (op.via) w.attrBytes(RTA_GATEWAY, addressBytes(op.via));
+      if (op.dev !== undefined) w.attrU32(RTA_OIF, ifindexOf(ctx, op.dev));
+      break;
+    }
+  }
+  const out = w.result();
+  new DataView(out.buffer).setUint32(0, out.length, true);
+  return out;
+}
+
+// ------------------------------------------------------------------ replies
+
+/** One decoded NLMSG_ERROR reply: `errno` 0 is an ACK. */
+export interface Ack {
+  seq: number;
+  /** Positive errno (0 = success). */
+  errno: number;
+  /** The kernel's extended-ACK message (NLMSGERR_ATTR_MSG), e.g. "ipv4: Address already assigned". */
+  message?: string;
+}
+
+const NLM_F_CAPPED = 0x100;
+const NLM_F_ACK_TLVS = 0x200;
+const NLMSGERR_ATTR_MSG = 1;
+
+/**
+ * Decodes the NLMSG_ERROR messages in one datagram read from a netlink socket; other message
+ * types (none are expected for requests that only ask for an ACK) are skipped.
+ * @throws RangeError on a truncated message
+ */
+export function parseAcks(buf: Uint8Array, length = buf.length): Ack[] {
+  const view = new DataView(buf.buffer, buf.byteOffset, length);
+  const acks: Ack[] = [];
+  for (let off = 0; off + NLMSG_HDRLEN <= length;) {
+    const len = view.getUint32(off, true);
+    if (len < NLMSG_HDRLEN || off + len > length) throw new RangeError(`truncated netlink message at ${off}`);
+    if (view.getUint16(off + 4, true) === NLMSG_ERROR) {
+      const flags = view.getUint16(off + 6, true);
+      const ack: Ack = { seq: view.getUint32(off + 8, true), errno: Math.abs(view.getInt32(off + NLMSG_HDRLEN, true)) };
+      if (flags & NLM_F_ACK_TLVS) {
+        // struct nlmsgerr: error, then the request's header (and its payload unless capped), then TLVs.
+        const request = off + NLMSG_HDRLEN + 4;
+        let at = request + (flags & NLM_F_CAPPED ? NLMSG_HDRLEN : view.getUint32(request, true));
+        while (at + 4 <= off + len) {
+          const alen = view.getUint16(at, true);
+          if (alen < 4 || at + alen > off + len) break;
+          if (view.getUint16(at + 2, true) === NLMSGERR_ATTR_MSG) {
+            ack.message = new TextDecoder().decode(buf.subarray(at + 4, at + alen)).replace(/\0+$/, '');
+          }
+          at += (alen + 3) & ~3;
+        }
+      }
+      acks.push(ack);
+    }
+    off += (len + 3) & ~3;
+  }
+  return acks;
+}
+
+const STRERROR: Record<number, [string, string]> = {
+  1: ['EPERM', 'Operation not permitted'],
+  2: ['ENOENT', 'No such file or directory'],
+  3: ['ESRCH', 'No such process'],
+  4: ['EINTR', 'Interrupted system call'],
+  9: ['EBADF', 'Bad file descriptor'],
+  11: ['EAGAIN', 'Resource temporarily unavailable'],
+  12: ['ENOMEM', 'Cannot allocate memory'],
+  13: ['EACCES', 'Permission denied'],
+  16: ['EBUSY', 'Device or resource busy'],
+  17: ['EEXIST', 'File exists'],
+  19: ['ENODEV', 'No such device'],
+  22: ['EINVAL', 'Invalid argument'],
+  34: ['ERANGE', 'Numerical result out of range'],
+  95: ['EOPNOTSUPP', 'Operation not supported'],
+  99: ['EADDRNOTAVAIL', 'Cannot assign requested address'],
+  101: ['ENETUNREACH', 'Network is unreachable'],
+  105: ['ENOBUFS', 'No buffer space available'],
+};
+
+/** strerror(3) text of `errno` (`errno N` for ones coil never meets). */
+export function strerror(errno: number): string {
+  return STRERROR[errno]?.[1] ?? `errno ${errno}`;
+}
+
+/** Symbolic name of `errno` (`E<N>` for ones coil never meets). */
+export function errnoName(errno: number): string {
+  return STRERROR[errno]?.[0] ?? `E${errno}`;
+}
+
+/**
+ * The message `ip` prints for a kernel refusal: the extended-ACK text when the kernel gave one
+ * (`Error: ipv4: Address already assigned.`), else `RTNETLINK answers: <strerror>`, which
+ * NetlinkError's classifier understands. @see iproute2 lib/libnetlink.c nl_dump_ext_ack()
+ */
+export function kernelMessage(errno: number, extAck?: string): string {
+  return extAck ? `Error: ${extAck}.` : `RTNETLINK answers: ${strerror(errno)}`;
+}
