@@ -18,8 +18,11 @@ export interface UnaryCallOptions {
   socketPath: string;
   /** Method path, e.g. `/pkg.cnirpc.CNI/Add`. */
   method: string;
-  /** The encoded request message. */
-  request: Buffer;
+  /**
+   * The encoded request message, or a function producing it: a function is called after the
+   * connection attempt has started, so encoding overlaps with coild accepting the connection.
+   */
+  request: Buffer | (() => Buffer);
   /** Deadline of the whole call, sent to the server as `grpc-timeout` too. */
   timeoutMs: number;
 }
@@ -62,9 +65,10 @@ function frame(type: number, flags: number, streamId: number, payload: Buffer = 
 
 /** The bytes a client sends for one unary call: preface, SETTINGS, HEADERS, DATA frames. */
 function requestBytes(o: UnaryCallOptions): Buffer {
-  const message = Buffer.alloc(5 + o.request.length); // byte 0 = 0: not compressed
-  message.writeUInt32BE(o.request.length, 1);
-  o.request.copy(message, 5);
+  const request = typeof o.request === 'function' ? o.request() : o.request;
+  const message = Buffer.alloc(5 + request.length); // byte 0 = 0: not compressed
+  message.writeUInt32BE(request.length, 1);
+  request.copy(message, 5);
   if (message.length > MAX_REQUEST_BYTES) {
     throw new PluginError(ErrorCode.INVALID_NETWORK_CONFIG, `request of ${message.length} bytes exceeds ${MAX_REQUEST_BYTES}; is the netconf that large?`);
   }
@@ -165,20 +169,21 @@ export function unaryCall(o: UnaryCallOptions): Promise<Buffer> {
       }
     };
 
-    let request: Buffer;
+    // Connect first and encode while coild accepts: the two overlap (≈ 0.5 ms of a cold start).
+    let request: Buffer | undefined;
+    const connecting = connectUnix(o.socketPath, {
+      onData,
+      onClose: (err) => fail(ErrorCode.TRY_AGAIN_LATER, `coild closed the connection before answering${err ? `: ${err.message}` : ''}`, err),
+    });
     try {
       request = requestBytes(o);
     } catch (err) {
-      finish(err as PluginError);
-      return;
+      finish(err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, String(err)));
     }
-    connectUnix(o.socketPath, {
-      onData,
-      onClose: (err) => fail(ErrorCode.TRY_AGAIN_LATER, `coild closed the connection before answering${err ? `: ${err.message}` : ''}`, err),
-    }).then(
+    connecting.then(
       (c) => {
         conn = c;
-        if (settled) c.destroy();
+        if (settled || request === undefined) c.destroy();
         else c.write(request);
       },
       (err: unknown) => {

@@ -53,7 +53,7 @@ export async function run(io: ShimIo): Promise<number> {
     const response = await unaryCall({
       socketPath: req.socketPath,
       method: CNI_METHODS[req.command],
-      request: encodeCniArgs(req.args),
+      request: () => encodeCniArgs(req.args),
       timeoutMs: io.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     });
     if (req.command === 'ADD') {
@@ -77,5 +77,7 @@ export async function run(io: ShimIo): Promise<number> {
 void readStdin()
   .then((stdin) => run({ env: process.env, stdin, writeStdout: (text) => writeFd(1, text), writeStderr: (text) => writeFd(2, text) }))
   .then((code) => {
-    process.exitCode = code;
+    // Output is written: exit now rather than after the runtime has closed the socket and timers
+    // (kubelet waits for the exit, not for the output).
+    process.exit(code);
   });
