@@ -39,7 +39,9 @@ mkdir -p dist/bin
 TMP=$(mktemp dist/bin/.coil.XXXXXX)
 trap 'rm -f "$TMP"' EXIT
 # --bytecode needs CommonJS output; main.ts avoids top-level await for that reason.
-"$BUN" build --compile --minify --bytecode --format=cjs src/cni-shim/main.ts --outfile "$TMP" >/dev/null
+# No autoloading of .env or bunfig.toml: kubelet's working directory must not change the plugin.
+"$BUN" build --compile --minify --bytecode --format=cjs --no-compile-autoload-dotenv --no-compile-autoload-bunfig \
+  src/cni-shim/main.ts --outfile "$TMP" >/dev/null
 chmod 0755 "$TMP"
 mv -f "$TMP" "$OUT"
 echo "built $OUT ($(stat -c %s "$OUT") bytes)" >&2

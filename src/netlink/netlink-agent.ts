@@ -10,6 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
+import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { BatchLine, SpawnedProcess } from './ip-runner.js';
@@ -92,8 +93,11 @@ export class NetlinkAgent {
   private ensure(): ChildProcess {
     if (this.child && this.child.exitCode === null && !this.stopped) return this.child;
     this.stopped = false;
-    const child = spawn(this.runtimePath, [this.scriptPath], {
+    // Started in the script's own directory and without auto-install, so nothing around coild
+    // (a bunfig.toml, a package.json) changes what the runtime loads.
+    const child = spawn(this.runtimePath, ['--no-install', this.scriptPath], {
       stdio: ['pipe', 'pipe', 'inherit'],
+      cwd: dirname(this.scriptPath),
       env: { ...process.env, BUN_BE_BUN: '1' },
     });
     child.stdin!.on('error', () => undefined);
