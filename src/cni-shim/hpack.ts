@@ -167,7 +167,7 @@ export class HpackDecoder {
 
   private huffmanDecode(raw: Buffer): string {
     const t = (this.huffman ??= buildHuffmanTable());
-    const out: number[] = [];
+    let out = '';
     let code = 0;
     let len = 0;
     for (const byte of raw) {
@@ -178,7 +178,7 @@ export class HpackDecoder {
         if (first !== undefined && code >= first && code - first < (t.count[len] as number)) {
           const sym = t.symbols[(t.firstIndex[len] as number) + code - first] as number;
           if (sym === 256) throw new Error('hpack: EOS in Huffman string');
-          out.push(sym);
+          out += String.fromCharCode(sym);
           code = 0;
           len = 0;
         }
@@ -186,7 +186,7 @@ export class HpackDecoder {
     }
     // Padding: fewer than 8 bits, all ones (the start of EOS).
     if (len > 7 || code !== 2 ** len - 1) throw new Error('hpack: bad Huffman padding');
-    return Buffer.from(out).toString('latin1');
+    return out; // latin1: one char per octet, as raw.toString('latin1') gives for plain strings
   }
 }
 
