@@ -1,7 +1,10 @@
 #!/bin/sh
 # Dispatches on the name it was called by (coil-controller, coild, coil-egress, coil-install-cni,
-# coil-migrator).
+# coil-migrator). COIL_ROOT (default /opt/coil, where the Dockerfile puts dist/) lets the
+# benchmark run this very script from a checkout (hack/bench/blockrequest-latency.ts).
 set -e
+root="${COIL_ROOT:-/opt/coil}"
+node_flags=""
 case "$(basename "$0")" in
   coil-controller)  main=dist/src/controller/main.js ;;
   coild)            main=dist/src/node-agent/main.js ;;
@@ -10,4 +13,5 @@ case "$(basename "$0")" in
   coil-migrator)    main=dist/src/migrator/main.js ;;
   *) echo "unknown program: $0" >&2; exit 2 ;;
 esac
-exec node /opt/coil/$main "$@"
+# shellcheck disable=SC2086 # node_flags is a list of words
+exec node $node_flags "$root/$main" "$@"
