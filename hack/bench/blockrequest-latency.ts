@@ -9,7 +9,8 @@
  *    reconciler has processed them (target ≤ 300 MB for 100,000), then through a full relist
  *    (kube-apiserver restarted behind a compacted etcd, so the watch answers 410 Gone), with the
  *    peak (VmHWM). Measured twice: as shipped — started through hack/image/entrypoint.sh, i.e. with
- *    the node flags and environment the image gives coil-controller — and as bare `node main.js`.
+ *    the node flags and environment the image gives coil-controller — and as bare `node main.js`;
+ *    the last line (`SUMMARY`) sums both up with the idle RSS and the cost per block.
  *
  * The M blocks are written straight into etcd (seconds; copies of one block created through the
  * API, so they carry what the apiserver stores: uid, managedFields, ownerReference…), or with
@@ -38,7 +39,7 @@ import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { EtcdKv, storageKey } from './etcd-kv.js';
 
-type Pool = { metadata?: { name?: string; uid?: string }; spec: { blockSizeBits: number; subnets: { ipv4?: string }[] }; status?: { allocatedBlocks?: number } };
+type Pool = { metadata?: { name?: string; uid?: string }; spec: { blockSizeBits: number; subnets: { ipv4?: string }[] } };
 const Pool = defineKind<Pool>(AddressPoolKind);
 const Block = AddressBlockKind as KindDescriptor<AddressBlock>;
 const Request = BlockRequestKind as KindDescriptor<BlockRequest>;
@@ -178,7 +179,8 @@ async function main(): Promise<void> {
     await client.create(Pool, { metadata: { name: 'lat' }, spec: { blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/12' }] } });
     await ready(ports.health);
     await new Promise((r) => setTimeout(r, 2000));
-    console.log(`[shipped] idle controller RSS (1 pool, no blocks): ${(await memMb(ctl.pid!)).rss.toFixed(0)} MB, ${await heapMb(ports.metrics)}`);
+    const idle = (await memMb(ctl.pid!)).rss;
+    console.log(`[shipped] idle controller RSS (1 pool, no blocks): ${idle.toFixed(0)} MB, ${await heapMb(ports.metrics)}`);
     if (n > 0) {
       await latency(cp, transport, client, n);
       console.log(`[shipped] controller RSS after the latency runs (${2 * n + 10} blocks): ${(await memMb(ctl.pid!)).rss.toFixed(0)} MB, ${await heapMb(ports.metrics)}`);
@@ -187,11 +189,18 @@ async function main(): Promise<void> {
     if (blocks > 0) {
       const kv = new EtcdKv(cp.etcdEndpoint);
       await loadBlocks(transport, client, kv, blocks, values.load, Number(values.c));
+      const figures = new Map<Launch, Figures>();
       for (const launch of ['shipped', 'no flags'] as const) {
         ctl = startController(cp, launch, binDir, ports, ['--enable-egress=false', '--leader-elect=false']);
-        await measure(cp, client, kv, ctl, launch, blocks, ports, values.relist !== 'false');
+        figures.set(launch, await measure(cp, kv, ctl, launch, blocks, ports, values.relist !== 'false'));
         await stopController(ctl);
       }
+      const line = (l: Launch): string => {
+        const f = figures.get(l)!;
+        return `${l}: ${f.steady.toFixed(0)} MB${f.afterRelist === undefined ? '' : ` (${f.afterRelist.toFixed(0)} MB after the relist)`}, peak ${f.peak.toFixed(0)} MB`;
+      };
+      const perBlockKb = ((figures.get('shipped')!.steady - idle) * 1024) / blocks;
+      console.log(`SUMMARY controller RSS with ${blocks} AddressBlocks — ${line('shipped')}; ${line('no flags')}; idle (shipped) ${idle.toFixed(0)} MB, so ${perBlockKb.toFixed(2)} KB per block`);
     }
   } finally {
     await stopController(ctl);
@@ -286,16 +295,17 @@ async function loadBlocks(transport: ApiTransport, client: Client, kv: EtcdKv, b
 
 /**
  * Measures one controller (started with `--enable-egress=false --leader-elect=false` while the
- * cluster holds `blocks` blocks of pool `rss`): RSS once the pool's status counts every block (all
- * reconcilers have been through the cache) and 10 s later; with `relist`, stops kube-apiserver, deletes one
- * block in etcd behind its back, compacts, starts it again — the controller's watch resumes
+ * cluster holds `blocks` blocks of pool `rss`): RSS once its `coil_controller_allocated_blocks`
+ * counts every block (all reconcilers have been through the cache) and 10 s later; with `relist`,
+ * stops kube-apiserver, deletes one block in etcd behind its back, compacts, starts it again —
+ * the controller's watch resumes
  * with an old resourceVersion, gets 410 Gone and lists all blocks again; only that relist can
  * notice the deletion, so the count dropping by one proves it — and measures again; then puts the
  * block back. Peak is the kernel's VmHWM over the whole run.
  */
-async function measure(cp: ControlPlane, client: Client, kv: EtcdKv, ctl: ChildProcess, label: Launch, blocks: number, ports: { metrics: number; health: number }, relist: boolean): Promise<void> {
-  const allocated = async (): Promise<number | undefined> => (await client.get(Pool, { name: RSS_POOL }))?.status?.allocatedBlocks;
-  const counted = (want: number) => eventually(async () => (await allocated()) === want, { timeoutMs: 600_000, intervalMs: 500 });
+async function measure(cp: ControlPlane, kv: EtcdKv, ctl: ChildProcess, label: Launch, blocks: number, ports: { metrics: number; health: number }, relist: boolean): Promise<Figures> {
+  // This process's own count (the pool's status may still hold the previous controller's).
+  const counted = (want: number) => eventually(async () => (await allocatedBlocks(ports.metrics, RSS_POOL)) === want, { timeoutMs: 600_000, intervalMs: 500 });
   const settle = async (): Promise<number> => {
     let peak = 0;
     for (let i = 0; i < 20; i++) {
@@ -311,7 +321,9 @@ async function measure(cp: ControlPlane, client: Client, kv: EtcdKv, ctl: ChildP
   const tSynced = performance.now() - t0;
   const atSync = (await memMb(ctl.pid!)).rss;
   const peak10 = await settle();
-  console.log(`[${label}] ready in ${(tReady / 1000).toFixed(1)} s, ${blocks} blocks counted in ${(tSynced / 1000).toFixed(1)} s; RSS ${atSync.toFixed(0)} MB then, ${(await memMb(ctl.pid!)).rss.toFixed(0)} MB 10 s later (max ${peak10.toFixed(0)} MB); ${await heapMb(ports.metrics)}`);
+  const steady = (await memMb(ctl.pid!)).rss;
+  console.log(`[${label}] ready in ${(tReady / 1000).toFixed(1)} s, ${blocks} blocks counted in ${(tSynced / 1000).toFixed(1)} s; RSS ${atSync.toFixed(0)} MB then, ${steady.toFixed(0)} MB 10 s later (max ${peak10.toFixed(0)} MB); ${await heapMb(ports.metrics)}`);
+  let afterRelist: number | undefined;
   if (relist) {
     const victim = storageKey(Block, addressBlockName(RSS_POOL, blocks - 1));
     const r0 = performance.now();
@@ -323,12 +335,31 @@ async function measure(cp: ControlPlane, client: Client, kv: EtcdKv, ctl: ChildP
     await counted(blocks - 1);
     const tRelist = performance.now() - r0;
     await settle();
-    console.log(`[${label}] relisted after a kube-apiserver restart (410 Gone) in ${(tRelist / 1000).toFixed(1)} s; RSS ${(await memMb(ctl.pid!)).rss.toFixed(0)} MB 10 s later; ${await heapMb(ports.metrics)}`);
+    afterRelist = (await memMb(ctl.pid!)).rss;
+    console.log(`[${label}] relisted after a kube-apiserver restart (410 Gone) in ${(tRelist / 1000).toFixed(1)} s; RSS ${afterRelist.toFixed(0)} MB 10 s later; ${await heapMb(ports.metrics)}`);
     await kv.put(victim, saved);
     await counted(blocks);
   }
   const { rss, peak } = await memMb(ctl.pid!);
   console.log(`[${label}] RSS with ${blocks} AddressBlocks cached: ${rss.toFixed(0)} MB, peak (VmHWM) ${peak.toFixed(0)} MB`);
+  return { steady, afterRelist, peak };
+}
+
+/** RSS figures of one controller run, MB. */
+interface Figures {
+  /** 10 s after the controller counted every block. */
+  readonly steady: number;
+  /** 10 s after the relist, when one was forced. */
+  readonly afterRelist?: number;
+  /** VmHWM at the end: the most the process ever held. */
+  readonly peak: number;
+}
+
+/** `coil_controller_allocated_blocks{pool}` as the controller itself reports it. */
+async function allocatedBlocks(metricsPort: number, pool: string): Promise<number | undefined> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const m = new RegExp(`^coil_controller_allocated_blocks\\{pool="${pool}"\\} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
 }
 
 await main();
