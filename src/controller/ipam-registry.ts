@@ -1,13 +1,16 @@
 /**
  * Assembles the IPAM part of coil-controller into a fresh {@link Registry}: the AddressPool
  * webhooks and the AddressPool, BlockRequest and AddressBlock GC reconcilers, plus the container
- * bindings they need (the shared {@link PoolManager} and the {@link IpamOptions}). Used by the
- * entrypoint and by the envtest suites, which pick only the parts they test.
+ * bindings they need (the shared {@link PoolManager} and the {@link IpamOptions}), and how
+ * AddressBlocks are cached. Used by the entrypoint and by the envtest suites, which pick only
+ * the parts they test but always cache as the entrypoint does.
  */
 import type { Container, Newable } from 'inversify';
 import { AddressBlockGcReconciler } from '../reconcilers/addressblock-gc.js';
 import { AddressPoolReconciler } from '../reconcilers/addresspool.js';
+import { cachedAddressBlock } from '../reconcilers/block-indexes.js';
 import { BlockRequestReconciler } from '../reconcilers/blockrequest.js';
+import { Kinds } from '../reconcilers/kinds.js';
 import { DEFAULT_IPAM_OPTIONS, IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import { PoolManager } from '../reconcilers/pool-manager.js';
 import { AddressPoolDefaulter, AddressPoolValidator } from '../webhooks/addresspool.js';
@@ -46,4 +49,13 @@ export function bindIpam(container: Container, options: IpamOptions = DEFAULT_IP
   container.bind(PoolManager).toSelf().inSingletonScope();
   container.bind(IPAM_OPTIONS).toConstantValue(options);
   return container;
+}
+
+/**
+ * Cache settings to pass as the Manager's `cache.kinds`: AddressBlocks stored slimmed by
+ * {@link cachedAddressBlock} (a fresh transform, so its shared-string table is this cache's own).
+ * Keeps 100,000 blocks within the controller's memory budget (hack/bench/blockrequest-latency.ts).
+ */
+export function ipamCache() {
+  return [{ kind: Kinds.AddressBlock, options: { transform: cachedAddressBlock() } }];
 }

@@ -12,8 +12,6 @@ import 'reflect-metadata';
 import { join } from 'node:path';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { Container } from 'inversify';
-import { cachedAddressBlock } from '../reconcilers/block-indexes.js';
-import { Kinds } from '../reconcilers/kinds.js';
 import { DEFAULT_EGRESS_OPTIONS, FALLBACK_EGRESS_IMAGE } from '../reconcilers/egress-options.js';
 import type { Client } from '../runtime/client.js';
 import { defineKind } from '../runtime/kind.js';
@@ -23,7 +21,7 @@ import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
 import { ConfigError, parseConfig, type ControllerConfig } from './config.js';
 import { addEgress, bindEgress, egressCache } from './egress-registry.js';
-import { addIpam, bindIpam } from './ipam-registry.js';
+import { addIpam, bindIpam, ipamCache } from './ipam-registry.js';
 
 /** Loads the kubeconfig: the flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
 function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
@@ -88,7 +86,7 @@ async function main(): Promise<void> {
     // managedFields are a third of a cached AddressBlock and nothing reads them (100,000 blocks ≤ 300 MB).
     cache: {
       defaults: { transform: stripManagedFields },
-      kinds: [...(cfg.enableIpam ? [{ kind: Kinds.AddressBlock, options: { transform: cachedAddressBlock() } }] : []), ...(cfg.enableEgress ? egressCache() : [])],
+      kinds: [...(cfg.enableIpam ? ipamCache() : []), ...(cfg.enableEgress ? egressCache() : [])],
     },
   });
   mgr.handleSignals();

@@ -42,3 +42,16 @@ test('blocks are indexed by their pool and node labels; unlabelled blocks by not
   assert.deepEqual([blockPoolIndex(block), blockNodeIndex(block)], [['p'], ['n1']]);
   assert.deepEqual([blockPoolIndex({ index: 0 }), blockNodeIndex({ index: 0 })], [[], []]);
 });
+
+test('blocks with the same finalizers share one frozen list; another list is kept apart', () => {
+  const transform = cachedAddressBlock();
+  const other = structuredClone(block);
+  other.metadata!.name = 'p-4';
+  const [a, b] = [transform(structuredClone(block)), transform(other)] as AddressBlock[];
+  assert.equal(a!.metadata!.finalizers, b!.metadata!.finalizers);
+  assert.ok(Object.isFrozen(a!.metadata!.finalizers));
+  const two = structuredClone(block);
+  two.metadata!.finalizers = ['coil.cybozu.com', 'example.com/other'];
+  assert.deepEqual((transform(two) as AddressBlock).metadata!.finalizers, ['coil.cybozu.com', 'example.com/other']);
+  assert.deepEqual(a!.metadata!.finalizers, ['coil.cybozu.com']);
+});

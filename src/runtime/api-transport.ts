@@ -1,5 +1,9 @@
+import { createHash } from 'node:crypto';
 import { HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
 import { ApiError, type KubeStatus } from './errors.js';
+
+/** What `RequestContext.setDispatcher` takes (client-node does not export undici's type). */
+type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
 
 /** One REST call: path relative to the cluster server, query parameters, JSON body. */
 export interface ApiRequest {
@@ -25,11 +29,22 @@ export interface ApiRequest {
  * would then differ from what the watch delivers. Kind descriptors already carry the path, so one
  * JSON transport serves the cache, the client, the Lease and Events alike.
  *
+ * Connections are reused: client-node 2.0.1's `applySecurityAuthentication` builds a new undici
+ * Agent — a new connection pool — on every call, so each call would open its own TCP and TLS
+ * connection. Measured against envtest: 8 ms per GET instead of 2 ms, and about 230 MB more RSS
+ * (TLS contexts and sockets waiting for the allocator) after 2,000 calls. Here one dispatcher is
+ * kept per TLS identity (server, proxy, CA, client certificate and key, TLS options), so a
+ * rotated certificate file or a switched context still gets a fresh pool on the next call, and
+ * dropped after a call that timed out or failed on the network (each call had a fresh
+ * connection before; a dead shared one must not hold every later call).
+ *
  * @throws ApiError on any non-2xx answer (code and decoded `metav1.Status`), or with code 0 when
  *   the server could not be reached (the cause holds the network error)
  */
 export class ApiTransport {
   private readonly http = new IsomorphicFetchHttpLibrary();
+  /** The dispatcher in use and the fingerprint of the TLS identity it was built for. */
+  private dispatcher: { readonly identity: string; readonly dispatcher: Dispatcher } | undefined;
 
   constructor(
     readonly kubeConfig: KubeConfig,
@@ -104,15 +119,46 @@ export class ApiTransport {
       ctx.setBody(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
     }
     ctx.setSignal(signal);
+    // Fingerprint first, then authenticate: the dispatcher built below is at least as new as
+    // the identity it is filed under, so a file rotated in between only costs one more pool.
+    const identity = await this.tlsIdentity();
     await this.kubeConfig.applySecurityAuthentication(ctx);
+    const fresh = ctx.getDispatcher();
+    let kept: Dispatcher | undefined;
+    if (fresh !== undefined) {
+      if (this.dispatcher?.identity !== identity) this.dispatcher = { identity, dispatcher: fresh };
+      // The fresh Agent, when not kept, has opened nothing and is simply dropped.
+      kept = this.dispatcher.dispatcher;
+      ctx.setDispatcher(kept);
+    }
     try {
       const resp = await this.http.send(ctx).toPromise();
       return { status: resp.httpStatusCode, body: resp.body };
     } catch (cause) {
       // The caller's abort propagates as its reason; our own request timeout becomes an ApiError.
       if (signal.aborted && (signal.reason as Error | undefined)?.name !== 'TimeoutError') throw signal.reason;
+      // A call that timed out or failed on the network may sit on a dead (half-open) connection
+      // that TCP would take minutes to notice; the next call starts a new pool instead.
+      if (kept !== undefined && this.dispatcher?.dispatcher === kept) this.dispatcher = undefined;
       throw new ApiError(0, '', `${req.method} ${req.path}: ${(cause as Error).message}`, undefined, { cause });
     }
+  }
+
+  /**
+   * SHA-256 of what decides the connection pool: the cluster's server, proxy, TLS server name and
+   * skip-verify flag, and the CA, client certificate, key, PFX and passphrase as the KubeConfig
+   * resolves them now (files are read again each call, as client-node does).
+   */
+  private async tlsIdentity(): Promise<string> {
+    const opts: Record<string, unknown> = {};
+    await this.kubeConfig.applyToHTTPSOptions(opts);
+    const cluster = this.kubeConfig.getCurrentCluster();
+    const hash = createHash('sha256');
+    for (const part of [cluster?.server, cluster?.proxyUrl, cluster?.tlsServerName, cluster?.skipTLSVerify, opts.ca, opts.cert, opts.key, opts.pfx, opts.passphrase, opts.rejectUnauthorized, opts.servername]) {
+      hash.update(part === undefined || part === null ? '-' : Buffer.isBuffer(part) ? part : String(part));
+      hash.update('\0');
+    }
+    return hash.digest('hex');
   }
 }
 

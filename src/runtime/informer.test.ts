@@ -61,6 +61,21 @@ describe('Informer recovery', () => {
     await inf.stop();
   });
 
+  it('a relist keeps the stored object when its resourceVersion has not moved, and transforms only what changed', async () => {
+    api.play([{ items: [obj('a', '5'), obj('b', '6')], rv: '6' }, { items: [obj('a', '5'), obj('b', '7')], rv: '9' }], ['gone', 'silent']);
+    const transformed: string[] = [];
+    const inf = informer({ transform: (o: KubernetesObject) => (transformed.push(`${o.metadata?.name}@${o.metadata?.resourceVersion}`), o) });
+    let firstA: unknown;
+    inf.onEvent((e: InformerEvent<KubernetesObject>) => void (e.object.metadata?.name === 'a' && (firstA ??= e.object)));
+    inf.start();
+    await until(() => api.watchRVs.includes('9'));
+    assert.equal(api.listCount, 2);
+    assert.equal(inf.get('a'), firstA, 'the unchanged object is the one stored by the first list, not a copy');
+    assert.equal(inf.get('b')?.metadata?.resourceVersion, '7');
+    assert.deepEqual(transformed, ['a@5', 'b@6', 'b@7']);
+    await inf.stop();
+  });
+
   it('a silent watch trips the watchdog and is replaced by a relist', async () => {
     api.play([{ items: [obj('a', '5')], rv: '5' }], ['silent']);
     const inf = informer({ watchdogMs: 200 });

@@ -185,7 +185,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
 
   private async relist(): Promise<void> {
     this.relistDue = false;
-    const fresh = new Map<string, T>();
+    const fresh = new Map<string, T | Readonly<T>>();
     let cont: string | undefined;
     let rv = '';
     do {
@@ -195,14 +195,23 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         query: { labelSelector: this.options.labelSelector, fieldSelector: this.options.fieldSelector, limit: 500, continue: cont },
         signal: this.stopping.signal,
       });
-      // Items of a list carry no apiVersion/kind; restore them so objects look like watch events.
-      // Transformed page by page, so a large list never holds every raw object at once.
-      for (const item of page.items) fresh.set(keyOf(item), this.transformed({ ...item, apiVersion: item.apiVersion ?? apiVersionOf(this.kind), kind: item.kind ?? this.kind.kind }));
+      // Transformed page by page, so a large list never holds every raw object at once. An object
+      // whose resourceVersion has not moved since we stored it is the stored one: reusing it means
+      // a relist after a 410 allocates pages, not a second copy of the cache (100,000 blocks:
+      // tens of MB the heap would otherwise need, for a moment, on top of the cache).
+      for (const item of page.items) {
+        const key = keyOf(item);
+        const known = this.store.get(key);
+        const rv = item.metadata?.resourceVersion;
+        if (known !== undefined && rv !== undefined && known.metadata?.resourceVersion === rv) fresh.set(key, known);
+        // Items of a list carry no apiVersion/kind; restore them so objects look like watch events.
+        else fresh.set(key, this.transformed({ ...item, apiVersion: item.apiVersion ?? apiVersionOf(this.kind), kind: item.kind ?? this.kind.kind }));
+      }
       rv = page.metadata.resourceVersion ?? rv;
       cont = page.metadata.continue || undefined;
     } while (cont);
     for (const [key, old] of [...this.store]) if (!fresh.has(key)) this.remove(key, old, true);
-    for (const obj of fresh.values()) this.upsert(obj);
+    for (const obj of fresh.values()) this.upsert(obj as T);
     this.resourceVersion = rv;
     if (!this.synced) {
       this.synced = true;

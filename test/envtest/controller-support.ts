@@ -10,18 +10,22 @@ import type { V1Node } from '@kubernetes/client-node';
 import { Container } from 'inversify';
 import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
 import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
-import { addIpam, bindIpam, type IpamParts } from '../../src/controller/ipam-registry.js';
+import { addIpam, bindIpam, ipamCache, type IpamParts } from '../../src/controller/ipam-registry.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../../src/reconcilers/options.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
+import { stripManagedFields } from '../../src/runtime/informer.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
 import { webhookConfigurations } from '../../src/runtime/webhook-config.js';
 import type { ControlPlane } from './control-plane.js';
 import { testManager } from './runtime-support.js';
 
-/** A Manager (not started) with the chosen IPAM parts; webhooks get a serving certificate from `cp`. */
+/**
+ * A Manager (not started) with the chosen IPAM parts, caching as coil-controller does (managedFields
+ * stripped, AddressBlocks slimmed: {@link ipamCache}); webhooks get a serving certificate from `cp`.
+ */
 export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: Partial<IpamOptions> = {}, identity = 'ipam-test'): Promise<Manager> {
   const opts = { ...DEFAULT_IPAM_OPTIONS, ...options };
   const registry = addIpam(new Registry(), { webhooks: false, addressPool: false, blockRequest: false, gc: false, ...parts }, opts);
@@ -34,7 +38,8 @@ export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: P
     await writeFile(join(dir, 'tls.key'), cert.keyPem);
     webhook = { host: '127.0.0.1', port: 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
   }
-  return testManager(cp, registry, { container, identity, name: 'coil-controller', ...(webhook && { webhook }) });
+  const cache = { defaults: { initialBackoffMs: 100, maxBackoffMs: 2_000, transform: stripManagedFields }, kinds: ipamCache() };
+  return testManager(cp, registry, { container, identity, name: 'coil-controller', cache, ...(webhook && { webhook }) });
 }
 
 /** Registers the webhook configurations of `registry` pointing at a started Manager. */

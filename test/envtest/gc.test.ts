@@ -58,6 +58,24 @@ describe('AddressBlock GC and BlockRequest expiry', () => {
     await cp?.stop();
   });
 
+  test('the GC releases a block from the slim cached copy (no managedFields, ownerReferences, creationTimestamp), as coil-controller caches it', async () => {
+    await createNode(client, 'slim', { status: 'True', sinceMs: Date.now() });
+    const pool = (await client.get(Kinds.AddressPool, { name: 'gc' }))!;
+    const index = nextIndex++;
+    const made = await client.create(Kinds.AddressBlock, {
+      index,
+      ipv4: `10.20.${Math.floor(index / 8)}.${(index % 8) * 32}/27`,
+      metadata: { name: 'gc-slim', labels: { [LABEL_POOL]: 'gc', [LABEL_NODE]: 'slim', [LABEL_REQUEST]: 'uid-slim' }, finalizers: [FIN_COIL], ownerReferences: [{ apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', name: 'gc', uid: pool.metadata!.uid!, controller: true }] },
+    });
+    assert.ok(made.metadata!.managedFields?.length, 'the apiserver wrote managedFields');
+    const cached = await eventually(() => mgr.cache.get(Kinds.AddressBlock, { name: 'gc-slim' }) ?? false);
+    assert.deepEqual(Object.keys(cached.metadata!).sort(), ['finalizers', 'labels', 'name', 'resourceVersion', 'uid']);
+    assert.equal(cached.metadata!.uid, made.metadata!.uid);
+    // Releasing needs the cached uid (delete precondition), resourceVersion (finalizer patch guard) and finalizers.
+    await client.delete(Kinds.Node, { name: 'slim' });
+    await eventually(async () => !(await exists('gc-slim')), { timeoutMs: 10_000 });
+  });
+
   test("deleting a Node releases its blocks at once (finalizer removed, block deleted), other nodes' stay", async () => {
     await createNode(client, 'gone', { status: 'True', sinceMs: Date.now() });
     await createNode(client, 'stays', { status: 'True', sinceMs: Date.now() });

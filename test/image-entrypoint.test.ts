@@ -1,0 +1,58 @@
+/**
+ * The image's entrypoint (hack/image/entrypoint.sh) starts each program with the node arguments
+ * and environment it is meant to have: coil-controller with the memory settings that keep 100,000
+ * cached AddressBlocks under 210 MB RSS (see the script), the others without. Runs the real script
+ * under each program name with a stand-in `node` that reports what it was given; then checks that
+ * the Node we ship still accepts those flags (a V8 flag dropped by a Node upgrade would otherwise
+ * only show as a controller that does not start).
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { chmod, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+let dir = '';
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'coil-entrypoint-'));
+  // Stand-in node: prints MALLOC_ARENA_MAX, then one argument per line.
+  await writeFile(join(dir, 'node'), '#!/bin/sh\nprintf "%s\\n" "MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX-unset}" "$@"\n');
+  await chmod(join(dir, 'node'), 0o755);
+  for (const p of ['coil-controller', 'coild']) await symlink(join(root, 'hack/image/entrypoint.sh'), join(dir, p));
+});
+after(() => rm(dir, { recursive: true, force: true }));
+
+/** What the entrypoint, called as `program`, hands to node: its environment line and argv. */
+async function launch(program: string, env: NodeJS.ProcessEnv = {}): Promise<{ malloc: string; argv: string[] }> {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('MALLOC_')));
+  const { stdout } = await run(join(dir, program), ['--log-level=debug'], { env: { ...clean, ...env, PATH: `${dir}:${process.env.PATH}`, COIL_ROOT: '/opt/x' } });
+  const [malloc, ...argv] = stdout.trimEnd().split('\n');
+  return { malloc: malloc!, argv };
+}
+
+test('coil-controller runs with the memory flags before its script, and MALLOC_ARENA_MAX=2', async () => {
+  const { malloc, argv } = await launch('coil-controller');
+  assert.equal(malloc, 'MALLOC_ARENA_MAX=2');
+  assert.deepEqual(argv, ['--max-semi-space-size=2', '--optimize-for-size', '/opt/x/dist/src/controller/main.js', '--log-level=debug']);
+});
+
+test('an operator can still choose MALLOC_ARENA_MAX for coil-controller', async () => {
+  assert.equal((await launch('coil-controller', { MALLOC_ARENA_MAX: '4' })).malloc, 'MALLOC_ARENA_MAX=4');
+});
+
+test('coild gets neither the flags nor the malloc setting', async () => {
+  assert.deepEqual(await launch('coild'), { malloc: 'MALLOC_ARENA_MAX=unset', argv: ['/opt/x/dist/src/node-agent/main.js', '--log-level=debug'] });
+});
+
+test("the shipped Node accepts coil-controller's flags", async () => {
+  const flags = (await launch('coil-controller')).argv.filter((a) => a.startsWith('--') && a !== '--log-level=debug');
+  // Same major as the image's node:24 base; unknown V8 flags make node exit with "bad option".
+  const { stdout } = await run(process.execPath, [...flags, '-e', 'process.stdout.write("ok")']);
+  assert.equal(stdout, 'ok');
+});
