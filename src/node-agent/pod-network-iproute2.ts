@@ -39,7 +39,7 @@ export interface IpRoutePodNetworkOptions {
   mtuBytes?: number;
   /** Link group of destroyed veths awaiting deletion (> 0). Default 0x434f494c ("COIL"), LinkReaper's. */
   retiredLinkGroup?: number;
-  /** Delay gathering destroyed veths into one deletion. Default 50 ms. */
+  /** Delay gathering destroyed veths into one deletion. Default LinkReaper's (500 ms). */
   reapDelayMs?: number;
   /** Told about failed background deletions (coild logs them); the next deletion retries. */
   onReapError?: (err: unknown) => void;
