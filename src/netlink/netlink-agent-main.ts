@@ -21,7 +21,7 @@
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { createInterface } from 'node:readline';
-import { buildRequest, kernelMessage, parseAcks, RequestError, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
+import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
 import type { BatchLine } from './ip-runner.js';
 
 interface Request { id: number; netns?: string; lines: BatchLine[]; force: boolean }
@@ -64,7 +64,7 @@ function cString(s: string): Uint8Array {
 /** A netlink call failed at the socket level (not a kernel refusal of the request). */
 class SyscallError extends Error {
   constructor(what: string, readonly errno: number) {
-    super(`${what}: ${kernelMessage(errno).replace('RTNETLINK answers: ', '')}`);
+    super(`${what}: ${strerror(errno)}`);
   }
 }
 
@@ -106,7 +106,10 @@ function apply(fd: number, ops: readonly RtOp[], force: boolean): { stderr: stri
     ifindex: (name: string) => Number(libc.if_nametoindex(ptr(cString(name)))),
     netnsFd: (path: string) => {
       const nsFd = Number(libc.open(ptr(cString(path)), O_RDONLY | O_CLOEXEC));
-      if (nsFd < 0) throw new RequestError(`Cannot open network namespace "${path}": ${kernelMessage(errno()).replace('RTNETLINK answers: ', '')}`, errno());
+      if (nsFd < 0) {
+        const e = errno();
+        throw new RequestError(`Cannot open network namespace "${path}": ${strerror(e)}`, e);
+      }
       opened.push(nsFd);
       return nsFd;
     },
@@ -145,14 +148,12 @@ function handle(req: Request): Reply {
   const nsFd = Number(libc.open(ptr(cString(req.netns)), O_RDONLY | O_CLOEXEC));
   if (nsFd < 0) {
     // iproute2's wording for `ip -n`; "No such file or directory" classifies as ENOENT.
-    const why = kernelMessage(errno()).replace('RTNETLINK answers: ', '');
-    return { id: req.id, stdout: '', stderr: `Cannot open network namespace "${req.netns}": ${why}\n`, exitCode: 255 };
+    return { id: req.id, stdout: '', stderr: `Cannot open network namespace "${req.netns}": ${strerror(errno())}\n`, exitCode: 255 };
   }
   let fd = -1;
   try {
     if (Number(libc.setns(nsFd, CLONE_NEWNET)) !== 0) {
-      const why = kernelMessage(errno()).replace('RTNETLINK answers: ', '');
-      return { id: req.id, stdout: '', stderr: `setting the network namespace "${req.netns}" failed: ${why}\n`, exitCode: 255 };
+      return { id: req.id, stdout: '', stderr: `setting the network namespace "${req.netns}" failed: ${strerror(errno())}\n`, exitCode: 255 };
     }
     fd = openNetlink();
     const r = apply(fd, ops, req.force);

@@ -60,11 +60,8 @@ const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
 const RT_SCOPE_NOWHERE = 255;
 
 /** Size of struct nlmsghdr, bytes. */
-export const NLMSG_HDRLEN = 16;
+const NLMSG_HDRLEN = 16;
 const IFNAMSIZ = 16;
-
-/** A link named by the request: resolved to an ifindex in the netns the request runs in. */
-export type LinkRef = { name: string };
 
 /**
  * One translated batch line. Link names stay names: the agent resolves them with
@@ -87,6 +84,10 @@ export interface ResolveContext {
 
 /** A request that cannot be built: iproute2's message for the same case, and its errno. */
 export class RequestError extends Error {
+  /**
+   * @param message what `ip` prints for the same case, e.g. `Cannot find device "x"`
+   * @param errno the positive errno it stands for (ENODEV = 19)
+   */
   constructor(message: string, readonly errno: number) {
     super(message);
     this.name = 'RequestError';
@@ -451,6 +452,7 @@ export function parseAcks(buf: Uint8Array, length = buf.length): Ack[] {
   return acks;
 }
 
+/** errno → [name, strerror(3) text], for the errnos rtnetlink answers coil's requests with. */
 const STRERROR: Record<number, [string, string]> = {
   1: ['EPERM', 'Operation not permitted'],
   2: ['ENOENT', 'No such file or directory'],
@@ -474,11 +476,6 @@ const STRERROR: Record<number, [string, string]> = {
 /** strerror(3) text of `errno` (`errno N` for ones coil never meets). */
 export function strerror(errno: number): string {
   return STRERROR[errno]?.[1] ?? `errno ${errno}`;
-}
-
-/** Symbolic name of `errno` (`E<N>` for ones coil never meets). */
-export function errnoName(errno: number): string {
-  return STRERROR[errno]?.[0] ?? `E${errno}`;
 }
 
 /**
