@@ -108,7 +108,9 @@ export class BlockReleaser {
   private async releaseOne(b: NodeBlock): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       const fresh = await this.o.client.get(CoildKinds.AddressBlock, { name: b.name });
-      if (!fresh) return;
+      // Gone, or its name already reused by a newer block (released earlier by a try whose answer
+      // was lost): never touch the successor, which may be serving pods.
+      if (!fresh || (b.uid !== undefined && fresh.metadata?.uid !== b.uid)) return;
       try {
         await this.o.client.removeFinalizer(CoildKinds.AddressBlock, fresh, FIN_COIL);
         await this.o.client.delete(CoildKinds.AddressBlock, { name: b.name }, { uid: fresh.metadata!.uid! });

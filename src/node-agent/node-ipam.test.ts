@@ -43,6 +43,22 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
 }
 
 describe('NodeIpam', () => {
+  it('a released block whose name comes back with a new uid is a new block (a watch gap shows it as an update)', async () => {
+    const t = lab({ controller: 'silent', allocTimeoutMs: 200 });
+    const withUid = (uid: string) => {
+      const b = fakeBlock('p', 3, '10.0.3.0/30');
+      return { ...b, metadata: { ...b.metadata, uid } };
+    };
+    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('block-uid-1'));
+    t.ipam.setReleasing('p-3', true); // coild released it: finalizer off, delete sent
+    // The delete went unseen; the controller gave the name to this node's next block.
+    t.cache.emit(CoildKinds.AddressBlock, 'MODIFIED', withUid('block-uid-2'));
+    const a = await t.alloc('c1');
+    assert.equal(a.blockName, 'p-3');
+    assert.equal(t.client.created.length, 0, 'no BlockRequest: the new p-3 serves');
+    t.done();
+  });
+
   it('ADD twice for one key returns the same address', async () => {
     const t = lab();
     const a = await t.alloc('c1');

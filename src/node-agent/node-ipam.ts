@@ -18,6 +18,12 @@ import { CoildKinds } from './kinds.js';
 /** One of this node's blocks. `reserved`, `releasing` and `deleting` blocks are never allocated from. */
 export interface NodeBlock {
   readonly name: string;
+  /**
+   * metadata.uid of the AddressBlock this entry tracks. Block names are reused (`<pool>-<index>`,
+   * lowest free index first), and after a watch gap the cache may show a released block's
+   * successor as an update of the same name rather than a delete and an add.
+   */
+  readonly uid: string | undefined;
   readonly pool: string;
   readonly index: number;
   readonly ipv4?: string;
@@ -264,9 +270,14 @@ export class NodeIpam {
       if (!name || !pool) continue;
       seen.add(name);
       let b = this.blocks.get(name);
+      if (b && ab.metadata?.uid !== undefined && b.uid !== undefined && b.uid !== ab.metadata.uid) {
+        // The block we tracked is gone and a new one took its name: forget the old one first.
+        this.forgetBlock(b);
+        b = undefined;
+      }
       if (!b) {
         const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
-        b = { name, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, deleting: false, emptySinceMs: this.now() };
+        b = { name, uid: ab.metadata?.uid, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, deleting: false, emptySinceMs: this.now() };
         this.blocks.set(name, b);
         this.exhausted.delete(pool);
         changed = true;
@@ -282,12 +293,17 @@ export class NodeIpam {
     }
     for (const [name, b] of this.blocks) {
       if (seen.has(name)) continue;
-      if (!b.allocator.isEmpty) this.o.logger.warn({ block: name, used: b.allocator.usedCount }, 'AddressBlock deleted while addresses are in use');
-      for (const a of b.allocator.allocations()) this.allocs.delete(a.key);
-      this.blocks.delete(name);
+      this.forgetBlock(b);
       changed = true;
     }
     if (changed) this.o.onBlocksChanged?.();
+  }
+
+  /** Drops a block whose AddressBlock is gone, with the allocations it still held (logged). */
+  private forgetBlock(b: NodeBlock): void {
+    if (!b.allocator.isEmpty) this.o.logger.warn({ block: b.name, used: b.allocator.usedCount }, 'AddressBlock deleted while addresses are in use');
+    for (const a of b.allocator.allocations()) this.allocs.delete(a.key);
+    this.blocks.delete(b.name);
   }
 
   /** Marks a block as leaving (no allocation from it) or back in service after a failed release. */
