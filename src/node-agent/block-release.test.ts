@@ -63,4 +63,24 @@ describe('BlockReleaser', () => {
     await t.releaser.release();
     assert.deepEqual([t.client.finalizersRemoved, t.client.deleted], [[], []]);
   });
+
+  it('backs off while the apiserver is unreachable instead of retrying every few ms', async () => {
+    const cache = new FakeCoildCache();
+    const logger = silentLogger();
+    let gets = 0;
+    const client = new ReleaseClient();
+    client.get = async () => {
+      gets++;
+      throw new TypeError('fetch failed');
+    };
+    const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger });
+    const ipam = new NodeIpam({ cache: cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0 });
+    ipam.start();
+    const releaser = new BlockReleaser({ ipam, client: client.asClient() as Client, logger, graceMs: 0 });
+    cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('uid-a'));
+    assert.deepEqual(await releaser.release(), []);
+    await new Promise((r) => setTimeout(r, 300));
+    releaser.stop();
+    assert.equal(gets, 1, 'the retry waits ≥ 500 ms after a failed pass');
+  });
 });

@@ -39,6 +39,10 @@ export class BlockReleaser {
   private running: Promise<string[]> | undefined;
   private stopped = false;
   private readonly now: () => number;
+  /** Consecutive passes with a failed release; the retry waits 500 ms × 2^(n−1), at most 30 s. */
+  private failedPasses = 0;
+  /** No retry before this (ms since the epoch): an apiserver outage must not be hammered. */
+  private retryNotBeforeMs = 0;
 
   constructor(private readonly o: BlockReleaserOptions) {
     this.graceMs = o.graceMs ?? 60_000;
@@ -48,10 +52,11 @@ export class BlockReleaser {
   /** (Re)arms the timer for the next block that becomes releasable. Cheap; call on every change. */
   schedule(): void {
     if (this.stopped) return;
-    const at = this.o.ipam.nextReleaseAtMs(this.graceMs);
+    const next = this.o.ipam.nextReleaseAtMs(this.graceMs);
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (at === undefined) return;
+    if (next === undefined) return;
+    const at = Math.max(next, this.retryNotBeforeMs);
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.release().catch((err: unknown) => this.o.logger.error({ err }, 'block release failed'));
@@ -86,6 +91,7 @@ export class BlockReleaser {
     // Taken out of service synchronously, before any await: no ADD can pick them any more.
     for (const b of candidates) this.o.ipam.setReleasing(b.name, true);
     const released: string[] = [];
+    let failed = false;
     await Promise.all(
       candidates.map(async (b) => {
         try {
@@ -93,10 +99,13 @@ export class BlockReleaser {
           released.push(b.name);
         } catch (err) {
           this.o.ipam.setReleasing(b.name, false);
+          failed = true;
           this.o.logger.warn({ err, block: b.name }, 'cannot release AddressBlock; will retry');
         }
       }),
     );
+    this.failedPasses = failed ? this.failedPasses + 1 : 0;
+    this.retryNotBeforeMs = failed ? this.now() + Math.min(30_000, 500 * 2 ** (this.failedPasses - 1)) : 0;
     if (released.length > 0) {
       this.o.logger.info({ blocks: released }, 'released empty address blocks');
       this.o.onReleased?.(released);
