@@ -55,14 +55,30 @@ const KCM_CONTROLLERS = [
   'serviceaccount-controller',
 ];
 
-/** Finds a free TCP port on 127.0.0.1 (tiny race with other binders; start retries cover it). */
+/** Finds a free TCP port on 127.0.0.1, 20000–31999 (a tiny race with other binders remains). */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
+  // Not from the kernel's ephemeral range (32768–60999 by default): a port picked there can become
+  // the source port of any outgoing connection before its server binds it, seconds later (seen in
+  // the lab as EADDRINUSE). Ports handed out once are not handed out again in this process.
+  for (let attempt = 0; attempt < 500; attempt++) {
+    const port = FREE_PORT_MIN + Math.floor(Math.random() * (FREE_PORT_MAX - FREE_PORT_MIN));
+    if (handedOut.has(port) || !(await canBind(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port in ${FREE_PORT_MIN}–${FREE_PORT_MAX - 1}`);
+}
+
+const FREE_PORT_MIN = 20_000;
+const FREE_PORT_MAX = 32_000;
+const handedOut = new Set<number>();
+
+function canBind(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 }
 
 /**
