@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { Lab } from '../../hack/lab/lab.js';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LAB_DIR, Lab } from '../../hack/lab/lab.js';
 import { soak, type SoakReport } from '../../hack/lab/soak.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -23,6 +25,7 @@ describe('soak with faults (e2e)', { skip: isRoot ? false : 'the lab needs root 
     });
     report = await soak(lab, { operations: OPERATIONS, concurrency: 4, maxPods: 30, log: (m) => console.log(m) });
     console.log(`soak report: ${JSON.stringify({ ...report, violations: report.violations.length })}`);
+    if (report.violations.length > 0) await printWarnings(lab);
   });
   after(() => lab?.stop());
 
@@ -40,3 +43,17 @@ describe('soak with faults (e2e)', { skip: isRoot ? false : 'the lab needs root 
     assert.equal(report.blocksLeaked, 0);
   });
 });
+
+/**
+ * The lab is gone once the suite ends, and CI keeps only the output: on a violation, print what
+ * each coild and controller logged at warn level or above (at most 40 lines each).
+ */
+async function printWarnings(lab: Lab): Promise<void> {
+  const files = [...lab.nodes.map((n) => join(LAB_DIR, n.name, 'coild.log')), ...['0', '1'].map((r) => join(LAB_DIR, `coil-controller-${r}.log`))];
+  for (const file of files) {
+    const text = await readFile(file, 'utf8').catch(() => '');
+    const lines = text.split('\n').filter((l) => /"level":(4|5|6)0/.test(l));
+    console.log(`--- ${file}: ${lines.length} lines at warn or above${lines.length > 40 ? ', the last 40' : ''}`);
+    for (const l of lines.slice(-40)) console.log(l.slice(0, 600));
+  }
+}
