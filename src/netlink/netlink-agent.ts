@@ -8,12 +8,12 @@
  * itself off and every batch goes to `ip`; if it dies, calls in flight fail as spawn errors and
  * the next call starts a new one.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { BatchLine, SpawnedProcess } from './ip-runner.js';
+import { JsonLineChild } from './json-line-child.js';
 
 /** Constructor options of {@link NetlinkAgent}. */
 export interface NetlinkAgentOptions {
@@ -42,17 +42,29 @@ const DEFAULT_SCRIPT = fileURLToPath(new URL('../../bin/netlink-agent.js', impor
 
 /** A client of one agent process, started on first use; calls run in order of arrival. */
 export class NetlinkAgent {
-  private child: ChildProcess | undefined;
-  private readonly pending = new Map<number, { resolve: (r: SpawnedProcess) => void; child: ChildProcess }>();
-  private nextId = 1;
-  private stopped = false;
+  private readonly channel: JsonLineChild<{ id: number; stdout: string; stderr: string; exitCode: number }>;
   private usable: boolean | undefined;
   readonly runtimePath: string;
   readonly scriptPath: string;
 
-  constructor(private readonly o: NetlinkAgentOptions = {}) {
+  constructor(o: NetlinkAgentOptions = {}) {
     this.runtimePath = o.runtimePath ?? DEFAULT_RUNTIME;
     this.scriptPath = o.scriptPath ?? DEFAULT_SCRIPT;
+    this.channel = new JsonLineChild({
+      // Started in the script's own directory and without auto-install, so nothing around coild
+      // (a bunfig.toml, a package.json) changes what the runtime loads.
+      start: () => spawn(this.runtimePath, ['--no-install', this.scriptPath], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+        cwd: dirname(this.scriptPath),
+        env: { ...process.env, BUN_BE_BUN: '1' },
+      }),
+      ...(o.onExit ? { onExit: o.onExit } : {}),
+    });
+  }
+
+  /** PID of the running agent, if any. */
+  get pid(): number | undefined {
+    return this.channel.pid;
   }
 
   /** False when the runtime or the script is missing, so callers use `ip` instead. Checked once. */
@@ -74,50 +86,16 @@ export class NetlinkAgent {
    * not run (`spawnError`, code EAGAIN), which IpRunner reports without retrying the batch.
    * @returns what `ip [-force] -batch -` would have printed and exited with
    */
-  batch(b: AgentBatch): Promise<SpawnedProcess> {
-    return new Promise((resolve) => {
-      const child = this.ensure();
-      const id = this.nextId++;
-      this.pending.set(id, { resolve, child });
-      child.stdin!.write(`${JSON.stringify({ id, lines: b.lines, force: b.force, ...(b.netns !== undefined ? { netns: b.netns } : {}) })}\n`);
-    });
+  async batch(b: AgentBatch): Promise<SpawnedProcess> {
+    const r = await this.channel.call({ lines: b.lines, force: b.force, ...(b.netns !== undefined ? { netns: b.netns } : {}) });
+    if (r === undefined) {
+      return { stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) };
+    }
+    return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
   }
 
   /** Ends the agent (its stdin closes); a later call starts a new one. */
   stop(): void {
-    this.stopped = true;
-    this.child?.stdin?.end();
-    this.child = undefined;
-  }
-
-  private ensure(): ChildProcess {
-    if (this.child && this.child.exitCode === null && !this.stopped) return this.child;
-    this.stopped = false;
-    // Started in the script's own directory and without auto-install, so nothing around coild
-    // (a bunfig.toml, a package.json) changes what the runtime loads.
-    const child = spawn(this.runtimePath, ['--no-install', this.scriptPath], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-      cwd: dirname(this.scriptPath),
-      env: { ...process.env, BUN_BE_BUN: '1' },
-    });
-    child.stdin!.on('error', () => undefined);
-    child.on('error', () => undefined); // reported through 'exit' / the calls in flight
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const r = JSON.parse(line) as { id: number; stdout: string; stderr: string; exitCode: number };
-      const p = this.pending.get(r.id);
-      this.pending.delete(r.id);
-      p?.resolve({ stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode });
-    });
-    child.on('close', (code, signal) => {
-      if (this.child === child) this.child = undefined;
-      if (!this.stopped) this.o.onExit?.(code, signal);
-      for (const [id, p] of this.pending) {
-        if (p.child !== child) continue;
-        this.pending.delete(id);
-        p.resolve({ stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) });
-      }
-    });
-    this.child = child;
-    return child;
+    this.channel.stop();
   }
 }

@@ -37,7 +37,7 @@ describe('SpawnHelper', () => {
       await h.spawner(['true'], '', 5_000);
       const inFlight = h.spawner(['sleep', '5'], '', 10_000);
       await new Promise((r) => setTimeout(r, 50));
-      (h as unknown as { child: { kill(s: string): void } }).child.kill('SIGKILL');
+      process.kill(h.pid!, 'SIGKILL');
       assert.equal((await inFlight).spawnError?.code, 'EAGAIN');
       assert.deepEqual(exits, ['SIGKILL']);
       assert.equal((await h.spawner(['echo', 'again'], '', 5_000)).stdout, 'again\n');

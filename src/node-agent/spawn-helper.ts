@@ -10,10 +10,10 @@
  * Failure: if the helper dies, calls in flight end as spawn errors (EAGAIN, which IpRunner retries)
  * and the next call starts a new helper. Calls run in parallel; replies are matched by id.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
-import type { ProcessSpawner, SpawnedProcess } from '../netlink/ip-runner.js';
+import type { ProcessSpawner } from '../netlink/ip-runner.js';
+import { JsonLineChild } from '../netlink/json-line-child.js';
 
 /** Constructor options of {@link SpawnHelper}. */
 export interface SpawnHelperOptions {
@@ -27,56 +27,36 @@ interface Reply { id: number; stdout: string; stderr: string; exitCode: number |
 
 /** A {@link ProcessSpawner} backed by one helper process, started on first use. */
 export class SpawnHelper {
-  private child: ChildProcess | undefined;
-  /** id → the answer's receiver and the helper the request went to. */
-  private readonly pending = new Map<number, { resolve: (r: SpawnedProcess) => void; child: ChildProcess }>();
-  private nextId = 1;
-  private stopped = false;
+  private readonly channel: JsonLineChild<Reply>;
 
-  constructor(private readonly o: SpawnHelperOptions = {}) {}
-
-  /** The spawner to pass as `IpRunnerOptions.spawner`. */
-  readonly spawner: ProcessSpawner = (argv, input, timeoutMs) =>
-    new Promise((resolve) => {
-      const child = this.ensure();
-      const id = this.nextId++;
-      this.pending.set(id, { resolve, child });
-      child.stdin!.write(`${JSON.stringify({ id, argv, input, timeoutMs })}\n`);
+  constructor(o: SpawnHelperOptions = {}) {
+    const script = fileURLToPath(new URL('./spawn-helper-child.js', import.meta.url));
+    this.channel = new JsonLineChild({
+      start: () => spawn(o.nodePath ?? process.execPath, ['--max-semi-space-size=1', script], { stdio: ['pipe', 'pipe', 'inherit'] }),
+      ...(o.onExit ? { onExit: o.onExit } : {}),
     });
-
-  /** Ends the helper; later calls start a new one unless stopped. */
-  stop(): void {
-    this.stopped = true;
-    this.child?.stdin?.end();
-    this.child = undefined;
   }
 
-  private ensure(): ChildProcess {
-    if (this.child && this.child.exitCode === null && !this.stopped) return this.child;
-    this.stopped = false;
-    const script = fileURLToPath(new URL('./spawn-helper-child.js', import.meta.url));
-    const child = spawn(this.o.nodePath ?? process.execPath, ['--max-semi-space-size=1', script], { stdio: ['pipe', 'pipe', 'inherit'] });
-    child.stdin!.on('error', () => undefined);
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const r = JSON.parse(line) as Reply;
-      const p = this.pending.get(r.id);
-      this.pending.delete(r.id);
-      p?.resolve({
-        stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, signal: r.signal,
-        ...(r.spawnError && { spawnError: Object.assign(new Error(r.spawnError.message), { code: r.spawnError.code }) as NodeJS.ErrnoException }),
-      });
-    });
-    child.on('exit', (code, signal) => {
-      if (this.child === child) this.child = undefined;
-      if (!this.stopped) this.o.onExit?.(code, signal);
-      // Calls in flight lose their answer: report a transient spawn failure, which IpRunner retries.
-      for (const [id, p] of this.pending) {
-        if (p.child !== child) continue;
-        this.pending.delete(id);
-        p.resolve({ stdout: '', stderr: 'spawn helper exited', exitCode: null, spawnError: Object.assign(new Error('spawn helper exited'), { code: 'EAGAIN' }) });
-      }
-    });
-    this.child = child;
-    return child;
+  /** PID of the running helper, if any. */
+  get pid(): number | undefined {
+    return this.channel.pid;
+  }
+
+  /** The spawner to pass as `IpRunnerOptions.spawner`. */
+  readonly spawner: ProcessSpawner = async (argv, input, timeoutMs) => {
+    const r = await this.channel.call({ argv, input, timeoutMs });
+    // Calls in flight lose their answer with the helper: a transient spawn failure, which IpRunner retries.
+    if (r === undefined) {
+      return { stdout: '', stderr: 'spawn helper exited', exitCode: null, spawnError: Object.assign(new Error('spawn helper exited'), { code: 'EAGAIN' }) };
+    }
+    return {
+      stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, signal: r.signal,
+      ...(r.spawnError && { spawnError: Object.assign(new Error(r.spawnError.message), { code: r.spawnError.code }) as NodeJS.ErrnoException }),
+    };
+  };
+
+  /** Ends the helper; later calls start a new one. */
+  stop(): void {
+    this.channel.stop();
   }
 }
