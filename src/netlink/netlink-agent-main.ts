@@ -82,11 +82,10 @@ const OWN_NETNS = Number(libc.open(ptr(cString('/proc/thread-self/ns/net')), O_R
 if (OWN_NETNS < 0) throw new SyscallError('open /proc/thread-self/ns/net', errno());
 const hostSocket = openNetlink();
 const recvBuf = new Uint8Array(65536);
-let seq = 0;
+let lastSeq = 0;
 
-/** Sends one request and waits for its ACK: the kernel's errno (0 = applied) and message. */
-function transact(fd: number, request: Uint8Array): Ack {
-  const mySeq = new DataView(request.buffer, request.byteOffset).getUint32(8, true);
+/** Sends request number `seq` and waits for its ACK: the kernel's errno (0 = applied) and message. */
+function transact(fd: number, request: Uint8Array, seq: number): Ack {
   if (Number(libc.send(fd, ptr(request), request.length, 0)) < 0) throw new SyscallError('send', errno());
   for (;;) {
     const n = Number(libc.recv(fd, ptr(recvBuf), recvBuf.length, 0));
@@ -95,7 +94,7 @@ function transact(fd: number, request: Uint8Array): Ack {
       if (e === 4) continue; // EINTR
       throw new SyscallError('recv', e);
     }
-    for (const ack of parseAcks(recvBuf, n)) if (ack.seq === mySeq) return ack;
+    for (const ack of parseAcks(recvBuf, n)) if (ack.seq === seq) return ack;
   }
 }
 
@@ -120,8 +119,8 @@ function apply(fd: number, ops: readonly RtOp[], force: boolean): { stderr: stri
     for (let i = 0; i < ops.length; i++) {
       let message: string | undefined;
       try {
-        seq = (seq + 1) >>> 0;
-        const ack = transact(fd, buildRequest(ops[i]!, seq, ctx));
+        const seq = (lastSeq = (lastSeq + 1) >>> 0);
+        const ack = transact(fd, buildRequest(ops[i]!, seq, ctx), seq);
         if (ack.errno !== 0) message = kernelMessage(ack.errno, ack.message);
       } catch (err) {
         if (!(err instanceof RequestError)) throw err;

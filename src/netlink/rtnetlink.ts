@@ -398,9 +398,8 @@ export function buildRequest(op: RtOp, seq: number, ctx: ResolveContext): Uint8A
       break;
     }
   }
-  const out = w.result();
-  new DataView(out.buffer).setUint32(0, out.length, true);
-  return out;
+  w.patch32(0, w.length); // nlmsg_len
+  return w.result();
 }
 
 // ------------------------------------------------------------------ replies
