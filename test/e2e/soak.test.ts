@@ -49,7 +49,7 @@ describe('soak with faults (e2e)', { skip: isRoot ? false : 'the lab needs root 
  * each coild and controller logged at warn level or above (at most 40 lines each).
  */
 async function printWarnings(lab: Lab): Promise<void> {
-  const files = [...lab.nodes.map((n) => join(LAB_DIR, n.name, 'coild.log')), ...['0', '1'].map((r) => join(LAB_DIR, `coil-controller-${r}.log`))];
+  const files = [...lab.nodes.map((n) => join(LAB_DIR, n.name, 'coild.log')), ...lab.controllerPorts.map((_, r) => join(LAB_DIR, `coil-controller-${r}.log`))];
   for (const file of files) {
     const text = await readFile(file, 'utf8').catch(() => '');
     const lines = text.split('\n').filter((l) => /"level":(4|5|6)0/.test(l));
