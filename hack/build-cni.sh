@@ -23,6 +23,11 @@
 #   import 'node:fs' ≈ 2 ms; Bun.connect, Bun.stdin and Bun.write ≈ 0. Hence the shim speaks
 #   HTTP/2 + HPACK itself (src/cni-shim/grpc-client.ts, hpack.ts) and uses Bun's I/O when present
 #   (unix-socket.ts, stdio.ts); under Node the same code falls back to node:net / node:fs.
+#   Later (2026-11-22 09:10 UTC): Bun.stdin starts three threads to read a netconf (≈ 0.7–1 ms) and
+#   Bun.connect takes ≈ 0.5 ms, against ≈ 0.65 ms once for loading bun:ffi and binding read, write,
+#   socket, connect and poll, then microseconds per call. So the shim now does blocking libc I/O
+#   (src/cni-shim/libc.ts); interleaved A/B against the stand-in below, 200 runs: ADD p50 −1.2 to
+#   −1.8 ms; in cni-add.js's lab, −0.7 to −1.0 ms. COIL_SHIM_NO_FFI=1 selects Bun's I/O again.
 # Where an ADD's ≈ 11 ms go (performance.now() inside the executable, idle server): Bun runtime
 # start ≈ 4.5 ms, parse 0.4 ms, connect 1.2 ms, SETTINGS exchange and coild's answer ≈ 4–6 ms,
 # printing 0.3 ms. From a warm client the same call takes ≈ 1 ms p50, so the rest is cold paths on

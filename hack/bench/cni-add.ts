@@ -9,8 +9,10 @@
  * before the timed loop fetches a /24 block, so the loop measures the common case, not the
  * BlockRequest round trip. Rounds alternate ptp and coil so drift hits both.
  *
- * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2] [-c 'EXTRA COILD FLAGS']
+ * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2] [-c 'EXTRA COILD FLAGS'] [-x OTHER_COIL ...]
  * Output: a markdown table of p50/p95 per round and the coil/ptp ratios of the medians.
+ * `-x` also times another `coil` executable (e.g. a copy built from an earlier commit) in every
+ * round, against the same coild, for an A/B between builds.
  */
 import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
@@ -45,13 +47,13 @@ async function reference(n: number): Promise<Figures> {
 /** The bash timing loop of cni-bench.sh, for coil: one exec per pod, microseconds per call. */
 const LOOP = `
 set -u
-cmd=$1 conf=$2 list=$3 out=$4
+cmd=$1 conf=$2 list=$3 out=$4 bin=$5
 : > "$out"
 while read -r cid netns ns name; do
   t0=$EPOCHREALTIME
   OUT=$(CNI_COMMAND=$cmd CNI_CONTAINERID=$cid CNI_NETNS=$netns CNI_IFNAME=eth0 CNI_PATH=/opt/cni/bin \\
         CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=$ns;K8S_POD_NAME=$name;K8S_POD_INFRA_CONTAINER_ID=$cid;K8S_POD_UID=$cid" \\
-        "${COIL_BIN}" < "$conf")
+        "$bin" < "$conf")
   rc=$?
   t1=$EPOCHREALTIME
   [ $rc -eq 0 ] || { echo "$cmd $name failed: $OUT" >&2; exit 1; }
@@ -59,7 +61,7 @@ while read -r cid netns ns name; do
 done < "$list"
 `;
 
-async function coilRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[]): Promise<Figures> {
+async function coilRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[], bin: string): Promise<Figures> {
   const conf = join(lab.dir, 'coil.json');
   const list = join(lab.dir, 'pods.txt');
   await writeFile(conf, JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
@@ -68,7 +70,7 @@ async function coilRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[]): 
   await writeFile(status, JSON.stringify({ cniVersion: '1.1.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
   const times = async (cmd: string, c = conf): Promise<number[]> => {
     const out = join(lab.dir, `${cmd}.us`);
-    await run('bash', ['-c', LOOP, 'loop', cmd, c, list, out]);
+    await run('bash', ['-c', LOOP, 'loop', cmd, c, list, out, bin]);
     const { stdout } = await run('cat', [out]);
     return stdout.trim().split('\n').map((l) => Number(l) / 1000).sort((a, b) => a - b);
   };
@@ -84,7 +86,11 @@ function median(xs: readonly number[]): number {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { n: { type: 'string', short: 'n', default: '100' }, r: { type: 'string', short: 'r', default: '2' }, c: { type: 'string', short: 'c', default: '' } } });
+  const { values } = parseArgs({ options: {
+    n: { type: 'string', short: 'n', default: '100' }, r: { type: 'string', short: 'r', default: '2' }, c: { type: 'string', short: 'c', default: '' },
+    x: { type: 'string', short: 'x', multiple: true, default: [] },
+  } });
+  const others = values.x;
   const extra = values.c.split(' ').filter(Boolean);
   const n = Number(values.n);
   const rounds = Number(values.r);
@@ -104,18 +110,25 @@ async function main(): Promise<void> {
     for (let i = 0; i < n; i++) pods.push(await lab.createPod(node, 'bench', `pod-${i}`));
     const ptp: Figures[] = [];
     const coil: Figures[] = [];
+    const other: Figures[][] = others.map(() => []);
     for (let r = 0; r < rounds; r++) {
       ptp.push(await reference(n));
-      coil.push(await coilRound(lab, node, pods));
+      coil.push(await coilRound(lab, node, pods, COIL_BIN));
+      for (const [i, bin] of others.entries()) other[i]!.push(await coilRound(lab, node, pods, bin));
     }
     const f = (x: number): string => x.toFixed(2);
     const lines = ['| round | plugin | ADD p50 ms | ADD p95 ms | DEL p50 ms | DEL p95 ms |', '|---|---|---|---|---|---|'];
     for (let r = 0; r < rounds; r++) {
-      for (const [name, x] of [['ptp+host-local', ptp[r]!], ['coil', coil[r]!]] as const) lines.push(`| ${r + 1} | ${name} | ${f(x.addP50)} | ${f(x.addP95)} | ${f(x.delP50)} | ${f(x.delP95)} |`);
+      const rows: [string, Figures][] = [['ptp+host-local', ptp[r]!], ['coil', coil[r]!], ...others.map((bin, i): [string, Figures] => [`coil ${bin}`, other[i]![r]!])];
+      for (const [name, x] of rows) lines.push(`| ${r + 1} | ${name} | ${f(x.addP50)} | ${f(x.addP95)} | ${f(x.delP50)} | ${f(x.delP95)} |`);
     }
     const m = (xs: Figures[], k: Exclude<keyof Figures, 'statusP50'>): number => median(xs.map((x) => x[k]));
     const ratio = (k: Exclude<keyof Figures, 'statusP50'>): string => (m(coil, k) / m(ptp, k)).toFixed(2);
     lines.push(`| median | coil / ptp+host-local | ${ratio('addP50')} | ${ratio('addP95')} | ${ratio('delP50')} | ${ratio('delP95')} |`);
+    for (const [i, bin] of others.entries()) {
+      const r2 = (k: Exclude<keyof Figures, 'statusP50'>): string => (m(other[i]!, k) / m(ptp, k)).toFixed(2);
+      lines.push(`| median | coil ${bin} / ptp+host-local | ${r2('addP50')} | ${r2('addP95')} | ${r2('delP50')} | ${r2('delP95')} |`);
+    }
     // Where coil's time goes: coild's own handling time (its gRPC call log) vs the whole exec.
     const log = (await run('cat', [node.logFile], { maxBuffer: 64 << 20 })).stdout.split('\n').filter((l) => l.includes('"finished unary call'));
     const inCoild = (method: string): number[] => log.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e['grpc.method'] === method).map((e) => Number(e['grpc.time_ms'])).sort((a, b) => a - b);

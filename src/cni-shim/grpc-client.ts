@@ -31,8 +31,11 @@ export interface UnaryCallOptions {
 const GRPC_OK = 0;
 const GRPC_UNAVAILABLE = 14;
 
-/** Socket errors meaning "coild is not there (yet)": worth a retry by the runtime. */
-const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE']);
+/**
+ * Socket errors meaning "coild is not there (yet)" or cannot take the call now (EAGAIN: its
+ * listen backlog is full): worth a retry by the runtime.
+ */
+const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EAGAIN']);
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const DATA = 0x0;

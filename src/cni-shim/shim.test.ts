@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -68,19 +69,32 @@ interface Run {
   json: Record<string, unknown> | undefined;
 }
 
-/** Runs the executable like containerd: env + stdin, stdout captured. Async, so our server can answer. */
-function runCoil(env: Record<string, string>, stdin: string): Promise<Run> {
+/**
+ * Runs the executable like containerd: env + stdin, stdout captured. Async, so our server can
+ * answer. `stdin` given as several parts is written part by part, `delayMs` apart.
+ */
+function runCoilWith(env: Record<string, string>, stdin: string | string[], delayMs = 0): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(COIL, [], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
     let stdout = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, json: stdout.trim() === '' ? undefined : (JSON.parse(stdout) as Record<string, unknown>) }));
-    child.stdin.end(stdin);
+    const parts = typeof stdin === 'string' ? [stdin] : [...stdin];
+    const next = (): void => {
+      const part = parts.shift() ?? '';
+      if (parts.length === 0) child.stdin.end(part);
+      else child.stdin.write(part, () => setTimeout(next, delayMs));
+    };
+    next();
   });
 }
 
-describe('coil executable against coild gRPC server', () => {
+// The executable does its I/O with libc calls (libc.ts) and falls back to Bun's own I/O when
+// those cannot be loaded; COIL_SHIM_NO_FFI=1 forces the fallback, so both paths meet every case.
+for (const io of ['libc', 'Bun'] as const) describe(`coil executable against coild gRPC server (${io} I/O)`, () => {
+  const ioEnv: Record<string, string> = io === 'Bun' ? { COIL_SHIM_NO_FFI: '1' } : {};
+  const runCoil = (env: Record<string, string>, stdin: string | string[], delayMs = 0): Promise<Run> => runCoilWith({ ...ioEnv, ...env }, stdin, delayMs);
   const dir = mkdtempSync(join(tmpdir(), 'coil-shim-'));
   const socketPath = join(dir, 'coild.sock');
   const handler = new RecordingHandler();
@@ -250,5 +264,34 @@ describe('coil executable against coild gRPC server', () => {
     const r = await runCoil(env('DEL'), netconf('1.0.0', { socket: dead }));
     assert.equal(r.code, 1);
     assert.equal(r.json?.code, 11);
+  });
+
+  it('reads a netconf that arrives in parts, as a slow writer sends it', async () => {
+    const conf = netconf('1.1.0');
+    const r = await runCoil(env('ADD'), [conf.slice(0, 10), conf.slice(10, 40), conf.slice(40)], 30);
+    assert.equal(r.code, 0);
+    assert.deepEqual(r.json, RESULT);
+    assert.equal(handler.calls[0]?.args.stdinData.toString(), conf);
+  });
+
+  it('coild closing the connection without an answer is code 11', async () => {
+    const closing = join(dir, `closing-${io}.sock`);
+    const srv = createServer((c) => c.destroy());
+    await new Promise<void>((resolve) => srv.listen(closing, resolve));
+    try {
+      const r = await runCoil(env('ADD'), netconf('1.0.0', { socket: closing }));
+      assert.equal(r.code, 1);
+      assert.equal(r.json?.code, 11);
+      assert.match(String(r.json?.msg), /coild/); // libc: "closed the connection…"; Bun may see the close as a failed connect
+    } finally {
+      await new Promise((resolve) => srv.close(resolve));
+    }
+  });
+
+  it('a socket path longer than sockaddr_un holds is a clear error', async () => {
+    const long = `/tmp/${'x'.repeat(120)}.sock`;
+    const r = await runCoil(env('ADD'), netconf('1.0.0', { socket: long }));
+    assert.equal(r.code, 1);
+    assert.match(String(r.json?.msg), new RegExp(`cannot reach coild at ${long}`));
   });
 });
