@@ -79,6 +79,17 @@ describe('IpRunner in real network namespaces', { skip: netnsSkipReason() }, () 
     assert.ok(!(await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 're0'));
   });
 
+  test('batchSequence without the agent runs the steps one by one and stops at the first failure', async () => {
+    const step = (lines: string[][]) => ({ lines, options: { netns: ns.path } });
+    assert.deepEqual(await ip.batchSequence([step([['link', 'add', 'rf0', 'type', 'veth', 'peer', 'name', 'rg0']]), step([['link', 'set', 'dev', 'rf0', 'up']])]), { ok: true });
+    const o = await ip.batchSequence([step([['link', 'set', 'dev', 'rf0', 'down']]), step([['link', 'del', 'dev', 'nosuch4']]), step([['link', 'del', 'dev', 'rf0']])]);
+    assert.ok(!o.ok && o.step === 1 && o.error instanceof NetlinkError && o.error.errno === 'ENODEV');
+    assert.ok((await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 'rf0'), 'the step after the failed one ran');
+    const bad = await ip.batchSequence([step([['link', 'del', 'dev', 'rf0']]), step([['link', 'set', 'dev', 'a b']])]);
+    assert.ok(!bad.ok && bad.step === 1 && bad.error instanceof TypeError);
+    assert.ok((await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 'rf0'), 'an unsafe token anywhere runs nothing');
+  });
+
   test('json reads parse and a missing device is ENODEV', async () => {
     const [lo] = await readLinks(ip, { netns: ns.path, dev: 'lo' });
     assert.equal(lo?.link_type, 'loopback');

@@ -13,19 +13,23 @@
  * does the same; Bun's other threads never touch the network).
  *
  * Protocol (NetlinkAgent in netlink-agent.ts is the other side): one JSON request per line on
- * stdin `{id, netns?, lines, force}`, one reply per line on stdout `{id, stdout, stderr,
- * exitCode}` shaped as `ip [-force] -batch -` would answer, so IpRunner parses both alike:
- * each failed line as the kernel's message and `Command failed -:N`. Lines outside
- * rtnetlink.ts's subset are refused with exit code 2 (the caller checks first). Exits when stdin
- * closes; if it cannot return to its own netns it exits at once (coild starts a new one).
+ * stdin `{id, batches: [{netns?, lines, force}, …]}`, one reply per line on stdout `{id,
+ * results: [{stdout, stderr, exitCode}, …]}`. The batches run in order and the first that fails
+ * is the last run, so a pod's host side and pod side cost one round trip. Each result is shaped
+ * as `ip [-force] -batch -` would answer, so IpRunner parses both alike: each failed line as the
+ * kernel's message and `Command failed -:N`. Lines outside rtnetlink.ts's subset are refused with
+ * exit code 2 (the caller checks first). Exits when stdin closes; if it cannot return to its own
+ * netns it exits at once (coild starts a new one).
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { createInterface } from 'node:readline';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
 import type { BatchLine } from './ip-runner.js';
 
-interface Request { id: number; netns?: string; lines: BatchLine[]; force: boolean }
-interface Reply { id: number; stdout: string; stderr: string; exitCode: number }
+interface Batch { netns?: string; lines: BatchLine[]; force: boolean }
+interface Request { id: number; batches: Batch[] }
+interface Result { stdout: string; stderr: string; exitCode: number }
+interface Reply { id: number; results: Result[] }
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -137,26 +141,27 @@ function apply(fd: number, ops: readonly RtOp[], force: boolean): { stderr: stri
   return { stderr, failed };
 }
 
-function handle(req: Request): Reply {
+/** Applies one batch, in its netns if it names one. */
+function runBatch(req: Batch): Result {
   const ops = translateBatch(req.lines);
-  if (ops === undefined) return { id: req.id, stdout: '', stderr: 'netlink-agent: a line outside the supported subset\n', exitCode: 2 };
+  if (ops === undefined) return { stdout: '', stderr: 'netlink-agent: a line outside the supported subset\n', exitCode: 2 };
   if (req.netns === undefined) {
     const r = apply(hostSocket, ops, req.force);
-    return { id: req.id, stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
+    return { stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
   }
   const nsFd = Number(libc.open(ptr(cString(req.netns)), O_RDONLY | O_CLOEXEC));
   if (nsFd < 0) {
     // iproute2's wording for `ip -n`; "No such file or directory" classifies as ENOENT.
-    return { id: req.id, stdout: '', stderr: `Cannot open network namespace "${req.netns}": ${strerror(errno())}\n`, exitCode: 255 };
+    return { stdout: '', stderr: `Cannot open network namespace "${req.netns}": ${strerror(errno())}\n`, exitCode: 255 };
   }
   let fd = -1;
   try {
     if (Number(libc.setns(nsFd, CLONE_NEWNET)) !== 0) {
-      return { id: req.id, stdout: '', stderr: `setting the network namespace "${req.netns}" failed: ${strerror(errno())}\n`, exitCode: 255 };
+      return { stdout: '', stderr: `setting the network namespace "${req.netns}" failed: ${strerror(errno())}\n`, exitCode: 255 };
     }
     fd = openNetlink();
     const r = apply(fd, ops, req.force);
-    return { id: req.id, stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
+    return { stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
   } finally {
     if (fd >= 0) libc.close(fd);
     libc.close(nsFd);
@@ -166,6 +171,22 @@ function handle(req: Request): Reply {
       process.exit(70);
     }
   }
+}
+
+/** Runs the batches in order, up to and including the first that fails. */
+function handle(req: Request): Reply {
+  const results: Result[] = [];
+  for (const batch of req.batches) {
+    let r: Result;
+    try {
+      r = runBatch(batch);
+    } catch (err) {
+      r = { stdout: '', stderr: `netlink-agent: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 };
+    }
+    results.push(r);
+    if (r.exitCode !== 0) break;
+  }
+  return { id: req.id, results };
 }
 
 const input = createInterface({ input: process.stdin });
@@ -180,8 +201,8 @@ input.on('line', (line) => {
   let reply: Reply;
   try {
     reply = handle(req);
-  } catch (err) {
-    reply = { id: req.id, stdout: '', stderr: `netlink-agent: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 };
+  } catch (err) { // a request of the wrong shape
+    reply = { id: req.id, results: [{ stdout: '', stderr: `netlink-agent: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 }] };
   }
   process.stdout.write(`${JSON.stringify(reply)}\n`);
 });

@@ -121,6 +121,46 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     assert.deepEqual((await viaIp.json<Array<{ ifname: string }>>(['link', 'show'], { netns: podB.path })).map((l) => l.ifname), ['lo']);
   });
 
+  test('a sequence sends host and pod sides in one request and stops at the first failing step, as ip does', async () => {
+    class CountingAgent extends NetlinkAgent {
+      requests = 0;
+      override batches(list: Parameters<NetlinkAgent['batches']>[0]): ReturnType<NetlinkAgent['batches']> {
+        this.requests++;
+        return super.batches(list);
+      }
+    }
+    const counted = new CountingAgent();
+    const seqAgent = new IpRunner({ agent: counted, spawner: counting });
+    try {
+      spawned.length = 0;
+      const wired = await seqAgent.batchSequence([{ lines: hostLines(podB), options: { netns: hostB.path } }, { lines: POD_LINES, options: { netns: podB.path } }]);
+      assert.deepEqual(wired, { ok: true });
+      assert.equal(counted.requests, 1);
+      assert.deepEqual(spawned, []);
+      await viaIp.batch([['route', 'del', '10.9.0.0/16']], { netns: podA.path }); // added to A (not B's gone eth0) by an earlier test
+      assert.deepEqual(await state(viaIp, hostB, podB), await state(viaIp, hostA, podA));
+
+      // Step 0 fails (the veth exists): step 1 must not run, through the agent or through ip.
+      const marker = addr.add({ cidr: '10.99.99.99/32', dev: 'lo' });
+      const outcomes = [];
+      for (const [ip, host, pod] of [[seqAgent, hostB, podB], [viaIp, hostA, podA]] as const) {
+        const o = await ip.batchSequence([{ lines: [hostLines(pod)[0]!], options: { netns: host.path } }, { lines: [marker], options: { netns: pod.path } }]);
+        assert.equal(o.ok, false);
+        assert.ok(!o.ok && o.error instanceof NetlinkError);
+        outcomes.push({ step: !o.ok && o.step, errno: !o.ok && (o.error as NetlinkError).errno, line: !o.ok && (o.error as NetlinkError).failedLine });
+        assert.deepEqual(await ip.json(['addr', 'show', 'dev', 'lo', 'to', '10.99.99.99/32'], { netns: pod.path }), []);
+      }
+      assert.deepEqual(outcomes, [{ step: 0, errno: 'EEXIST', line: 1 }, { step: 0, errno: 'EEXIST', line: 1 }]);
+
+      // Step 1 fails: step 0 stays applied, and the failure names step 1.
+      const o = await seqAgent.batchSequence([{ lines: [marker], options: { netns: podB.path } }, { lines: [link.set('missing0', { state: 'up' })], options: { netns: podB.path } }]);
+      assert.ok(!o.ok && o.step === 1 && isNetlinkErrno(o.error, 'ENODEV'), JSON.stringify(o));
+      assert.equal((await viaIp.json<unknown[]>(['addr', 'show', 'dev', 'lo', 'to', '10.99.99.99/32'], { netns: podB.path })).length, 1);
+    } finally {
+      counted.stop();
+    }
+  });
+
   test('a killed agent fails the batch in flight at most, and the next batch starts a new one', async () => {
     const pid = agent.pid;
     assert.ok(pid, 'agent running');

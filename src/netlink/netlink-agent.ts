@@ -42,7 +42,7 @@ const DEFAULT_SCRIPT = fileURLToPath(new URL('../../bin/netlink-agent.js', impor
 
 /** A client of one agent process, started on first use; calls run in order of arrival. */
 export class NetlinkAgent {
-  private readonly channel: JsonLineChild<{ id: number; stdout: string; stderr: string; exitCode: number }>;
+  private readonly channel: JsonLineChild<{ id: number; results: { stdout: string; stderr: string; exitCode: number }[] }>;
   private usable: boolean | undefined;
   readonly runtimePath: string;
   readonly scriptPath: string;
@@ -87,11 +87,23 @@ export class NetlinkAgent {
    * @returns what `ip [-force] -batch -` would have printed and exited with
    */
   async batch(b: AgentBatch): Promise<SpawnedProcess> {
-    const r = await this.channel.call({ lines: b.lines, force: b.force, ...(b.netns !== undefined ? { netns: b.netns } : {}) });
+    return (await this.batches([b]))[0]!;
+  }
+
+  /**
+   * Applies the batches in order in one round trip, up to and including the first that fails
+   * (a pod's host side, then its pod side). Never rejects, as {@link batch}.
+   * @returns one answer per batch that ran: all of them, or up to the failed one; a dead agent
+   *   gives one `spawnError` answer
+   */
+  async batches(list: readonly AgentBatch[]): Promise<SpawnedProcess[]> {
+    const r = await this.channel.call({
+      batches: list.map((b) => ({ lines: b.lines, force: b.force, ...(b.netns !== undefined ? { netns: b.netns } : {}) })),
+    });
     if (r === undefined) {
-      return { stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) };
+      return [{ stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) }];
     }
-    return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
+    return r.results.map((x) => ({ stdout: x.stdout, stderr: x.stderr, exitCode: x.exitCode }));
   }
 
   /** Ends the agent (its stdin closes); a later call starts a new one. */

@@ -118,9 +118,16 @@ export class IpRoutePodNetwork implements PodNetwork {
     const hostLines = hostWiring(v, {
       hostIfname, netnsPath, mac, podMac, podTableId: this.podTableId, protocolId: this.protocolId, ...(mtuBytes ? { mtuBytes } : {}),
     });
-    try {
-      await this.ip.batch(hostLines, { netns: this.hostNetns });
-    } catch (err) {
+    const podLines = podWiring(v);
+    // Both sides in one go (one round trip to the netlink agent); the pod side runs only if the
+    // host side, which creates the veth pair, succeeded.
+    const outcome = await this.ip.batchSequence([
+      { lines: hostLines, options: { netns: this.hostNetns } },
+      { lines: podLines, options: { netns: netnsPath } },
+    ]);
+    if (!outcome.ok && outcome.step === 1) throw fail('pod side failed', await this.rollback(hostIfname, outcome.error));
+    if (!outcome.ok) {
+      const err = outcome.error;
       // EEXIST on `link add` is either a stale veth of this key (rebuilt, as Coil does) or `ifname`
       // taken in the pod netns (a permanent error). Anything later failed after the link existed.
       const isLinkAdd = err instanceof NetlinkError && err.failedLine === 1;
@@ -136,11 +143,11 @@ export class IpRoutePodNetwork implements PodNetwork {
       } catch (err2) {
         throw fail('host side failed after removing a stale veth', await this.rollback(hostIfname, err2));
       }
-    }
-    try {
-      await this.ip.batch(podWiring(v), { netns: netnsPath });
-    } catch (err) {
-      throw fail('pod side failed', await this.rollback(hostIfname, err));
+      try {
+        await this.ip.batch(podLines, { netns: netnsPath });
+      } catch (err3) {
+        throw fail('pod side failed', await this.rollback(hostIfname, err3));
+      }
     }
     return {
       hostIfname,

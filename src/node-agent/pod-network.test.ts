@@ -54,6 +54,20 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
       }
     });
 
+    test('setup reaches the kernel in one request per pod (netlink agent) or two ip runs', { skip: variant !== 'netlink agent' }, async () => {
+      const original = agent.batches.bind(agent);
+      let requests = 0;
+      agent.batches = (list) => { requests++; return original(list); };
+      try {
+        const { ns, containerId } = await newPod();
+        await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.0.250', hostIPv4: NODE_V4 });
+        assert.equal(requests, 1, 'host side and pod side in one round trip');
+        await pn.destroy(containerId, 'eth0');
+      } finally {
+        agent.batches = original;
+      }
+    });
+
     test('init run again adds no second rule', async () => {
       const res = await pn.init();
       assert.deepEqual(res.addedRuleFamilies, []);
