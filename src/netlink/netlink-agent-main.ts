@@ -22,7 +22,6 @@
  * netns it exits at once (coild starts a new one).
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
-import { createInterface } from 'node:readline';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
 import type { BatchLine } from './ip-runner.js';
 
@@ -54,6 +53,8 @@ const libc = dlopen('libc.so.6', {
   close: { args: [FFIType.i32], returns: FFIType.i32 },
   setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   if_nametoindex: { args: [FFIType.ptr], returns: FFIType.i32 },
+  read: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
+  write: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
   __errno_location: { args: [], returns: FFIType.ptr },
 }).symbols;
 
@@ -189,14 +190,14 @@ function handle(req: Request): Reply {
   return { id: req.id, results };
 }
 
-const input = createInterface({ input: process.stdin });
-input.on('line', (line) => {
+/** Answers one request line. */
+function serve(line: string): string {
   let req: Request;
   try {
     req = JSON.parse(line) as Request;
   } catch {
     process.stderr.write('netlink-agent: unparsable request line\n');
-    return;
+    return '';
   }
   let reply: Reply;
   try {
@@ -204,6 +205,34 @@ input.on('line', (line) => {
   } catch (err) { // a request of the wrong shape
     reply = { id: req.id, results: [{ stdout: '', stderr: `netlink-agent: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 }] };
   }
-  process.stdout.write(`${JSON.stringify(reply)}\n`);
-});
-input.on('close', () => process.exit(0));
+  return `${JSON.stringify(reply)}\n`;
+}
+
+function writeAll(fd: number, data: Uint8Array): void {
+  for (let off = 0; off < data.length;) {
+    const n = Number(libc.write(fd, ptr(data.subarray(off)), data.length - off));
+    if (n >= 0) off += n;
+    else if (errno() !== 4) process.exit(0); // EINTR aside, coild is gone
+  }
+}
+
+// Blocking reads and writes on the pipes rather than readline and process.stdout: the agent has
+// nothing else to do between requests, and skipping Bun's event loop saves ≈ 0.05–0.1 ms of each
+// round trip (a JSON echo over the same pipes: p50 0.24–0.29 → 0.16–0.20 ms).
+let pending = Buffer.alloc(0);
+const chunk = Buffer.allocUnsafe(65536);
+for (;;) {
+  const n = Number(libc.read(0, ptr(chunk), chunk.length));
+  if (n === 0) process.exit(0); // stdin closed: coild stopped the agent or is gone
+  if (n < 0) {
+    if (errno() === 4) continue; // EINTR
+    process.exit(0);
+  }
+  pending = pending.length === 0 ? Buffer.from(chunk.subarray(0, n)) : Buffer.concat([pending, chunk.subarray(0, n)]);
+  let nl: number;
+  while ((nl = pending.indexOf(10)) >= 0) {
+    const out = serve(pending.toString('utf8', 0, nl));
+    pending = pending.subarray(nl + 1);
+    if (out !== '') writeAll(1, Buffer.from(out));
+  }
+}
