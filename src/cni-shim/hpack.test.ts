@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildHuffmanTable, encodeHeaders, HpackDecoder } from './hpack.js';
+import { buildHuffmanTable, encodeHeaders, FAST_SYMBOLS, HpackDecoder, HUFFMAN } from './hpack.js';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -79,7 +79,99 @@ describe('buildHuffmanTable', () => {
     assert.deepEqual(codeOf(256), [0x3fffffff, 30]); // EOS
   });
 
+  it('is HUFFMAN, the tables the decoder uses as written out', () => {
+    const dense = (a: number[]): number[] => Array.from({ length: 31 }, (_, i) => a[i] ?? 0);
+    const t = buildHuffmanTable();
+    assert.deepEqual(HUFFMAN, { firstCode: dense(t.firstCode), firstIndex: dense(t.firstIndex), count: dense(t.count), symbols: t.symbols });
+  });
+
   it('holds every symbol once', () => {
     assert.deepEqual([...buildHuffmanTable().symbols].sort((a, b) => a - b), Array.from({ length: 257 }, (_, i) => i));
+  });
+});
+
+describe('Huffman decoding', () => {
+  const t = buildHuffmanTable();
+  const codes = new Map<number, [number, number]>();
+  for (let len = 1; len <= 30; len++) {
+    for (let k = 0; k < (t.count[len] ?? 0); k++) codes.set(t.symbols[(t.firstIndex[len] as number) + k] as number, [(t.firstCode[len] as number) + k, len]);
+  }
+
+  /** RFC 7541 §5.2: codes MSB first, the last byte padded with the high bits of EOS (ones). */
+  function huffmanEncode(bytes: readonly number[]): Buffer {
+    const bits: number[] = [];
+    for (const b of bytes) {
+      const [code, len] = codes.get(b)!;
+      for (let i = len - 1; i >= 0; i--) bits.push(Math.floor(code / 2 ** i) % 2);
+    }
+    while (bits.length % 8 !== 0) bits.push(1);
+    return Buffer.from(Array.from({ length: bits.length / 8 }, (_, i) => bits.slice(8 * i, 8 * i + 8).reduce((a, x) => a * 2 + x, 0)));
+  }
+
+  /** The plain bit-by-bit canonical decoder the fast one replaced: the reference. */
+  function referenceDecode(raw: Buffer): string {
+    let out = '';
+    let code = 0;
+    let len = 0;
+    for (const byte of raw) {
+      for (let bit = 7; bit >= 0; bit--) {
+        code = code * 2 + ((byte >> bit) & 1);
+        len++;
+        const first = t.firstCode[len];
+        if (first !== undefined && code >= first && code - first < (t.count[len] as number)) {
+          const sym = t.symbols[(t.firstIndex[len] as number) + code - first] as number;
+          if (sym === 256) throw new Error('hpack: EOS in Huffman string');
+          out += String.fromCharCode(sym);
+          code = 0;
+          len = 0;
+        }
+      }
+    }
+    if (len > 7 || code !== 2 ** len - 1) throw new Error('hpack: bad Huffman padding');
+    return out;
+  }
+
+  /** Decodes `raw` as the Huffman value of a literal header field (without indexing). */
+  function decodeValue(raw: Buffer): string {
+    assert.ok(raw.length < 127);
+    const [[, value]] = new HpackDecoder().decode(Buffer.concat([Buffer.from([0x00, 0x01, 0x78, 0x80 | raw.length]), raw])) as [[string, string]];
+    return value;
+  }
+
+  const outcome = (f: () => string): string => {
+    try {
+      return `ok ${JSON.stringify(f())}`;
+    } catch (err) {
+      return `error ${(err as Error).message}`;
+    }
+  };
+
+  it('FAST_SYMBOLS is the table the code lengths give', () => {
+    const fast = Array.from({ length: 256 }, () => '~');
+    for (const [sym, [code, len]] of codes) {
+      if (len > 8) continue;
+      for (let j = 0; j < 2 ** (8 - len); j++) fast[code * 2 ** (8 - len) + j] = String.fromCharCode(sym);
+    }
+    assert.equal(FAST_SYMBOLS, fast.join(''));
+  });
+
+  it('decodes every byte value, alone and in runs, as the reference does', () => {
+    for (let b = 0; b < 256; b++) assert.equal(decodeValue(huffmanEncode([b])), String.fromCharCode(b), `byte ${b}`);
+    let seed = 7;
+    const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let i = 0; i < 300; i++) {
+      const bytes = Array.from({ length: rand(40) }, () => (rand(3) === 0 ? rand(256) : 32 + rand(95)));
+      const raw = huffmanEncode(bytes);
+      if (raw.length >= 127) continue;
+      assert.equal(decodeValue(raw), String.fromCharCode(...bytes));
+    }
+  });
+
+  it('accepts and refuses exactly what the reference does (padding, EOS, garbage)', () => {
+    let seed = 11;
+    const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const cases = [[0xff], [0xff, 0xff], [0xff, 0xff, 0xff, 0xfc], [0x1f], [0x00, 0x7f], [0xfe], [0x07], []].map((b) => Buffer.from(b));
+    for (let i = 0; i < 2000; i++) cases.push(Buffer.from(Array.from({ length: 1 + rand(6) }, () => (rand(2) ? 0xff : rand(256)))));
+    for (const raw of cases) assert.equal(outcome(() => decodeValue(raw)), outcome(() => referenceDecode(raw)), raw.toString('hex'));
   });
 });

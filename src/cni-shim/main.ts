@@ -6,7 +6,8 @@
  * reports what coild says.
  *
  * Startup is the cost here, so this program imports nothing but `node:` modules and its own
- * files (hack/build-cni.sh has the measurements).
+ * files (hack/build-cni.sh has the measurements). It exports nothing either: the entry module's
+ * exports cost the executable a CommonJS export object built at every start.
  *
  * @see CNI spec SPEC.md "CNI operations"; ../shared/reference/coil-behaviour.md §6
  */
@@ -18,13 +19,13 @@ import { asResult, convertResult, decodeResult } from './result.js';
 import { readStdin, writeFd } from './stdio.js';
 
 /** One gRPC call per invocation; Coil's shim waits 1 minute too (coil-behaviour.md §6). */
-export const DEFAULT_TIMEOUT_MS = 60_000;
+const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** The version this build speaks best: VERSION output and errors that precede the netconf. */
 const LATEST_VERSION = '1.1.0';
 
 /** What one invocation reads and writes: injectable so that `run` has no ambient state. */
-export interface ShimIo {
+interface ShimIo {
   env: Readonly<Record<string, string | undefined>>;
   stdin: Buffer;
   /** Receives the complete stdout text (one JSON document and a newline, or nothing). */
@@ -38,7 +39,7 @@ export interface ShimIo {
  * Runs one CNI invocation.
  * @returns the process exit code: 0 on success, 1 after printing a CNI error.
  */
-export async function run(io: ShimIo): Promise<number> {
+async function run(io: ShimIo): Promise<number> {
   if ((io.env.CNI_COMMAND ?? '') === '') {
     // skel's behaviour for a human at a shell: say what this is instead of a JSON error.
     await io.writeStderr(`coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`);

@@ -45,7 +45,19 @@ const FORWARDED_ARGS = ['K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_INFRA_CONT
 /** Set in `args` when the netconf has a prevResult (Coil's `constants.IsChained`). */
 export const IS_CHAINED_KEY = 'IS_CHAINED';
 
-const ID_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+/**
+ * skel's ID pattern `^[a-zA-Z0-9][a-zA-Z0-9_.-]*$` (container IDs, network names), as a loop: a
+ * regular expression is compiled on first use, which costs the one-shot executable ≈ 0.05 ms.
+ */
+function isId(s: string): boolean {
+  if (s.length === 0) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const isAlnum = (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+    if (!isAlnum && (i === 0 || (c !== 95 && c !== 46 && c !== 45))) return false; // _ . -
+  }
+  return true;
+}
 
 /**
  * Parses one invocation.
@@ -76,12 +88,12 @@ export function parseRequest(env: Readonly<Record<string, string | undefined>>, 
     throw new PluginError(ErrorCode.INCOMPATIBLE_CNI_VERSION, `config version does not allow ${cmd}`, cniVersion);
   }
   if (typeof conf.name !== 'string' || conf.name === '') throw new PluginError(ErrorCode.INVALID_NETWORK_CONFIG, 'missing network name');
-  if (!ID_PATTERN.test(conf.name)) throw new PluginError(ErrorCode.INVALID_NETWORK_CONFIG, `invalid characters found in network name ${conf.name}`);
+  if (!isId(conf.name)) throw new PluginError(ErrorCode.INVALID_NETWORK_CONFIG, `invalid characters found in network name ${conf.name}`);
 
   const containerId = env.CNI_CONTAINERID ?? '';
   const ifname = env.CNI_IFNAME ?? '';
   if (cmd !== 'GC' && cmd !== 'STATUS') {
-    if (!ID_PATTERN.test(containerId)) throw new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, 'invalid characters in containerID', containerId);
+    if (!isId(containerId)) throw new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, 'invalid characters in containerID', containerId);
     validateIfname(ifname);
   }
 
@@ -177,7 +189,8 @@ function validateIfname(ifname: string): void {
   const bad = (why: string): PluginError => new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, why, ifname);
   if (ifname.length > 15) throw bad('interface name is too long');
   if (ifname === '.' || ifname === '..') throw bad('interface name is . or ..');
-  if (/[/:\s]/.test(ifname)) throw bad('interface name contains / or : or whitespace characters');
+  // Names made of [a-zA-Z0-9_.-] (all real ones) skip compiling the regular expression.
+  if (!isId(ifname) && /[/:\s]/.test(ifname)) throw bad('interface name contains / or : or whitespace characters');
 }
 
 /**
