@@ -108,7 +108,9 @@ export class CniGrpcServer {
       [...Object.values(cniService), ...Object.values(healthService)].map((m) => methodLabels(m.path, m.requestStream, m.responseStream)),
     );
 
-    const server = new grpc.Server({ interceptors: [loggingInterceptor(this.opts.logger), this.metrics.interceptor()] });
+    // No channelz: nothing serves it here, and its per-call and per-socket bookkeeping sits on every
+    // ADD's path (the call log and the metrics above tell what it would).
+    const server = new grpc.Server({ 'grpc.enable_channelz': 0, interceptors: [loggingInterceptor(this.opts.logger), this.metrics.interceptor()] });
     const h = this.opts.handler;
     // Del, Check, GC and Status answer google.protobuf.Empty.
     const toEmpty = (fn: (a: CniArgs) => Promise<void>) =>
