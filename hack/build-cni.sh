@@ -25,9 +25,13 @@
 #   (unix-socket.ts, stdio.ts); under Node the same code falls back to node:net / node:fs.
 #   Later (2026-11-22 09:10 UTC): Bun.stdin starts three threads to read a netconf (≈ 0.7–1 ms) and
 #   Bun.connect takes ≈ 0.5 ms, against ≈ 0.65 ms once for loading bun:ffi and binding read, write,
-#   socket, connect and poll, then microseconds per call. So the shim now does blocking libc I/O
-#   (src/cni-shim/libc.ts); interleaved A/B against the stand-in below, 200 runs: ADD p50 −1.2 to
-#   −1.8 ms; in cni-add.js's lab, −0.7 to −1.0 ms. COIL_SHIM_NO_FFI=1 selects Bun's I/O again.
+#   socket, connect and poll (≈ 0.2 ms through the native Bun.FFI that bun:ffi wraps), then
+#   microseconds per call. So the shim now does blocking libc I/O (src/cni-shim/libc.ts);
+#   interleaved A/B against the stand-in below, 200 runs: ADD p50 −1.2 to −1.8 ms; in cni-add.js's
+#   lab, −0.7 to −1.0 ms. COIL_SHIM_NO_FFI=1 selects Bun's I/O again.
+#   Caveat for any comparison of builds: the same executable runs ≈ 1.8 ms slower from an older
+#   page-cache copy than from a fresh one (system time 5.3 vs 3.7 ms per run here; the older copy's
+#   file pages are mapped and unmapped one by one), so A/B runs compare copies written together.
 # Where an ADD's ≈ 11 ms go (performance.now() inside the executable, idle server): Bun runtime
 # start ≈ 4.5 ms, parse 0.4 ms, connect 1.2 ms, SETTINGS exchange and coild's answer ≈ 4–6 ms,
 # printing 0.3 ms. From a warm client the same call takes ≈ 1 ms p50, so the rest is cold paths on

@@ -4,9 +4,10 @@
  *
  * Why: in the executable, Bun's own I/O costs more than the work. `Bun.stdin` reads a 100-byte
  * netconf on its thread pool (three threads started, ≈ 0.7–1 ms), and `Bun.connect` takes
- * ≈ 0.5 ms to a socket the kernel connects in microseconds. Loading `bun:ffi` and binding these
- * calls costs ≈ 0.65 ms once, after which each call costs microseconds and no thread is started.
- * Interleaved A/B against a coild stand-in (2026-11-22, 200 runs each): ADD p50 −1.2 to −1.8 ms.
+ * ≈ 0.5 ms to a socket the kernel connects in microseconds. Binding these calls costs ≈ 0.2 ms
+ * once (TinyCC compiles a trampoline for each), after which each call costs microseconds and no
+ * thread is started. Interleaved A/B against a coild stand-in (2026-11-22, 200 runs each): ADD
+ * p50 −1.2 to −1.8 ms, and −0.2 ms more for binding through `Bun.FFI` rather than `bun:ffi`.
  * A shim has nothing to do while it waits, so blocking calls lose nothing; Go's plugins use
  * the same system calls.
  *
