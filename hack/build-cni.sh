@@ -30,8 +30,8 @@
 #   interleaved A/B against the stand-in below, 200 runs: ADD p50 −1.2 to −1.8 ms; in cni-add.js's
 #   lab, −0.7 to −1.0 ms. COIL_SHIM_NO_FFI=1 selects Bun's I/O again.
 #   Caveat for any comparison of builds: the same executable runs ≈ 1.8 ms slower from an older
-#   page-cache copy than from a fresh one (system time 5.3 vs 3.7 ms per run here; the older copy's
-#   file pages are mapped and unmapped one by one), so A/B runs compare copies written together.
+#   page-cache copy than from a fresh one (same bytes; system time 5.3 vs 3.7 ms per run here, same
+#   number of page faults), so A/B runs compare copies written at the same time.
 # Where an ADD's ≈ 11 ms go (performance.now() inside the executable, idle server): Bun runtime
 # start ≈ 4.5 ms, parse 0.4 ms, connect 1.2 ms, SETTINGS exchange and coild's answer ≈ 4–6 ms,
 # printing 0.3 ms. From a warm client the same call takes ≈ 1 ms p50, so the rest is cold paths on
