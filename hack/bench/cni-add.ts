@@ -7,7 +7,8 @@
  * netconf on stdin as containerd passes them, against coild on a netns node with the real control
  * plane and IPAM controller (test/netns/node-lab.ts). Pods are served from a warm block: one ADD
  * before the timed loop fetches a /24 block, so the loop measures the common case, not the
- * BlockRequest round trip. Rounds alternate ptp and coil so drift hits both.
+ * BlockRequest round trip. Every round gives each pod a new sandbox (netns and container ID), as
+ * cni-bench.sh does on its side. Rounds alternate ptp and coil so drift hits both.
  *
  * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2] [-w WARMUP_ROUNDS=1] [-c 'EXTRA COILD FLAGS'] [-x OTHER_COIL ...]
  * Output: a markdown table of p50/p95 per round and the coil/ptp ratios of the medians.
@@ -18,9 +19,11 @@
  * round, against the same coild, for an A/B between builds.
  */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { TestNetnsSet } from '../../src/netlink/test-netns.js';
 import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 
 const run = promisify(execFile);
@@ -64,7 +67,22 @@ while read -r cid netns ns name; do
 done < "$list"
 `;
 
-async function coilRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[], bin: string): Promise<Figures> {
+/**
+ * One round of ADD, DEL and STATUS for every pod. Each round gives every pod a new sandbox — a
+ * fresh netns and container ID — as cni-bench.sh does for ptp (and as a runtime does per pod),
+ * so no round finds a netns that earlier rounds already used.
+ */
+async function coilRound(lab: NodeLab, node: LabNode, podObjects: readonly LabPod[], bin: string): Promise<Figures> {
+  const sandboxes = new TestNetnsSet();
+  try {
+    const pods = await Promise.all(podObjects.map(async (p) => ({ ...p, ns: await sandboxes.create('bench'), containerId: randomBytes(32).toString('hex') })));
+    return await timedRound(lab, node, pods, bin);
+  } finally {
+    await sandboxes.cleanup();
+  }
+}
+
+async function timedRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[], bin: string): Promise<Figures> {
   const conf = join(lab.dir, 'coil.json');
   const list = join(lab.dir, 'pods.txt');
   await writeFile(conf, JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
