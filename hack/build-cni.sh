@@ -74,11 +74,11 @@ echo "built $AGENT ($(stat -c %s "$AGENT") bytes)" >&2
 # ---------------------------------------------------------------- --bench
 command -v hyperfine >/dev/null || { echo "--bench needs hyperfine (apt-get install -y hyperfine)" >&2; exit 1; }
 NODE=node_modules/.bin/node
-STAND_IN=dist/hack/coild-stand-in.js
+STAND_IN=dist/test/support/coild-stand-in.js
 W=$(mktemp -d /tmp/coil-bench.XXXXXX)
 SERVER_PID=""
 trap 'rm -f "$TMP"; [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; rm -rf "$W"' EXIT
-# coild stand-in (hack/coild-stand-in.ts): the real gRPC server with a handler that answers at once.
+# coild stand-in (test/support/coild-stand-in.ts): the real gRPC server with a handler that answers at once.
 start_stand_in() {
   [ -f "$STAND_IN" ] || return 1
   mkfifo "$W/stand-in.in"

@@ -20,9 +20,11 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 type Container = { name: string; args?: string[] };
 type Doc = { kind?: string; metadata?: { name?: string }; spec?: { template?: { spec?: { containers?: Container[] } } } };
 
+/** Renders the chart; a value `json:path=value` is passed with --set-json. */
 async function render(set: string[]): Promise<Doc[]> {
   const helm = await toolPath('helm');
-  const { stdout } = await run(helm, ['template', 'coil', join(root, 'charts/coil'), '--namespace', 'kube-system', ...set.flatMap((s) => ['--set', s])], { maxBuffer: 64 << 20 });
+  const flags = set.flatMap((s) => (s.startsWith('json:') ? ['--set-json', s.slice(5)] : ['--set', s]));
+  const { stdout } = await run(helm, ['template', 'coil', join(root, 'charts/coil'), '--namespace', 'kube-system', ...flags], { maxBuffer: 64 << 20 });
   return parseAllDocuments(stdout).map((d) => d.toJS() as Doc).filter(Boolean);
 }
 
@@ -31,25 +33,21 @@ const argsOf = (docs: Doc[], kind: string, name: string): string[] =>
 
 for (const [label, set] of [
   ['default values', []],
-  ['egress only, custom ports and periods', ['ipam.enabled=false', 'egress.fouPort=6000', 'coild.coolingPeriod=45s', 'controller.gcInterval=10m', 'coild.clearRoutesOnShutdown=false']],
+  ['egress only, custom ports and periods', ['ipam.enabled=false', 'json:cni.netconf.plugins=[{"type":"ptp","ipam":{"type":"host-local"}},{"type":"coil","socket":"/run/coild.sock"}]',
+    'egress.fouPort=6000', 'coild.coolingPeriod=45s', 'controller.gcInterval=10m', 'coild.clearRoutesOnShutdown=false']],
 ] as [string, string[]][]) {
   test(`coil-controller accepts the chart's args (${label})`, async () => {
     const args = argsOf(await render(set), 'Deployment', 'coil-controller');
     assert.doesNotThrow(() => parseControllerConfig(args, { COIL_POD_NAMESPACE: 'kube-system', COIL_POD_NAME: 'coil-controller-x' }), `args: ${args.join(' ')}`);
   });
 
-  test(`coild accepts the chart's args (${label})`, async (t) => {
+  test(`coild accepts the chart's args (${label})`, async () => {
     const args = argsOf(await render(set), 'DaemonSet', 'coild');
-    if (set.includes('ipam.enabled=false')) {
-      // This coild is the IPAM node agent; the chart must not render a coild that rejects its flags.
-      t.diagnostic('egress-only coild: parse must either accept or refuse --enable-ipam=false with a clear message');
-      try {
-        parseCoildConfig(args, { COIL_NODE_NAME: 'n1' });
-      } catch (err) {
-        assert.match((err as Error).message, /enable-ipam/);
-      }
-      return;
-    }
-    assert.doesNotThrow(() => parseCoildConfig(args, { COIL_NODE_NAME: 'n1' }), `args: ${args.join(' ')}`);
+    const cfg = parseCoildConfig(args, { COIL_NODE_NAME: 'n1' });
+    assert.equal(cfg.enableIpam, !set.includes('ipam.enabled=false'), `args: ${args.join(' ')}`);
   });
 }
+
+test('egress-only mode with coil first in the conflist is refused when rendering, saying what to do', async () => {
+  await assert.rejects(render(['ipam.enabled=false']), /coil must be chained after the CNI plugin that gives pods their addresses/);
+});

@@ -169,16 +169,21 @@ export class CniService implements CniHandler {
     return new CniError(CniErrorCode.TRY_AGAIN_LATER, `failed to allocate address from pool ${pool}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 
-  private async timed<T>(command: 'ADD' | 'DEL', fn: () => Promise<T>): Promise<T> {
-    const start = performance.now();
-    let ok = false;
-    try {
-      const r = await fn();
-      ok = true;
-      return r;
-    } finally {
-      this.o.observe?.(command, performance.now() - start, ok);
-    }
+  private timed<T>(command: 'ADD' | 'DEL', fn: () => Promise<T>): Promise<T> {
+    return observed(this.o.observe, command, fn);
+  }
+}
+
+/** Runs `fn` and tells `observe` its duration (ms) and whether it succeeded (the ADD/DEL metrics). */
+export async function observed<T>(observe: CniServiceOptions['observe'], command: 'ADD' | 'DEL', fn: () => Promise<T>): Promise<T> {
+  const start = performance.now();
+  let ok = false;
+  try {
+    const r = await fn();
+    ok = true;
+    return r;
+  } finally {
+    observe?.(command, performance.now() - start, ok);
   }
 }
 

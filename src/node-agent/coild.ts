@@ -8,7 +8,9 @@
  * 3. NodeIpam from the cache, then recovery from the host, then release of empty blocks;
  * 4. export table sync, egress client records and kernel probe (with `--enable-egress`),
  *    health/introspection server, gRPC server, periodic GC.
- * Stop runs it backwards.
+ * Stop runs it backwards. With `--enable-ipam=false` (Coil's egress-only mode) steps 2 and 3, the
+ * export table, the GC and the IPAM kinds' caches are left out, and CNI calls go to
+ * EgressOnlyCniService.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
@@ -19,6 +21,8 @@ import { BlockExport } from './block-export.js';
 import { BlockReleaser } from './block-release.js';
 import { BlockRequester, blockRequestUidOf } from './block-request.js';
 import { CniService } from './cni-service.js';
+import type { CniHandler } from './cni-handler.js';
+import { EgressOnlyCniService } from './egress-only-cni-service.js';
 import type { CoildConfig } from './config.js';
 import { NodeGc } from './gc.js';
 import { CniGrpcServer } from './grpc-server.js';
@@ -56,7 +60,7 @@ export class Coild {
   readonly ipam: NodeIpam;
   readonly releaser: BlockReleaser;
   readonly blockExport: BlockExport;
-  readonly service: CniService;
+  readonly service: CniHandler;
   readonly gc: NodeGc;
   readonly metrics: NodeAgentMetrics;
   /** Client-side egress; undefined with `--enable-egress=false`. */
@@ -81,14 +85,17 @@ export class Coild {
       gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
     });
     const { cache, client } = this.manager;
-    const mine = { labelSelector: `${LABEL_NODE}=${cfg.nodeName}` };
-    cache.ensure(CoildKinds.AddressBlock, mine);
-    cache.ensure(CoildKinds.BlockRequest, mine);
     cache.ensure(CoildKinds.Node, { fieldSelector: `metadata.name=${cfg.nodeName}` });
     cache.ensure(CoildKinds.Pod, { fieldSelector: `spec.nodeName=${cfg.nodeName}` });
-    cache.ensure(CoildKinds.Namespace);
-    cache.ensure(CoildKinds.AddressPool);
-    cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+    if (cfg.enableIpam) {
+      // Egress-only mode watches none of these (the chart then grants no access to them).
+      const mine = { labelSelector: `${LABEL_NODE}=${cfg.nodeName}` };
+      cache.ensure(CoildKinds.AddressBlock, mine);
+      cache.ensure(CoildKinds.BlockRequest, mine);
+      cache.ensure(CoildKinds.Namespace);
+      cache.ensure(CoildKinds.AddressPool);
+      cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+    }
 
     const host = cfg.hostNetns ? { hostNetns: cfg.hostNetns } : {};
     this.spawnHelper = cfg.spawnHelper ? new SpawnHelper({ onExit: (code, signal) => log.warn({ code, signal }, 'spawn helper exited; restarting on next use') }) : undefined;
@@ -103,7 +110,7 @@ export class Coild {
       onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
     });
     this.exporter = new IpRouteExporter({ ...host, ip: kernel, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
-    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (this.recovered ? this.ipam : undefined));
+    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined));
     this.requester = new BlockRequester({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'block-request' }),
       onAnswered: (pool, result, waitMs) => this.metrics.observeBlockRequest(pool, result, waitMs),
@@ -126,12 +133,17 @@ export class Coild {
       });
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
     }
-    this.service = new CniService({
-      ipam: this.ipam, podNetwork: this.podNetwork, cache, client, recorder: this.manager.recorder, locks: this.locks,
-      nodeName: cfg.nodeName, logger: log.child({ logger: 'cni' }), notReadyReason: () => this.notReadyReason(),
-      observe: (command, ms, ok) => this.metrics.observeCni(command, ms, ok),
-      ...(this.egress && { egress: this.egress }),
-    });
+    const observe = (command: 'ADD' | 'DEL', ms: number, ok: boolean): void => this.metrics.observeCni(command, ms, ok);
+    this.service = cfg.enableIpam || !this.egress
+      ? new CniService({
+        ipam: this.ipam, podNetwork: this.podNetwork, cache, client, recorder: this.manager.recorder, locks: this.locks,
+        nodeName: cfg.nodeName, logger: log.child({ logger: 'cni' }), notReadyReason: () => this.notReadyReason(), observe,
+        ...(this.egress && { egress: this.egress }),
+      })
+      : new EgressOnlyCniService({
+        cache, client, locks: this.locks, logger: log.child({ logger: 'cni' }), egress: this.egress,
+        notReadyReason: () => this.notReadyReason(), observe,
+      });
     this.gc = new NodeGc({
       ipam: this.ipam, podNetwork: this.podNetwork, releaser: this.releaser, exporter: this.blockExport, locks: this.locks,
       logger: log.child({ logger: 'gc' }), intervalMs: cfg.gcIntervalMs,
@@ -140,6 +152,7 @@ export class Coild {
       health: () => undefined,
       ready: () => this.notReadyReason(),
       snapshot: () => (this.recovered ? ipamSnapshot(this.ipam, cfg.nodeName, this.requester.pendingPools(), Date.now()) : undefined),
+      ipamDisabled: !cfg.enableIpam,
     });
   }
 
@@ -152,6 +165,7 @@ export class Coild {
     if (!this.manager.cache.hasSynced()) return 'informer cache not synced';
     if (!this.recovered) return 'allocations not recovered from the host yet';
     if (!this.serving) return 'gRPC server not serving';
+    if (!this.o.config.enableIpam) return undefined;
     const pools = this.manager.cache.list(CoildKinds.AddressPool).map((p) => p.metadata?.name ?? '');
     if (pools.length === 0) return 'no AddressPool exists';
     if (!pools.some((p) => this.ipam.isUsable(p))) return `every AddressPool is out of blocks for this node (${pools.join(', ')})`;
@@ -170,24 +184,26 @@ export class Coild {
     this.ports.metrics = this.manager.ports.metrics;
     const node = this.manager.cache.get(CoildKinds.Node, { name: cfg.nodeName }) ?? (await this.manager.client.get(CoildKinds.Node, { name: cfg.nodeName }));
     if (!node) throw new Error(`Node ${cfg.nodeName} (COIL_NODE_NAME) does not exist`);
-    try {
-      const init = await this.podNetwork.init();
-      this.mtuBytes = init.mtuBytes;
-      log.info(init, 'pod network initialised');
-    } catch (err) {
-      log.error({ err }, 'pod network init failed (continuing, as Coil)');
+    if (cfg.enableIpam) {
+      try {
+        const init = await this.podNetwork.init();
+        this.mtuBytes = init.mtuBytes;
+        log.info(init, 'pod network initialised');
+      } catch (err) {
+        log.error({ err }, 'pod network init failed (continuing, as Coil)');
+      }
+      this.requester.start();
+      this.ipam.start();
+      await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
+      await this.blockExport.start();
     }
-    this.requester.start();
-    this.ipam.start();
-    await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
     this.recovered = true;
-    await this.blockExport.start();
     await this.egress?.init();
     this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath });
     await this.grpc.start();
     this.serving = true;
-    this.gc.start();
-    log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports }, 'coild running');
+    if (cfg.enableIpam) this.gc.start();
+    log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports, ipam: cfg.enableIpam, egress: cfg.enableEgress }, 'coild running');
   }
 
   /** Graceful shutdown; with `--clear-routes-on-shutdown`, flushes table 119 when the Node is gone (Coil #370). */
@@ -199,7 +215,7 @@ export class Coild {
     this.releaser.stop();
     this.requester.stop();
     this.ipam.stop();
-    if (this.o.config.clearRoutesOnShutdown) {
+    if (this.o.config.clearRoutesOnShutdown && this.o.config.enableIpam) {
       try {
         const node = await this.manager.client.get(CoildKinds.Node, { name: this.o.config.nodeName });
         if (!node) {
@@ -211,7 +227,7 @@ export class Coild {
       }
     }
     await this.blockExport.stop();
-    await this.podNetwork.reap().catch((err: unknown) => log.warn({ err }, 'deleting retired veths failed'));
+    if (this.o.config.enableIpam) await this.podNetwork.reap().catch((err: unknown) => log.warn({ err }, 'deleting retired veths failed'));
     await this.manager.stop();
     await this.introspection.close();
     this.spawnHelper?.stop();

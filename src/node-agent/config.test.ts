@@ -35,6 +35,8 @@ describe('coild config', () => {
     assert.throws(() => parseConfig(['--nope'], env), ConfigError);
     assert.throws(() => parseConfig(['--protocol-id=300'], env), /protocol-id/);
     assert.throws(() => parseConfig(['--cooling-period=soon'], env), /invalid duration/);
-    assert.throws(() => parseConfig(['--enable-ipam=false'], env), /not supported/);
+    assert.equal(parseConfig(['--enable-ipam=false'], env).enableIpam, false);
+    assert.equal(parseConfig([], env).enableIpam, true);
+    assert.throws(() => parseConfig(['--enable-ipam=false', '--enable-egress=false'], env), /both false: nothing to run/);
   });
 });

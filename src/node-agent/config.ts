@@ -44,6 +44,11 @@ export interface CoildConfig {
   readonly hostNetns?: string;
   /** `--graceful-shutdown` (ours), default 20 s as Coil's. */
   readonly gracefulShutdownMs: number;
+  /**
+   * `--enable-ipam`, default true as Coil's. False is Coil's egress-only mode: another CNI plugin
+   * gives pods their addresses and network, coil is chained after it and only sets up egress.
+   */
+  readonly enableIpam: boolean;
   /** `--enable-egress`, default true as Coil's: set up FoU tunnels for pods naming Egresses. */
   readonly enableEgress: boolean;
   /** `--egress-port`, default 5555: FoU port; must equal coil-egress `--fou-port`. */
@@ -114,7 +119,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   }
   const nodeName = env.COIL_NODE_NAME ?? '';
   if (!nodeName) throw new ConfigError('environment variable COIL_NODE_NAME is required');
-  if (falseFlags.has('enable-ipam')) throw new ConfigError('--enable-ipam=false is not supported: this coild is the IPAM node agent');
+  if (falseFlags.has('enable-ipam') && falseFlags.has('enable-egress')) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
   const level = (v['log-level'] ?? v['zap-log-level'] ?? 'info') as string;
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`invalid log level ${level}`);
   const str = (k: string): string => v[k] as string;
@@ -141,6 +146,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     ...(hostNetns ? { hostNetns } : {}),
     gracefulShutdownMs: parseDuration(str('graceful-shutdown')),
     logLevel: level as CoildConfig['logLevel'],
+    enableIpam: !falseFlags.has('enable-ipam'),
     enableEgress: !falseFlags.has('enable-egress'),
     spawnHelper: !falseFlags.has('spawn-helper'),
     netlinkAgent: !falseFlags.has('netlink-agent'),

@@ -139,6 +139,11 @@ export class EgressWatcher implements Runnable {
     await this.record(a);
   }
 
+  /** The attachments recorded as egress clients (CNI GC in egress-only mode compares them). */
+  clients(): Array<{ containerId: string; ifname: string }> {
+    return [...this.attachments.values()].map((a) => ({ containerId: a.containerId, ifname: a.ifname }));
+  }
+
   /** DEL: forgets the attachment (its netns, and the tunnels in it, go away with the pod). */
   async onDel(containerId: string, ifname: string): Promise<void> {
     const key = this.o.lockKey(containerId, ifname);

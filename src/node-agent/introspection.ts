@@ -88,6 +88,8 @@ export interface IntrospectionOptions {
   readonly ready: () => string | undefined;
   /** `/ipam`: the current snapshot, or undefined before recovery finished. */
   readonly snapshot: () => IpamSnapshot | undefined;
+  /** coild runs without IPAM (`--enable-ipam=false`): `/ipam` answers 404 saying so. */
+  readonly ipamDisabled?: boolean;
 }
 
 /** The health-port HTTP server. */
@@ -103,6 +105,8 @@ export class IntrospectionServer {
       if (path === '/healthz' || path === '/readyz') {
         const reason = path === '/healthz' ? this.o.health() : this.o.ready();
         res.writeHead(reason === undefined ? 200 : 500, { 'content-type': 'text/plain' }).end(reason === undefined ? 'ok' : `[-]${path.slice(1)} failed: ${reason}\n`);
+      } else if (path === '/ipam' && req.method === 'GET' && this.o.ipamDisabled) {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('IPAM is disabled on this node (coild --enable-ipam=false)\n');
       } else if (path === '/ipam' && req.method === 'GET') {
         const snap = this.o.snapshot();
         if (snap === undefined) res.writeHead(503, { 'content-type': 'text/plain' }).end('IPAM state not recovered yet\n');

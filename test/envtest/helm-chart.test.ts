@@ -67,7 +67,7 @@ describe('Helm chart charts/coil', () => {
   });
 
   test('IPAM off renders no AddressPool webhook and no IPAM rules for the programs', async () => {
-    const out = await helm(['template', 'coil', CHART, '--set', 'ipam.enabled=false']);
+    const out = await helm(['template', 'coil', CHART, '--set', 'ipam.enabled=false', '--set-json', 'cni.netconf.plugins=[{"type":"ptp"},{"type":"coil"}]']);
     const docs = parseAllDocuments(out).map((d) => d.toJS() as { kind?: string; metadata?: { name?: string }; rules?: { resources: string[] }[]; webhooks?: { name: string }[] } | null);
     const webhooks = docs.flatMap((d) => d?.webhooks ?? []).map((w) => w.name);
     assert.ok(!webhooks.some((w) => w.includes('addresspool')), `no AddressPool webhook (${webhooks.join(', ')})`);

@@ -3,14 +3,14 @@
  * server (CniGrpcServer, with its call log and metrics) in front of a handler that answers at
  * once, ADD with a fixed dual-stack result. No kernel work, no API server.
  *
- * Usage: node dist/hack/coild-stand-in.js SOCKET_PATH
+ * Usage: node dist/test/support/coild-stand-in.js SOCKET_PATH
  * Prints `ready` on stdout once it listens, and stops when its stdin closes (or on SIGTERM).
  * Used by hack/build-cni.sh (profile-guided bytecode layout, and --bench).
  */
 import bunyan from 'bunyan';
 import { Registry } from 'prom-client';
-import type { CniHandler, CniResult } from '../src/node-agent/cni-handler.js';
-import { CniGrpcServer } from '../src/node-agent/grpc-server.js';
+import type { CniHandler, CniResult } from '../../src/node-agent/cni-handler.js';
+import { CniGrpcServer } from '../../src/node-agent/grpc-server.js';
 
 const RESULT: CniResult = {
   cniVersion: '1.1.0',
