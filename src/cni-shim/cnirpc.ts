@@ -24,10 +24,10 @@ export type { Attachment, CniArgsMessage };
 /** Serializes CNIArgs (fields 1–8 as Coil's, 9 ours). */
 export function encodeCniArgs(m: CniArgsMessage): Buffer {
   const w = new ProtoWriter().string(1, m.containerId).string(2, m.netns).string(3, m.ifname);
-  for (const [k, v] of Object.entries(m.args)) w.message(4, new ProtoWriter().string(1, k).string(2, v).finish());
+  for (const k in m.args) w.message(4, new ProtoWriter().string(1, k).string(2, m.args[k] as string).finish());
   w.string(5, m.path).bytes(6, m.stdinData);
   for (const ip of m.ips) w.message(7, Buffer.from(ip, 'utf8'));
-  for (const [k, v] of Object.entries(m.interfaces)) w.message(8, new ProtoWriter().string(1, k).uint(2, v ? 1 : 0).finish());
+  for (const k in m.interfaces) w.message(8, new ProtoWriter().string(1, k).uint(2, m.interfaces[k] ? 1 : 0).finish());
   for (const a of m.validAttachments) w.message(9, new ProtoWriter().string(1, a.containerId).string(2, a.ifname).finish());
   return w.finish();
 }
