@@ -5,6 +5,7 @@
  *
  * @see ../shared/reference/coil-behaviour.md §5.1
  */
+import { utf8Bytes } from './bytes.js';
 import { ProtoWriter, readFields } from './protobuf.js';
 
 /** `pkg.cnirpc.CNI` method paths. */
@@ -26,7 +27,7 @@ export function encodeCniArgs(m: CniArgsMessage): Buffer {
   const w = new ProtoWriter().string(1, m.containerId).string(2, m.netns).string(3, m.ifname);
   for (const k in m.args) w.message(4, new ProtoWriter().string(1, k).string(2, m.args[k] as string).finish());
   w.string(5, m.path).bytes(6, m.stdinData);
-  for (const ip of m.ips) w.message(7, Buffer.from(ip, 'utf8'));
+  for (const ip of m.ips) w.message(7, utf8Bytes(ip));
   for (const k in m.interfaces) w.message(8, new ProtoWriter().string(1, k).uint(2, m.interfaces[k] ? 1 : 0).finish());
   for (const a of m.validAttachments) w.message(9, new ProtoWriter().string(1, a.containerId).string(2, a.ifname).finish());
   return w.finish();

@@ -7,6 +7,7 @@
  * @see https://www.rfc-editor.org/rfc/rfc9113 (HTTP/2), https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
  * @see ../shared/reference/coil-behaviour.md §6 (error mapping)
  */
+import { latin1Bytes } from './bytes.js';
 import { decodeStatusCniError } from './cnirpc.js';
 import { encodeHeaders, type HeaderField, HpackDecoder } from './hpack.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
@@ -37,7 +38,7 @@ const GRPC_UNAVAILABLE = 14;
  */
 const UNREACHABLE = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'EAGAIN']);
 
-const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+const PREFACE = latin1Bytes('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 const DATA = 0x0;
 const HEADERS = 0x1;
 const RST_STREAM = 0x3;
@@ -84,7 +85,8 @@ function requestBytes(o: UnaryCallOptions): Buffer {
     ['te', 'trailers'],
     ['grpc-timeout', `${Math.max(1, Math.ceil(o.timeoutMs))}m`],
   ];
-  const settings = Buffer.from([0, 2, 0, 0, 0, 0]); // SETTINGS_ENABLE_PUSH = 0
+  const settings = Buffer.alloc(6); // SETTINGS_ENABLE_PUSH (2) = 0
+  settings[1] = 2;
   const frames = [PREFACE, frame(SETTINGS, 0, 0, settings), frame(HEADERS, END_HEADERS, STREAM, encodeHeaders(headers))];
   for (let off = 0; off < message.length; off += MAX_FRAME_BYTES) {
     const end = Math.min(message.length, off + MAX_FRAME_BYTES);

@@ -7,6 +7,8 @@
  * @see https://www.rfc-editor.org/rfc/rfc7541
  */
 
+import { latin1Bytes } from './bytes.js';
+
 /** A header field as decoded: name and value as latin1 strings (HPACK is octet-based). */
 export type HeaderField = [name: string, value: string];
 
@@ -255,18 +257,21 @@ export class HpackDecoder {
   }
 }
 
+/** First octet of a field: literal, new name, not indexed (RFC 7541 §6.2.2). */
+const LITERAL_WITHOUT_INDEXING = new Uint8Array([0]);
+
 /**
  * Encodes headers as literals without indexing and without Huffman: valid for any decoder,
  * stateless, and our request is a few hundred bytes.
  */
 export function encodeHeaders(fields: readonly HeaderField[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const [name, value] of fields) parts.push(Buffer.from([0]), encodeString(name), encodeString(value));
+  const parts: Uint8Array[] = [];
+  for (const [name, value] of fields) parts.push(LITERAL_WITHOUT_INDEXING, encodeString(name), encodeString(value));
   return Buffer.concat(parts);
 }
 
 function encodeString(s: string): Buffer {
-  const bytes = Buffer.from(s, 'latin1');
+  const bytes = latin1Bytes(s);
   const prefix: number[] = [];
   if (bytes.length < 0x7f) {
     prefix.push(bytes.length);
@@ -279,5 +284,7 @@ function encodeString(s: string): Buffer {
     }
     prefix.push(rest);
   }
-  return Buffer.concat([Buffer.from(prefix), bytes]);
+  const head = Buffer.alloc(prefix.length);
+  for (let i = 0; i < prefix.length; i++) head[i] = prefix[i] as number;
+  return Buffer.concat([head, bytes]);
 }

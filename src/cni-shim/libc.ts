@@ -18,6 +18,8 @@
  * @see https://bun.sh/docs/api/ffi; hack/build-cni.sh (how the shim's start was measured)
  */
 
+import { utf8Bytes } from './bytes.js';
+
 /** An error of a libc call, with Node's `code` convention (ENOENT, ECONNREFUSED…). */
 export class SyscallError extends Error {
   /** The errno's name, or `errno N` for one not in the table below. */
@@ -183,7 +185,7 @@ function load(): Libc | null {
     connectUnix(path) {
       const address = Buffer.alloc(SOCKADDR_UN_BYTES);
       address.writeUInt16LE(AF_UNIX, 0);
-      const pathBytes = Buffer.from(path);
+      const pathBytes = utf8Bytes(path);
       if (pathBytes.length >= SOCKADDR_UN_BYTES - 2) throw new SyscallError('connect', 36);
       pathBytes.copy(address, 2);
       const fd = Number(s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));

@@ -6,6 +6,8 @@
  * @see https://protobuf.dev/programming-guides/encoding/
  */
 
+import { utf8Bytes } from './bytes.js';
+
 /** Wire types used by our messages. 1 (I64) and 5 (I32) are only skipped when decoding. */
 const VARINT = 0;
 const I64 = 1;
@@ -23,7 +25,7 @@ export class ProtoWriter {
 
   /** Field of type string. */
   string(field: number, value: string): this {
-    return value === '' ? this : this.bytes(field, Buffer.from(value, 'utf8'));
+    return value === '' ? this : this.bytes(field, utf8Bytes(value));
   }
 
   /** Field of type bytes, or an embedded message's encoding. */

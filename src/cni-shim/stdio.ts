@@ -5,6 +5,7 @@
  * the executable reads and writes with libc calls (libc.ts), falling back to `Bun.stdin` /
  * `Bun.write`. Under Node (tests, or a Node build) the `node:` APIs are used.
  */
+import { utf8Bytes } from './bytes.js';
 import { libc } from './libc.js';
 
 /** The subset of Bun's API used here (no @types/bun in this project). */
@@ -41,7 +42,7 @@ export async function writeFd(fd: 1 | 2, text: string): Promise<void> {
   const c = libc();
   if (c) {
     try {
-      c.writeAll(fd, Buffer.from(text));
+      c.writeAll(fd, utf8Bytes(text));
     } catch {
       // Nobody reads the output any more (EPIPE…): nothing is left to tell.
     }
