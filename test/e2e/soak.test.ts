@@ -23,7 +23,13 @@ describe('soak with faults (e2e)', { skip: isRoot ? false : 'the lab needs root 
       coildArgs: ['--cooling-period=1s', '--block-release-grace=2s', '--addressblock-gc-interval=5s', '--alloc-timeout=3s'],
       controllerArgs: ['--gc-interval=5s'],
     });
-    report = await soak(lab, { operations: OPERATIONS, concurrency: 4, maxPods: 30, log: (m) => console.log(m) });
+    try {
+      report = await soak(lab, { operations: OPERATIONS, concurrency: 4, maxPods: 30, log: (m) => console.log(m) });
+    } catch (err) {
+      // A fault that did not heal in time (e.g. a removed node's blocks not collected): the logs tell why.
+      await printWarnings(lab);
+      throw err;
+    }
     console.log(`soak report: ${JSON.stringify({ ...report, violations: report.violations.length })}`);
     if (report.violations.length > 0) await printWarnings(lab);
   });
@@ -45,8 +51,9 @@ describe('soak with faults (e2e)', { skip: isRoot ? false : 'the lab needs root 
 });
 
 /**
- * The lab is gone once the suite ends, and CI keeps only the output: on a violation, print what
- * each coild and controller logged at warn level or above (at most 40 lines each).
+ * The lab is gone once the suite ends, and CI keeps only the output: on a violation or a fault that
+ * did not heal, print what each coild and controller logged at warn level or above (at most 40
+ * lines each).
  */
 async function printWarnings(lab: Lab): Promise<void> {
   const files = [...lab.nodes.map((n) => join(LAB_DIR, n.name, 'coild.log')), ...lab.controllerPorts.map((_, r) => join(LAB_DIR, `coil-controller-${r}.log`))];
