@@ -1,6 +1,6 @@
 /**
  * Blocking libc I/O for the Bun executable: read(2), write(2), a UNIX socket connect(2) and
- * poll(2), called through `bun:ffi`.
+ * poll(2), called through the runtime's FFI (`Bun.FFI`, the native object `bun:ffi` wraps).
  *
  * Why: in the executable, Bun's own I/O costs more than the work. `Bun.stdin` reads a 100-byte
  * netconf on its thread pool (three threads started, ≈ 0.7–1 ms), and `Bun.connect` takes
@@ -11,7 +11,7 @@
  * A shim has nothing to do while it waits, so blocking calls lose nothing; Go's plugins use
  * the same system calls.
  *
- * {@link libc} answers undefined under Node (unit tests), when `bun:ffi` cannot be loaded (a
+ * {@link libc} answers undefined under Node (unit tests), when the FFI cannot bind libc (a
  * runtime without it, or executable memory denied to its trampolines), or when
  * `COIL_SHIM_NO_FFI=1`; callers then use the runtime's own I/O.
  *
