@@ -32,10 +32,14 @@
 #   Caveat for any comparison of builds: the same executable runs ≈ 1.8 ms slower from an older
 #   page-cache copy than from a fresh one (same bytes; system time 5.3 vs 3.7 ms per run here, same
 #   number of page faults), so A/B runs compare copies written at the same time.
-# Where an ADD's ≈ 11 ms go (performance.now() inside the executable, idle server): Bun runtime
-# start ≈ 4.5 ms, parse 0.4 ms, connect 1.2 ms, SETTINGS exchange and coild's answer ≈ 4–6 ms,
-# printing 0.3 ms. From a warm client the same call takes ≈ 1 ms p50, so the rest is cold paths on
-# both sides. The size is Bun's runtime, not our code (the bundle is 12 KB).
+#   In a one-shot JavaScriptCore process the first call of a builtin written in JavaScript costs
+#   tens of µs (Buffer.from 0.1–0.2 ms, Array.prototype.map 0.12 ms, a regexp 0.06 ms), so the
+#   shim's ADD path uses loops, TextEncoder and written-out tables (src/cni-shim/parse.ts notes it).
+# Where an ADD's ≈ 9.5 ms go in cni-add.js's lab (2026-11-22 10:00 UTC, timestamps of every process
+# on one clock): Bun runtime start and exit ≈ 3.5 ms, the shim's JavaScript ≈ 1.2 ms, grpc-js in
+# coild from accept to trailers ≈ 1.2 ms, coild's handler ≈ 0.3 ms, the netlink agent and the
+# kernel ≈ 1.4 ms (the veth pair ≈ 0.3 ms of it). The size is Bun's runtime, not our code (the
+# bundle is ≈ 20 KB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
