@@ -6,7 +6,8 @@
 #                                # (needs `tsc -p tsconfig.json` output in dist/ and hyperfine)
 #
 # Why Bun: the executable runs once per pod attachment, so its start is on every pod's ADD path,
-# and the target is ADD ≤ Debian's Go ptp+host-local (p50 ≈ 20 ms here, cni-baseline.md §2).
+# and the target is ADD ≤ Debian's Go ptp+host-local (p50 ≈ 9–12 ms here in hack/bench/cni-add.ts; ≈ 20 ms in
+# cni-baseline.md §2, measured on a busier host).
 # Measured 2026-11-22 03:35 UTC with `RUNS=50 hack/build-cni.sh --bench` (hyperfine, warm-up 5; a
 # trivial handler behind the real grpc-js server; 2 shared vCPUs, load 1.2–1.7, so compare rows
 # within one run):
