@@ -11,7 +11,7 @@
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
 import { spawn } from 'node:child_process';
-import type { NetlinkAgent } from './netlink-agent.js';
+import type { AgentBatch, NetlinkAgent } from './netlink-agent.js';
 import { NetlinkError, classifyMessage, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
 import { translateBatch } from './rtnetlink.js';
 
@@ -174,12 +174,10 @@ export class IpRunner {
         return { ok: false, step: i, error };
       }
     }
-    const agent = this.agent;
     let shipped: Exit[] = [];
-    if (agent !== undefined && agent.isUsable && steps.every((st) => st.options?.family === undefined && translateBatch(st.lines) !== undefined)) {
-      const results = await agent.batches(steps.map((st) => ({
-        lines: st.lines, force: st.options?.onError === 'continue', ...(st.options?.netns !== undefined ? { netns: st.options.netns } : {}),
-      })));
+    const forAgent = steps.map((st) => this.agentBatchOf(st.lines, st.options ?? {}));
+    if (this.agent !== undefined && forAgent.every((b) => b !== undefined)) {
+      const results = await this.agent.batches(forAgent);
       shipped = results.map((r, i) => this.agentExit(steps[i]!.options ?? {}, r));
     }
     for (const [i, st] of steps.entries()) {
@@ -250,12 +248,16 @@ export class IpRunner {
 
   /** One `ip -batch` run of `lines` (`input` is their text): in the agent when it can, else `ip`. */
   private async runBatch(options: BatchOptions, tail: readonly string[], lines: readonly BatchLine[], input: string): Promise<Exit> {
+    const b = this.agentBatchOf(lines, options);
+    if (this.agent === undefined || b === undefined) return this.spawnIp(options, tail, input);
+    return this.agentExit(options, await this.agent.batch(b));
+  }
+
+  /** `lines` as the netlink agent's batch, or undefined when the agent cannot apply them (see IpRunnerOptions.agent). */
+  private agentBatchOf(lines: readonly BatchLine[], options: BatchOptions): AgentBatch | undefined {
     const agent = this.agent;
-    if (agent === undefined || options.family !== undefined || !agent.isUsable || translateBatch(lines) === undefined) {
-      return this.spawnIp(options, tail, input);
-    }
-    const r = await agent.batch({ lines, force: options.onError === 'continue', ...(options.netns !== undefined ? { netns: options.netns } : {}) });
-    return this.agentExit(options, r);
+    if (agent === undefined || options.family !== undefined || !agent.isUsable || translateBatch(lines) === undefined) return undefined;
+    return { lines, force: options.onError === 'continue', ...(options.netns !== undefined ? { netns: options.netns } : {}) };
   }
 
   /** An agent's answer in the shape of an `ip` run (its argv names the agent, for messages). */

@@ -97,9 +97,7 @@ export class NetlinkAgent {
    *   gives one `spawnError` answer
    */
   async batches(list: readonly AgentBatch[]): Promise<SpawnedProcess[]> {
-    const r = await this.channel.call({
-      batches: list.map((b) => ({ lines: b.lines, force: b.force, ...(b.netns !== undefined ? { netns: b.netns } : {}) })),
-    });
+    const r = await this.channel.call({ batches: list });
     if (r === undefined) {
       return [{ stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) }];
     }
