@@ -47,7 +47,7 @@ const REQUIRED_ENV: Record<CallCommand, readonly string[]> = {
   STATUS: ['CNI_PATH'],
 };
 
-const CALL_COMMANDS = new Set<string>(['ADD', 'DEL', 'CHECK', 'GC', 'STATUS'] satisfies CallCommand[]);
+const CALL_COMMANDS = new Set<string>(Object.keys(REQUIRED_ENV));
 
 /** CNI_ARGS keys Coil knows; the K8S_* ones are forwarded to coild. */
 const FORWARDED_ARGS = ['K8S_POD_NAMESPACE', 'K8S_POD_NAME', 'K8S_POD_INFRA_CONTAINER_ID', 'K8S_POD_UID'];
