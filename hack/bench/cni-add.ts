@@ -141,31 +141,33 @@ async function main(): Promise<void> {
       for (const [i, bin] of others.entries()) other[i]!.push(await coilRound(lab, node, pods, bin));
     }
     const f = (x: number): string => x.toFixed(2);
+    const KEYS = ['addP50', 'addP95', 'delP50', 'delP95'] as const;
+    const row = (round: string, name: string, cells: readonly string[]): string => `| ${round} | ${name} | ${cells.join(' | ')} |`;
     const lines = ['| round | plugin | ADD p50 ms | ADD p95 ms | DEL p50 ms | DEL p95 ms |', '|---|---|---|---|---|---|'];
     for (const [r, [p, c]] of warmups.entries()) {
-      for (const [name, x] of [['ptp+host-local', p], ['coil', c]] as const) lines.push(`| warm-up ${r + 1} | ${name} | ${f(x.addP50)} | ${f(x.addP95)} | ${f(x.delP50)} | ${f(x.delP95)} |`);
+      for (const [name, x] of [['ptp+host-local', p], ['coil', c]] as const) lines.push(row(`warm-up ${r + 1}`, name, KEYS.map((k) => f(x[k]))));
     }
     for (let r = 0; r < rounds; r++) {
       const rows: [string, Figures][] = [['ptp+host-local', ptp[r]!], ['coil', coil[r]!], ...others.map((bin, i): [string, Figures] => [`coil ${bin}`, other[i]![r]!])];
-      for (const [name, x] of rows) lines.push(`| ${r + 1} | ${name} | ${f(x.addP50)} | ${f(x.addP95)} | ${f(x.delP50)} | ${f(x.delP95)} |`);
+      for (const [name, x] of rows) lines.push(row(String(r + 1), name, KEYS.map((k) => f(x[k]))));
     }
-    const m = (xs: Figures[], k: Exclude<keyof Figures, 'statusP50'>): number => median(xs.map((x) => x[k]));
-    const ratio = (k: Exclude<keyof Figures, 'statusP50'>): string => (m(coil, k) / m(ptp, k)).toFixed(2);
-    lines.push(`| median | coil / ptp+host-local | ${ratio('addP50')} | ${ratio('addP95')} | ${ratio('delP50')} | ${ratio('delP95')} |`);
-    for (const [i, bin] of others.entries()) {
-      const r2 = (k: Exclude<keyof Figures, 'statusP50'>): string => (m(other[i]!, k) / m(ptp, k)).toFixed(2);
-      lines.push(`| median | coil ${bin} / ptp+host-local | ${r2('addP50')} | ${r2('addP95')} | ${r2('delP50')} | ${r2('delP95')} |`);
-    }
+    /** Ratios of the medians over the rounds, `xs` against ptp. */
+    const ratios = (xs: Figures[]): string[] => KEYS.map((k) => (median(xs.map((x) => x[k])) / median(ptp.map((x) => x[k]))).toFixed(2));
+    lines.push(row('median', 'coil / ptp+host-local', ratios(coil)));
+    for (const [i, bin] of others.entries()) lines.push(row('median', `coil ${bin} / ptp+host-local`, ratios(other[i]!)));
     // Where coil's time goes: coild's own handling time (its gRPC call log) vs the whole exec.
-    const log = (await run('cat', [node.logFile], { maxBuffer: 64 << 20 })).stdout.split('\n').filter((l) => l.includes('"finished unary call'));
-    const inCoild = (method: string): number[] => log.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e['grpc.method'] === method).map((e) => Number(e['grpc.time_ms'])).sort((a, b) => a - b);
-    const [a, d] = [inCoild('Add'), inCoild('Del')];
+    const calls = (await run('cat', [node.logFile], { maxBuffer: 64 << 20 })).stdout.split('\n')
+      .filter((l) => l.includes('"finished unary call')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    /** coild's handling times of `method` (ms), in log order. */
+    const timesOf = (method: string): number[] => calls.filter((e) => e['grpc.method'] === method).map((e) => Number(e['grpc.time_ms']));
+    const sorted = (xs: number[]): number[] => [...xs].sort((x, y) => x - y);
+    const [a, d] = [sorted(timesOf('Add')), sorted(timesOf('Del'))];
     lines.push('', `coil STATUS p50 per round (executable start + gRPC round trip, no kernel work): ${coil.map((c) => f(c.statusP50!)).join(', ')} ms`);
     lines.push(`coild handling time (gRPC log, all rounds): ADD p50 ${f(pct(a, 0.5))} / p95 ${f(pct(a, 0.95))} ms, DEL p50 ${f(pct(d, 0.5))} / p95 ${f(pct(d, 0.95))} ms`);
     // In log order, after the warm-up ADD: n ADDs per coil executable per round.
-    const addsInOrder = log.map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e['grpc.method'] === 'Add').map((e) => Number(e['grpc.time_ms'])).slice(1);
+    const addsInOrder = timesOf('Add').slice(1);
     const perRound: string[] = [];
-    for (let i = 0; i + n <= addsInOrder.length; i += n) perRound.push(f(pct(addsInOrder.slice(i, i + n).sort((x, y) => x - y), 0.5)));
+    for (let i = 0; i + n <= addsInOrder.length; i += n) perRound.push(f(pct(sorted(addsInOrder.slice(i, i + n)), 0.5)));
     lines.push(`coild ADD handling p50 per ${n} ADDs, in order: ${perRound.join(', ')} ms`);
     process.stdout.write(`### coil${extra.length ? ` (coild ${extra.join(' ')})` : ''} vs ptp+host-local, N=${n} sequential, CNI 1.0.0, ${new Date().toISOString()}, loadavg ${(await run('cat', ['/proc/loadavg'])).stdout.trim()}\n${lines.join('\n')}\n`);
   } finally {
