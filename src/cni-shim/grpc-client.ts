@@ -11,6 +11,7 @@ import { latin1Bytes } from './bytes.js';
 import { decodeStatusCniError } from './cnirpc.js';
 import { encodeHeaders, type HeaderField, HpackDecoder } from './hpack.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
+import type { Libc } from './libc.js';
 import { connectUnix, type UnixConnection } from './unix-socket.js';
 
 /** What one call needs. */
@@ -96,7 +97,124 @@ function requestBytes(o: UnaryCallOptions): Buffer {
 }
 
 /**
- * Calls `method` once and returns the response message bytes.
+ * The client side of one call's HTTP/2 exchange, whatever drives the socket: bytes in through
+ * {@link CallExchange.onData}, the outcome in `result` or `error` once `settled`. Control frames
+ * that need an answer (SETTINGS, PING) are answered through `send`.
+ */
+class CallExchange {
+  settled = false;
+  result: Buffer | undefined;
+  error: PluginError | undefined;
+  private readonly decoder = new HpackDecoder();
+  private readonly headerSets: Record<string, string>[] = [];
+  private readonly body: Buffer[] = [];
+  private block: Buffer[] | undefined; // header block being assembled from CONTINUATION frames
+  private blockEndsStream = false;
+  private inbox: Buffer = Buffer.alloc(0);
+
+  /**
+   * @param send writes bytes to coild.
+   * @param onSettled called once, when the outcome is known.
+   */
+  constructor(
+    private readonly send: (bytes: Buffer) => void,
+    private readonly onSettled: () => void,
+  ) {}
+
+  fail(code: number, msg: string, cause?: unknown): void {
+    this.settle(new PluginError(code, msg, '', { cause }));
+  }
+
+  settle(err: PluginError | undefined, value?: Buffer): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.error = err;
+    this.result = value;
+    this.onSettled();
+  }
+
+  onData(chunk: Buffer): void {
+    this.inbox = this.inbox.length === 0 ? chunk : Buffer.concat([this.inbox, chunk]);
+    try {
+      while (!this.settled && this.inbox.length >= 9) {
+        const inbox = this.inbox;
+        const length = inbox.readUIntBE(0, 3);
+        if (inbox.length < 9 + length) return;
+        this.inbox = inbox.subarray(9 + length);
+        this.onFrame(inbox[3] as number, inbox[4] as number, inbox.readUInt32BE(5) & 0x7fffffff, inbox.subarray(9, 9 + length));
+      }
+    } catch (err) {
+      this.fail(ErrorCode.INTERNAL, `bad HTTP/2 response from coild: ${String(err)}`, err);
+    }
+  }
+
+  private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+    if (type === SETTINGS && !(flags & ACK)) this.send(frame(SETTINGS, ACK, 0));
+    else if (type === PING && !(flags & ACK)) this.send(frame(PING, ACK, 0, payload));
+    else if (type === GOAWAY && (payload.readUInt32BE(0) & 0x7fffffff) < STREAM) this.fail(ErrorCode.TRY_AGAIN_LATER, 'coild is shutting down (GOAWAY)');
+    else if (type === RST_STREAM && streamId === STREAM) {
+      const code = payload.readUInt32BE(0);
+      this.fail(code === REFUSED_STREAM ? ErrorCode.TRY_AGAIN_LATER : ErrorCode.INTERNAL, `coild reset the stream (HTTP/2 error ${code})`);
+    } else if (type === HEADERS && streamId === STREAM) {
+      let p = flags & PADDED ? payload.subarray(1, payload.length - (payload[0] as number)) : payload;
+      if (flags & PRIORITY) p = p.subarray(5);
+      this.block = [p];
+      this.blockEndsStream = (flags & END_STREAM) !== 0;
+      if (flags & END_HEADERS) this.endBlock();
+    } else if (type === CONTINUATION && this.block) {
+      this.block.push(payload);
+      if (flags & END_HEADERS) this.endBlock();
+    } else if (type === DATA && streamId === STREAM) {
+      this.body.push(flags & PADDED ? payload.subarray(1, payload.length - (payload[0] as number)) : payload);
+      if (flags & END_STREAM) this.complete();
+    }
+  }
+
+  private endBlock(): void {
+    const block = this.block ?? [];
+    const fields = this.decoder.decode(block.length === 1 ? (block[0] as Buffer) : Buffer.concat(block));
+    this.block = undefined;
+    const set: Record<string, string> = {};
+    for (const [name, value] of fields) set[name] ??= value;
+    this.headerSets.push(set);
+    if (this.blockEndsStream) this.complete();
+  }
+
+  private complete(): void {
+    try {
+      const body = this.body.length === 1 ? (this.body[0] as Buffer) : Buffer.concat(this.body);
+      this.settle(undefined, readResponse(this.headerSets[0] ?? {}, this.headerSets[1] ?? {}, body));
+    } catch (err) {
+      this.settle(err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, String(err)));
+    }
+  }
+}
+
+/** The request bytes, or the PluginError that encoding them raised. */
+function encodeRequest(o: UnaryCallOptions): Buffer | PluginError {
+  try {
+    return requestBytes(o);
+  } catch (err) {
+    return err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, String(err));
+  }
+}
+
+function unreachableError(socketPath: string, err: unknown): PluginError {
+  const msg = `cannot reach coild at ${socketPath}: ${err instanceof Error ? err.message : String(err)}`;
+  return new PluginError(isUnreachable(err) ? ErrorCode.TRY_AGAIN_LATER : ErrorCode.INTERNAL, msg, '', { cause: err });
+}
+
+function closedError(err?: Error): PluginError {
+  return new PluginError(ErrorCode.TRY_AGAIN_LATER, `coild closed the connection before answering${err ? `: ${err.message}` : ''}`, '', { cause: err });
+}
+
+function timeoutError(timeoutMs: number): PluginError {
+  return new PluginError(ErrorCode.TRY_AGAIN_LATER, `coild did not answer within ${timeoutMs} ms`);
+}
+
+/**
+ * Calls `method` once and returns the response message bytes, driving the socket through the
+ * runtime's event loop (Bun's or Node's sockets).
  * @throws PluginError 11 (try again later) when coild is unreachable, closes the connection or
  *   refuses the stream, the call times out, or it fails with gRPC Unavailable and no detail;
  *   the detail's own code when the status carries a CNIError;
@@ -104,99 +222,85 @@ function requestBytes(o: UnaryCallOptions): Buffer {
  */
 export function unaryCall(o: UnaryCallOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    let settled = false;
     let conn: UnixConnection | undefined;
-    const finish = (err: PluginError | undefined, value?: Buffer): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      conn?.destroy();
-      if (err) reject(err);
-      else resolve(value ?? Buffer.alloc(0));
-    };
-    const fail = (code: number, msg: string, cause?: unknown): void => finish(new PluginError(code, msg, '', { cause }));
-    const timer = setTimeout(() => fail(ErrorCode.TRY_AGAIN_LATER, `coild did not answer within ${o.timeoutMs} ms`), o.timeoutMs);
-
-    const decoder = new HpackDecoder();
-    const headerSets: Record<string, string>[] = [];
-    const body: Buffer[] = [];
-    let block: Buffer[] | undefined; // header block being assembled from CONTINUATION frames
-    let blockEndsStream = false;
-    let inbox: Buffer = Buffer.alloc(0);
-
-    const complete = (): void => {
-      try {
-        finish(undefined, readResponse(headerSets[0] ?? {}, headerSets[1] ?? {}, Buffer.concat(body)));
-      } catch (err) {
-        finish(err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, String(err)));
-      }
-    };
-    const endBlock = (): void => {
-      const fields = decoder.decode(Buffer.concat(block ?? []));
-      block = undefined;
-      const set: Record<string, string> = {};
-      for (const [name, value] of fields) set[name] ??= value;
-      headerSets.push(set);
-      if (blockEndsStream) complete();
-    };
-    const onFrame = (type: number, flags: number, streamId: number, payload: Buffer): void => {
-      if (type === SETTINGS && !(flags & ACK)) conn?.write(frame(SETTINGS, ACK, 0));
-      else if (type === PING && !(flags & ACK)) conn?.write(frame(PING, ACK, 0, payload));
-      else if (type === GOAWAY && (payload.readUInt32BE(0) & 0x7fffffff) < STREAM) fail(ErrorCode.TRY_AGAIN_LATER, 'coild is shutting down (GOAWAY)');
-      else if (type === RST_STREAM && streamId === STREAM) {
-        const code = payload.readUInt32BE(0);
-        fail(code === REFUSED_STREAM ? ErrorCode.TRY_AGAIN_LATER : ErrorCode.INTERNAL, `coild reset the stream (HTTP/2 error ${code})`);
-      } else if (type === HEADERS && streamId === STREAM) {
-        let p = flags & PADDED ? payload.subarray(1, payload.length - (payload[0] as number)) : payload;
-        if (flags & PRIORITY) p = p.subarray(5);
-        block = [p];
-        blockEndsStream = (flags & END_STREAM) !== 0;
-        if (flags & END_HEADERS) endBlock();
-      } else if (type === CONTINUATION && block) {
-        block.push(payload);
-        if (flags & END_HEADERS) endBlock();
-      } else if (type === DATA && streamId === STREAM) {
-        body.push(flags & PADDED ? payload.subarray(1, payload.length - (payload[0] as number)) : payload);
-        if (flags & END_STREAM) complete();
-      }
-    };
-    const onData = (chunk: Buffer): void => {
-      inbox = inbox.length === 0 ? chunk : Buffer.concat([inbox, chunk]);
-      try {
-        while (!settled && inbox.length >= 9) {
-          const length = inbox.readUIntBE(0, 3);
-          if (inbox.length < 9 + length) return;
-          onFrame(inbox[3] as number, inbox[4] as number, inbox.readUInt32BE(5) & 0x7fffffff, inbox.subarray(9, 9 + length));
-          inbox = inbox.subarray(9 + length);
-        }
-      } catch (err) {
-        fail(ErrorCode.INTERNAL, `bad HTTP/2 response from coild: ${String(err)}`, err);
-      }
-    };
+    const exchange: CallExchange = new CallExchange(
+      (bytes) => conn?.write(bytes),
+      () => {
+        clearTimeout(timer);
+        conn?.destroy();
+        if (exchange.error) reject(exchange.error);
+        else resolve(exchange.result ?? Buffer.alloc(0));
+      },
+    );
+    const timer = setTimeout(() => exchange.settle(timeoutError(o.timeoutMs)), o.timeoutMs);
 
     // Connect first and encode while coild accepts: the two overlap (≈ 0.5 ms of a cold start).
-    let request: Buffer | undefined;
     const connecting = connectUnix(o.socketPath, {
-      onData,
-      onClose: (err) => fail(ErrorCode.TRY_AGAIN_LATER, `coild closed the connection before answering${err ? `: ${err.message}` : ''}`, err),
+      onData: (chunk) => exchange.onData(chunk),
+      onClose: (err) => exchange.settle(closedError(err)),
     });
-    try {
-      request = requestBytes(o);
-    } catch (err) {
-      finish(err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, String(err)));
-    }
+    const request = encodeRequest(o);
+    if (request instanceof PluginError) exchange.settle(request);
     connecting.then(
       (c) => {
         conn = c;
-        if (settled || request === undefined) c.destroy();
+        if (exchange.settled || request instanceof PluginError) c.destroy();
         else c.write(request);
       },
-      (err: unknown) => {
-        const msg = `cannot reach coild at ${o.socketPath}: ${err instanceof Error ? err.message : String(err)}`;
-        fail(isUnreachable(err) ? ErrorCode.TRY_AGAIN_LATER : ErrorCode.INTERNAL, msg, err);
-      },
+      (err: unknown) => exchange.settle(unreachableError(o.socketPath, err)),
     );
   });
+}
+
+/**
+ * {@link unaryCall} with blocking libc calls and no event loop: connect, write, then poll(2)
+ * and read(2) until the trailers arrive or the deadline passes. The Bun executable's path: it
+ * starts no promise, timer or immediate, each of which costs a cold one-shot process tens of µs
+ * (hack/build-cni.sh).
+ * @throws PluginError as {@link unaryCall} does.
+ */
+export function unaryCallSync(c: Libc, o: UnaryCallOptions): Buffer {
+  const deadline = performance.now() + o.timeoutMs;
+  let fd: number;
+  try {
+    fd = c.connectUnix(o.socketPath);
+  } catch (err) {
+    throw unreachableError(o.socketPath, err);
+  }
+  try {
+    let broken: Error | undefined;
+    const send = (bytes: Buffer): void => {
+      if (broken) return;
+      try {
+        c.writeAll(fd, bytes);
+      } catch (err) {
+        broken = err as Error;
+      }
+    };
+    const exchange = new CallExchange(send, () => undefined);
+    // Connect first and encode while coild accepts: the two overlap (≈ 0.5 ms of a cold start).
+    const request = encodeRequest(o);
+    if (request instanceof PluginError) throw request;
+    send(request);
+    while (!exchange.settled) {
+      if (broken) throw closedError(broken);
+      const left = deadline - performance.now();
+      if (left <= 0) throw timeoutError(o.timeoutMs);
+      let chunk: Buffer | undefined;
+      try {
+        chunk = c.readSome(fd, Math.ceil(left));
+      } catch (err) {
+        throw closedError(err as Error);
+      }
+      if (chunk === undefined) continue;
+      if (chunk.length === 0) throw closedError();
+      exchange.onData(chunk);
+    }
+    if (exchange.error) throw exchange.error;
+    return exchange.result ?? Buffer.alloc(0);
+  } finally {
+    c.close(fd);
+  }
 }
 
 /**

@@ -12,8 +12,10 @@
  * @see CNI spec SPEC.md "CNI operations"; ../shared/reference/coil-behaviour.md §6
  */
 import { CNI_METHODS, decodeAddResponse, encodeCniArgs } from './cnirpc.js';
-import { unaryCall } from './grpc-client.js';
-import { parseRequest, peekCniVersion, SUPPORTED_VERSIONS } from './parse.js';
+import { unaryCall, unaryCallSync, type UnaryCallOptions } from './grpc-client.js';
+import { type Libc, libc } from './libc.js';
+import { utf8Bytes } from './bytes.js';
+import { type CallCommand, parseRequest, peekCniVersion, SUPPORTED_VERSIONS, type ShimRequest } from './parse.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
 import { asResult, convertResult, decodeResult } from './result.js';
 import { readStdin, writeFd } from './stdio.js';
@@ -24,61 +26,114 @@ const DEFAULT_TIMEOUT_MS = 60_000;
 /** The version this build speaks best: VERSION output and errors that precede the netconf. */
 const LATEST_VERSION = '1.1.0';
 
-/** What one invocation reads and writes: injectable so that `run` has no ambient state. */
-interface ShimIo {
-  env: Readonly<Record<string, string | undefined>>;
-  stdin: Buffer;
-  /** Receives the complete stdout text (one JSON document and a newline, or nothing). */
-  writeStdout: (text: string) => Promise<void>;
-  writeStderr: (text: string) => Promise<void>;
-  /** Deadline of the gRPC call. Default {@link DEFAULT_TIMEOUT_MS}. */
-  timeoutMs?: number;
+/** What an invocation prints and its exit code: 0 on success, 1 after printing a CNI error. */
+interface Outcome {
+  stdout?: string;
+  stderr?: string;
+  code: number;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+/** A request that becomes a gRPC call (all but VERSION). */
+type CallRequest = Extract<ShimRequest, { command: CallCommand }>;
+
+/**
+ * The part of an invocation before the call to coild: the usage text for a human at a shell,
+ * VERSION, or the parsed request (or the CNI error of a bad one).
+ */
+function plan(env: Env, stdin: Buffer): Outcome | CallRequest {
+  if ((env.CNI_COMMAND ?? '') === '') {
+    // skel's behaviour for a human at a shell: say what this is instead of a JSON error.
+    return { stderr: `coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`, code: 0 };
+  }
+  try {
+    const req = parseRequest(env, stdin);
+    if (req.command === 'VERSION') {
+      return { stdout: `${JSON.stringify({ cniVersion: LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS })}\n`, code: 0 };
+    }
+    return req;
+  } catch (err) {
+    return failure(err, env, stdin);
+  }
+}
+
+/** The gRPC call a request makes. */
+function callOf(req: CallRequest): UnaryCallOptions {
+  return { socketPath: req.socketPath, method: CNI_METHODS[req.command], request: () => encodeCniArgs(req.args), timeoutMs: DEFAULT_TIMEOUT_MS };
+}
+
+/** What coild's answer means for the runtime: ADD prints the result, the others nothing. */
+function answer(req: CallRequest, response: Buffer, env: Env, stdin: Buffer): Outcome {
+  try {
+    if (req.command !== 'ADD') return { code: 0 };
+    // Coil re-emits a chained plugin's prevResult (egress-only mode returns an empty result).
+    const result = req.prevResult ? asResult(req.prevResult) : decodeResult(decodeAddResponse(response));
+    return { stdout: `${JSON.stringify(convertResult(result, req.cniVersion))}\n`, code: 0 };
+  } catch (err) {
+    return failure(err, env, stdin);
+  }
+}
+
+/** The CNI error JSON for `err`, in the netconf's cniVersion. */
+function failure(err: unknown, env: Env, stdin: Buffer): Outcome {
+  let e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
+  if (env.CNI_COMMAND === 'STATUS' && e.code === ErrorCode.TRY_AGAIN_LATER) {
+    // STATUS has its own vocabulary (CNI 1.1 "STATUS"): an unreachable coild means ADD cannot work.
+    e = new PluginError(ErrorCode.PLUGIN_NOT_AVAILABLE, e.message, e.details, { cause: e });
+  }
+  return { stdout: `${JSON.stringify(e.toCniJson(peekCniVersion(stdin)))}\n`, code: 1 };
 }
 
 /**
- * Runs one CNI invocation.
- * @returns the process exit code: 0 on success, 1 after printing a CNI error.
+ * The Bun executable's invocation: blocking libc calls from stdin to exit, with no promise,
+ * timer or event-loop turn (each costs a one-shot process tens of µs; hack/build-cni.sh).
  */
-async function run(io: ShimIo): Promise<number> {
-  if ((io.env.CNI_COMMAND ?? '') === '') {
-    // skel's behaviour for a human at a shell: say what this is instead of a JSON error.
-    await io.writeStderr(`coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`);
-    return 0;
+function runWithLibc(c: Libc, env: Env): never {
+  let stdin: Buffer;
+  try {
+    stdin = c.readAll(0);
+  } catch {
+    stdin = Buffer.alloc(0); // a closed or absent stdin reads as empty (VERSION needs none)
+  }
+  const planned = plan(env, stdin);
+  let out: Outcome;
+  if ('code' in planned) out = planned;
+  else {
+    try {
+      out = answer(planned, unaryCallSync(c, callOf(planned)), env, stdin);
+    } catch (err) {
+      out = failure(err, env, stdin);
+    }
   }
   try {
-    const req = parseRequest(io.env, io.stdin);
-    if (req.command === 'VERSION') {
-      await io.writeStdout(`${JSON.stringify({ cniVersion: LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS })}\n`);
-      return 0;
-    }
-    const response = await unaryCall({
-      socketPath: req.socketPath,
-      method: CNI_METHODS[req.command],
-      request: () => encodeCniArgs(req.args),
-      timeoutMs: io.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    });
-    if (req.command === 'ADD') {
-      // Coil re-emits a chained plugin's prevResult (egress-only mode returns an empty result).
-      const result = req.prevResult ? asResult(req.prevResult) : decodeResult(decodeAddResponse(response));
-      await io.writeStdout(`${JSON.stringify(convertResult(result, req.cniVersion))}\n`);
-    }
-    return 0;
-  } catch (err) {
-    let e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
-    if (io.env.CNI_COMMAND === 'STATUS' && e.code === ErrorCode.TRY_AGAIN_LATER) {
-      // STATUS has its own vocabulary (CNI 1.1 "STATUS"): an unreachable coild means ADD cannot work.
-      e = new PluginError(ErrorCode.PLUGIN_NOT_AVAILABLE, e.message, e.details, { cause: e });
-    }
-    await io.writeStdout(`${JSON.stringify(e.toCniJson(peekCniVersion(io.stdin)))}\n`);
-    return 1;
+    if (out.stdout !== undefined) c.writeAll(1, utf8Bytes(out.stdout));
+    if (out.stderr !== undefined) c.writeAll(2, utf8Bytes(out.stderr));
+  } catch {
+    // Nobody reads the output any more (EPIPE…): nothing is left to tell.
   }
+  // kubelet waits for the exit, not for the runtime's teardown of sockets and timers.
+  process.exit(out.code);
 }
 
-// A promise chain rather than top-level await, so the bundle may be CommonJS (Bun --bytecode).
-void readStdin()
-  .then((stdin) => run({ env: process.env, stdin, writeStdout: (text) => writeFd(1, text), writeStderr: (text) => writeFd(2, text) }))
-  .then((code) => {
-    // Output is written: exit now rather than after the runtime has closed the socket and timers
-    // (kubelet waits for the exit, not for the output).
-    process.exit(code);
-  });
+/** The same invocation through the runtime's event loop (Bun without FFI, or Node). */
+async function runWithEventLoop(env: Env): Promise<never> {
+  const stdin = await readStdin();
+  const planned = plan(env, stdin);
+  let out: Outcome;
+  if ('code' in planned) out = planned;
+  else {
+    try {
+      out = answer(planned, await unaryCall(callOf(planned)), env, stdin);
+    } catch (err) {
+      out = failure(err, env, stdin);
+    }
+  }
+  if (out.stdout !== undefined) await writeFd(1, out.stdout);
+  if (out.stderr !== undefined) await writeFd(2, out.stderr);
+  process.exit(out.code);
+}
+
+// No top-level await, so the bundle may be CommonJS (Bun --bytecode).
+const c = libc();
+if (c) runWithLibc(c, process.env);
+else void runWithEventLoop(process.env);

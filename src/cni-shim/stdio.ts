@@ -1,12 +1,10 @@
 /**
- * stdin and stdout/stderr through the cheapest API of the runtime. In the Bun executable,
- * touching `process.stdout` costs ≈ 15 ms and importing `node:fs` ≈ 2 ms per start, and
- * `Bun.stdin` starts three threads to read a netconf (hack/build-cni.sh has the measurements), so
- * the executable reads and writes with libc calls (libc.ts), falling back to `Bun.stdin` /
- * `Bun.write`. Under Node (tests, or a Node build) the `node:` APIs are used.
+ * stdin and stdout/stderr through the runtime's own API, for when libc calls are not available
+ * (the Bun executable uses them: main.ts). In Bun, `Bun.stdin` / `Bun.write`: touching
+ * `process.stdout` costs the executable ≈ 15 ms and importing `node:fs` ≈ 2 ms per start, and
+ * `Bun.stdin` starts three threads to read a netconf (hack/build-cni.sh has the measurements).
+ * Under Node (tests, or a Node build) the `node:` APIs are used.
  */
-import { utf8Bytes } from './bytes.js';
-import { libc } from './libc.js';
 
 /** The subset of Bun's API used here (no @types/bun in this project). */
 interface BunStdio {
@@ -23,8 +21,6 @@ function bun(): BunStdio | undefined {
 /** Reads all of stdin. A closed or absent stdin reads as empty (VERSION needs none). */
 export async function readStdin(): Promise<Buffer> {
   try {
-    const c = libc();
-    if (c) return c.readAll(0);
     const b = bun();
     if (b) return Buffer.from(await b.stdin.arrayBuffer());
     const { readFileSync } = await import('node:fs');
@@ -39,15 +35,6 @@ export async function readStdin(): Promise<Buffer> {
  * the process may exit right after.
  */
 export async function writeFd(fd: 1 | 2, text: string): Promise<void> {
-  const c = libc();
-  if (c) {
-    try {
-      c.writeAll(fd, utf8Bytes(text));
-    } catch {
-      // Nobody reads the output any more (EPIPE…): nothing is left to tell.
-    }
-    return;
-  }
   const b = bun();
   if (b) {
     await b.write(fd === 1 ? b.stdout : b.stderr, text);

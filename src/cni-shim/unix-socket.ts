@@ -1,12 +1,11 @@
 /**
- * A UNIX stream socket with the cheapest API of the runtime we run on. The shipped `coil` is a
- * Bun executable: there the socket is made with libc calls (libc.ts), since `Bun.connect` takes
- * ≈ 0.5 ms and importing `node:net` ≈ 8 ms per start. Without them it falls back to
- * `Bun.connect`, and under Node (unit tests, or a Node build) to `node:net`, loaded on demand.
+ * A UNIX stream socket through the runtime's event loop, for when libc calls are not available
+ * (the Bun executable uses them: grpc-client.ts `unaryCallSync`): `Bun.connect` in Bun (≈ 0.5 ms),
+ * and under Node (unit tests, or a Node build) `node:net`, loaded on demand (importing it costs
+ * the Bun executable ≈ 8 ms).
  *
  * @see hack/build-cni.sh (measurements)
  */
-import { libc, type Libc } from './libc.js';
 
 /** Callbacks of an open connection. */
 export interface ConnectionHandlers {
@@ -46,55 +45,8 @@ interface BunLike {
  * @throws Error with the system `code` (ENOENT, ECONNREFUSED, EACCES…) when the connection fails.
  */
 export function connectUnix(path: string, h: ConnectionHandlers): Promise<UnixConnection> {
-  const c = libc();
-  if (c) return connectLibc(c, path, h);
   const bun = (globalThis as { Bun?: BunLike }).Bun;
   return bun ? connectBun(bun, path, h) : connectNode(path, h);
-}
-
-/**
- * How long one poll(2) for the answer may block the event loop (ms). Between polls the loop
- * runs, so the caller's deadline timer fires on time; an answer is read as soon as it arrives.
- */
-const POLL_SLICE_MS = 20;
-
-async function connectLibc(c: Libc, path: string, h: ConnectionHandlers): Promise<UnixConnection> {
-  const fd = c.connectUnix(path);
-  let closed = false;
-  const close = (err?: Error): void => {
-    if (closed) return;
-    closed = true;
-    c.close(fd);
-    h.onClose(err);
-  };
-  // Reads in event-loop turns: wait up to a slice for bytes, hand them over, yield, repeat.
-  const pump = (): void => {
-    if (closed) return;
-    try {
-      const chunk = c.readSome(fd, POLL_SLICE_MS);
-      if (chunk?.length === 0) close();
-      else if (chunk) h.onData(chunk);
-    } catch (err) {
-      close(err as Error);
-    }
-    if (!closed) setImmediate(pump);
-  };
-  setImmediate(pump);
-  return {
-    write: (data) => {
-      if (closed) return;
-      try {
-        c.writeAll(fd, data);
-      } catch (err) {
-        close(err as Error);
-      }
-    },
-    destroy: () => {
-      if (closed) return;
-      closed = true;
-      c.close(fd);
-    },
-  };
 }
 
 async function connectBun(bun: BunLike, path: string, h: ConnectionHandlers): Promise<UnixConnection> {
