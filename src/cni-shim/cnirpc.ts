@@ -5,7 +5,7 @@
  *
  * @see ../shared/reference/coil-behaviour.md §5.1
  */
-import { utf8Bytes } from './bytes.js';
+import { utf8Bytes, utf8Text } from './bytes.js';
 import { ProtoWriter, readFields } from './protobuf.js';
 
 /** `pkg.cnirpc.CNI` method paths. */
@@ -23,7 +23,7 @@ import type { CniArgs as CniArgsMessage, CniAttachment as Attachment } from '../
 export type { Attachment, CniArgsMessage };
 
 /** Serializes CNIArgs (fields 1–8 as Coil's, 9 ours). */
-export function encodeCniArgs(m: CniArgsMessage): Buffer {
+export function encodeCniArgs(m: CniArgsMessage): Uint8Array {
   const w = new ProtoWriter().string(1, m.containerId).string(2, m.netns).string(3, m.ifname);
   for (const k in m.args) w.message(4, new ProtoWriter().string(1, k).string(2, m.args[k] as string).finish());
   w.string(5, m.path).bytes(6, m.stdinData);
@@ -34,9 +34,9 @@ export function encodeCniArgs(m: CniArgsMessage): Buffer {
 }
 
 /** Decodes `AddResponse` to its `result` bytes (CNI result JSON). */
-export function decodeAddResponse(buf: Buffer): Buffer {
-  let result: Buffer = Buffer.alloc(0);
-  for (const f of readFields(buf)) if (f.field === 1 && Buffer.isBuffer(f.value)) result = f.value;
+export function decodeAddResponse(buf: Uint8Array): Uint8Array {
+  let result: Uint8Array = new Uint8Array(0);
+  for (const f of readFields(buf)) if (f.field === 1 && typeof f.value !== 'number') result = f.value;
   return result;
 }
 
@@ -56,21 +56,21 @@ const CNI_ERROR_TYPE_URL = 'type.googleapis.com/pkg.cnirpc.CNIError';
  * @returns undefined when there is no CNIError detail.
  * @throws Error when the bytes are not a valid protobuf message.
  */
-export function decodeStatusCniError(statusBytes: Buffer): CniErrorMessage | undefined {
+export function decodeStatusCniError(statusBytes: Uint8Array): CniErrorMessage | undefined {
   for (const f of readFields(statusBytes)) {
-    if (f.field !== 3 || !Buffer.isBuffer(f.value)) continue;
+    if (f.field !== 3 || typeof f.value === 'number') continue;
     let typeUrl = '';
-    let value: Buffer = Buffer.alloc(0);
+    let value: Uint8Array = new Uint8Array(0);
     for (const a of readFields(f.value)) {
-      if (a.field === 1 && Buffer.isBuffer(a.value)) typeUrl = a.value.toString('utf8');
-      if (a.field === 2 && Buffer.isBuffer(a.value)) value = a.value;
+      if (a.field === 1 && typeof a.value !== 'number') typeUrl = utf8Text(a.value);
+      if (a.field === 2 && typeof a.value !== 'number') value = a.value;
     }
     if (typeUrl !== CNI_ERROR_TYPE_URL) continue;
     const e: CniErrorMessage = { code: 0, msg: '', details: '' };
     for (const c of readFields(value)) {
       if (c.field === 1 && typeof c.value === 'number') e.code = c.value;
-      if (c.field === 2 && Buffer.isBuffer(c.value)) e.msg = c.value.toString('utf8');
-      if (c.field === 3 && Buffer.isBuffer(c.value)) e.details = c.value.toString('utf8');
+      if (c.field === 2 && typeof c.value !== 'number') e.msg = utf8Text(c.value);
+      if (c.field === 3 && typeof c.value !== 'number') e.details = utf8Text(c.value);
     }
     return e;
   }

@@ -7,7 +7,7 @@
  * @see https://www.rfc-editor.org/rfc/rfc9113 (HTTP/2), https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
  * @see ../shared/reference/coil-behaviour.md §6 (error mapping)
  */
-import { latin1Bytes } from './bytes.js';
+import { concatBytes, latin1Bytes, uint32BE } from './bytes.js';
 import { decodeStatusCniError } from './cnirpc.js';
 import { encodeHeaders, type HeaderField, HpackDecoder } from './hpack.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
@@ -24,7 +24,7 @@ export interface UnaryCallOptions {
    * The encoded request message, or a function producing it: a function is called after the
    * connection attempt has started, so encoding overlaps with coild accepting the connection.
    */
-  request: Buffer | (() => Buffer);
+  request: Uint8Array | (() => Uint8Array);
   /** Deadline of the whole call, sent to the server as `grpc-timeout` too. */
   timeoutMs: number;
 }
@@ -59,21 +59,30 @@ const MAX_FRAME_BYTES = 16_384;
 const MAX_REQUEST_BYTES = 65_535;
 const STREAM = 1;
 
-function frame(type: number, flags: number, streamId: number, payload: Buffer = Buffer.alloc(0)): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(payload.length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  header.writeUInt32BE(streamId, 5);
-  return Buffer.concat([header, payload]);
+function frame(type: number, flags: number, streamId: number, payload: Uint8Array = new Uint8Array(0)): Uint8Array {
+  const f = new Uint8Array(9 + payload.length);
+  f[0] = payload.length >>> 16;
+  f[1] = payload.length >>> 8;
+  f[2] = payload.length;
+  f[3] = type;
+  f[4] = flags;
+  f[5] = streamId >>> 24;
+  f[6] = streamId >>> 16;
+  f[7] = streamId >>> 8;
+  f[8] = streamId;
+  f.set(payload, 9);
+  return f;
 }
 
 /** The bytes a client sends for one unary call: preface, SETTINGS, HEADERS, DATA frames. */
-function requestBytes(o: UnaryCallOptions): Buffer {
+function requestBytes(o: UnaryCallOptions): Uint8Array {
   const request = typeof o.request === 'function' ? o.request() : o.request;
-  const message = Buffer.alloc(5 + request.length); // byte 0 = 0: not compressed
-  message.writeUInt32BE(request.length, 1);
-  request.copy(message, 5);
+  const message = new Uint8Array(5 + request.length); // byte 0 = 0: not compressed
+  message[1] = request.length >>> 24;
+  message[2] = request.length >>> 16;
+  message[3] = request.length >>> 8;
+  message[4] = request.length;
+  message.set(request, 5);
   if (message.length > MAX_REQUEST_BYTES) {
     throw new PluginError(ErrorCode.INVALID_NETWORK_CONFIG, `request of ${message.length} bytes exceeds ${MAX_REQUEST_BYTES}; is the netconf that large?`);
   }
@@ -86,14 +95,14 @@ function requestBytes(o: UnaryCallOptions): Buffer {
     ['te', 'trailers'],
     ['grpc-timeout', `${Math.max(1, Math.ceil(o.timeoutMs))}m`],
   ];
-  const settings = Buffer.alloc(6); // SETTINGS_ENABLE_PUSH (2) = 0
+  const settings = new Uint8Array(6); // SETTINGS_ENABLE_PUSH (2) = 0
   settings[1] = 2;
   const frames = [PREFACE, frame(SETTINGS, 0, 0, settings), frame(HEADERS, END_HEADERS, STREAM, encodeHeaders(headers))];
   for (let off = 0; off < message.length; off += MAX_FRAME_BYTES) {
     const end = Math.min(message.length, off + MAX_FRAME_BYTES);
     frames.push(frame(DATA, end === message.length ? END_STREAM : 0, STREAM, message.subarray(off, end)));
   }
-  return Buffer.concat(frames);
+  return concatBytes(frames);
 }
 
 /**
@@ -103,21 +112,21 @@ function requestBytes(o: UnaryCallOptions): Buffer {
  */
 class CallExchange {
   settled = false;
-  result: Buffer | undefined;
+  result: Uint8Array | undefined;
   error: PluginError | undefined;
   private readonly decoder = new HpackDecoder();
   private readonly headerSets: Record<string, string>[] = [];
-  private readonly body: Buffer[] = [];
-  private block: Buffer[] | undefined; // header block being assembled from CONTINUATION frames
+  private readonly body: Uint8Array[] = [];
+  private block: Uint8Array[] | undefined; // header block being assembled from CONTINUATION frames
   private blockEndsStream = false;
-  private inbox: Buffer = Buffer.alloc(0);
+  private inbox: Uint8Array = new Uint8Array(0);
 
   /**
    * @param send writes bytes to coild.
    * @param onSettled called once, when the outcome is known.
    */
   constructor(
-    private readonly send: (bytes: Buffer) => void,
+    private readonly send: (bytes: Uint8Array) => void,
     private readonly onSettled: () => void,
   ) {}
 
@@ -125,7 +134,7 @@ class CallExchange {
     this.settle(new PluginError(code, msg, '', { cause }));
   }
 
-  settle(err: PluginError | undefined, value?: Buffer): void {
+  settle(err: PluginError | undefined, value?: Uint8Array): void {
     if (this.settled) return;
     this.settled = true;
     this.error = err;
@@ -133,27 +142,27 @@ class CallExchange {
     this.onSettled();
   }
 
-  onData(chunk: Buffer): void {
-    this.inbox = this.inbox.length === 0 ? chunk : Buffer.concat([this.inbox, chunk]);
+  onData(chunk: Uint8Array): void {
+    this.inbox = this.inbox.length === 0 ? chunk : concatBytes([this.inbox, chunk]);
     try {
       while (!this.settled && this.inbox.length >= 9) {
         const inbox = this.inbox;
-        const length = inbox.readUIntBE(0, 3);
+        const length = ((inbox[0] as number) << 16) | ((inbox[1] as number) << 8) | (inbox[2] as number);
         if (inbox.length < 9 + length) return;
         this.inbox = inbox.subarray(9 + length);
-        this.onFrame(inbox[3] as number, inbox[4] as number, inbox.readUInt32BE(5) & 0x7fffffff, inbox.subarray(9, 9 + length));
+        this.onFrame(inbox[3] as number, inbox[4] as number, uint32BE(inbox, 5) & 0x7fffffff, inbox.subarray(9, 9 + length));
       }
     } catch (err) {
       this.fail(ErrorCode.INTERNAL, `bad HTTP/2 response from coild: ${String(err)}`, err);
     }
   }
 
-  private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+  private onFrame(type: number, flags: number, streamId: number, payload: Uint8Array): void {
     if (type === SETTINGS && !(flags & ACK)) this.send(frame(SETTINGS, ACK, 0));
     else if (type === PING && !(flags & ACK)) this.send(frame(PING, ACK, 0, payload));
-    else if (type === GOAWAY && (payload.readUInt32BE(0) & 0x7fffffff) < STREAM) this.fail(ErrorCode.TRY_AGAIN_LATER, 'coild is shutting down (GOAWAY)');
+    else if (type === GOAWAY && (uint32BE(payload, 0) & 0x7fffffff) < STREAM) this.fail(ErrorCode.TRY_AGAIN_LATER, 'coild is shutting down (GOAWAY)');
     else if (type === RST_STREAM && streamId === STREAM) {
-      const code = payload.readUInt32BE(0);
+      const code = uint32BE(payload, 0);
       this.fail(code === REFUSED_STREAM ? ErrorCode.TRY_AGAIN_LATER : ErrorCode.INTERNAL, `coild reset the stream (HTTP/2 error ${code})`);
     } else if (type === HEADERS && streamId === STREAM) {
       let p = flags & PADDED ? payload.subarray(1, payload.length - (payload[0] as number)) : payload;
@@ -172,7 +181,7 @@ class CallExchange {
 
   private endBlock(): void {
     const block = this.block ?? [];
-    const fields = this.decoder.decode(block.length === 1 ? (block[0] as Buffer) : Buffer.concat(block));
+    const fields = this.decoder.decode(block.length === 1 ? (block[0] as Uint8Array) : concatBytes(block));
     this.block = undefined;
     const set: Record<string, string> = {};
     for (const [name, value] of fields) set[name] ??= value;
@@ -182,7 +191,7 @@ class CallExchange {
 
   private complete(): void {
     try {
-      const body = this.body.length === 1 ? (this.body[0] as Buffer) : Buffer.concat(this.body);
+      const body = this.body.length === 1 ? (this.body[0] as Uint8Array) : concatBytes(this.body);
       this.settle(undefined, readResponse(this.headerSets[0] ?? {}, this.headerSets[1] ?? {}, body));
     } catch (err) {
       this.settle(err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, String(err)));
@@ -191,7 +200,7 @@ class CallExchange {
 }
 
 /** The request bytes, or the PluginError that encoding them raised. */
-function encodeRequest(o: UnaryCallOptions): Buffer | PluginError {
+function encodeRequest(o: UnaryCallOptions): Uint8Array | PluginError {
   try {
     return requestBytes(o);
   } catch (err) {
@@ -220,7 +229,7 @@ function timeoutError(timeoutMs: number): PluginError {
  *   the detail's own code when the status carries a CNIError;
  *   999 (internal) for any other failure, with the gRPC message.
  */
-export function unaryCall(o: UnaryCallOptions): Promise<Buffer> {
+export function unaryCall(o: UnaryCallOptions): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     let conn: UnixConnection | undefined;
     const exchange: CallExchange = new CallExchange(
@@ -229,7 +238,7 @@ export function unaryCall(o: UnaryCallOptions): Promise<Buffer> {
         clearTimeout(timer);
         conn?.destroy();
         if (exchange.error) reject(exchange.error);
-        else resolve(exchange.result ?? Buffer.alloc(0));
+        else resolve(exchange.result ?? new Uint8Array(0));
       },
     );
     const timer = setTimeout(() => exchange.settle(timeoutError(o.timeoutMs)), o.timeoutMs);
@@ -259,7 +268,7 @@ export function unaryCall(o: UnaryCallOptions): Promise<Buffer> {
  * (hack/build-cni.sh).
  * @throws PluginError as {@link unaryCall} does.
  */
-export function unaryCallSync(c: Libc, o: UnaryCallOptions): Buffer {
+export function unaryCallSync(c: Libc, o: UnaryCallOptions): Uint8Array {
   const deadline = performance.now() + o.timeoutMs;
   let fd: number;
   try {
@@ -269,7 +278,7 @@ export function unaryCallSync(c: Libc, o: UnaryCallOptions): Buffer {
   }
   try {
     let broken: Error | undefined;
-    const send = (bytes: Buffer): void => {
+    const send = (bytes: Uint8Array): void => {
       if (broken) return;
       try {
         c.writeAll(fd, bytes);
@@ -286,7 +295,7 @@ export function unaryCallSync(c: Libc, o: UnaryCallOptions): Buffer {
       if (broken) throw closedError(broken);
       const left = deadline - performance.now();
       if (left <= 0) throw timeoutError(o.timeoutMs);
-      let chunk: Buffer | undefined;
+      let chunk: Uint8Array | undefined;
       try {
         chunk = c.readSome(fd, Math.ceil(left));
       } catch (err) {
@@ -297,7 +306,7 @@ export function unaryCallSync(c: Libc, o: UnaryCallOptions): Buffer {
       exchange.onData(chunk);
     }
     if (exchange.error) throw exchange.error;
-    return exchange.result ?? Buffer.alloc(0);
+    return exchange.result ?? new Uint8Array(0);
   } finally {
     c.close(fd);
   }
@@ -308,7 +317,7 @@ export function unaryCallSync(c: Libc, o: UnaryCallOptions): Buffer {
  * headers, so both places are read.
  * @throws PluginError as described on {@link unaryCall}.
  */
-export function readResponse(headers: Record<string, unknown>, trailers: Record<string, unknown>, body: Buffer): Buffer {
+export function readResponse(headers: Record<string, unknown>, trailers: Record<string, unknown>, body: Uint8Array): Uint8Array {
   const field = (name: string): string | undefined => {
     const v = trailers[name] ?? headers[name];
     return Array.isArray(v) ? String(v[0]) : v === undefined ? undefined : String(v);
@@ -329,7 +338,7 @@ export function readResponse(headers: Record<string, unknown>, trailers: Record<
   // Unary: exactly one length-prefixed message; compressed frames are never requested.
   if (body.length < 5) throw new PluginError(ErrorCode.INTERNAL, 'coild sent no response message');
   if (body[0] !== 0) throw new PluginError(ErrorCode.INTERNAL, 'coild sent a compressed message');
-  const length = body.readUInt32BE(1);
+  const length = uint32BE(body, 1);
   if (body.length < 5 + length) throw new PluginError(ErrorCode.INTERNAL, 'coild sent a truncated message');
   return body.subarray(5, 5 + length);
 }

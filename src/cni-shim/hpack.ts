@@ -7,7 +7,7 @@
  * @see https://www.rfc-editor.org/rfc/rfc7541
  */
 
-import { latin1Bytes } from './bytes.js';
+import { concatBytes, latin1Bytes, latin1Text } from './bytes.js';
 
 /** A header field as decoded: name and value as latin1 strings (HPACK is octet-based). */
 export type HeaderField = [name: string, value: string];
@@ -126,7 +126,7 @@ export class HpackDecoder {
    * Decodes one complete header block (HEADERS + CONTINUATION payloads).
    * @throws Error on malformed input (bad index, truncated integer or string, bad Huffman padding).
    */
-  decode(block: Buffer): HeaderField[] {
+  decode(block: Uint8Array): HeaderField[] {
     const out: HeaderField[] = [];
     const r = { buf: block, pos: 0 };
     while (r.pos < block.length) {
@@ -147,7 +147,7 @@ export class HpackDecoder {
     return out;
   }
 
-  private literal(r: { buf: Buffer; pos: number }, prefixBits: number): HeaderField {
+  private literal(r: { buf: Uint8Array; pos: number }, prefixBits: number): HeaderField {
     const index = this.integer(r, prefixBits);
     const name = index === 0 ? this.string(r) : this.entry(index)[0];
     return [name, this.string(r)];
@@ -175,7 +175,7 @@ export class HpackDecoder {
     }
   }
 
-  private integer(r: { buf: Buffer; pos: number }, prefixBits: number): number {
+  private integer(r: { buf: Uint8Array; pos: number }, prefixBits: number): number {
     const max = (1 << prefixBits) - 1;
     let value = (r.buf[r.pos++] as number) & max;
     if (value < max) return value;
@@ -187,14 +187,14 @@ export class HpackDecoder {
     }
   }
 
-  private string(r: { buf: Buffer; pos: number }): string {
+  private string(r: { buf: Uint8Array; pos: number }): string {
     if (r.pos >= r.buf.length) throw new Error('hpack: truncated string');
     const isHuffman = ((r.buf[r.pos] as number) & 0x80) !== 0;
     const len = this.integer(r, 7);
     if (r.pos + len > r.buf.length) throw new Error('hpack: truncated string');
     const raw = r.buf.subarray(r.pos, r.pos + len);
     r.pos += len;
-    return isHuffman ? this.huffmanDecode(raw) : raw.toString('latin1');
+    return isHuffman ? this.huffmanDecode(raw) : latin1Text(raw);
   }
 
   /**
@@ -203,7 +203,7 @@ export class HpackDecoder {
    * bit by bit with the canonical tables. Walking every code bit by bit, with the tables built at
    * run time, cost the shim ≈ 0.3 ms per run.
    */
-  private huffmanDecode(raw: Buffer): string {
+  private huffmanDecode(raw: Uint8Array): string {
     let out = '';
     let acc = 0; // bits read and not yet decoded, right-aligned; never more than 15
     let n = 0; // how many
@@ -264,13 +264,18 @@ const LITERAL_WITHOUT_INDEXING = new Uint8Array([0]);
  * Encodes headers as literals without indexing and without Huffman: valid for any decoder,
  * stateless, and our request is a few hundred bytes.
  */
-export function encodeHeaders(fields: readonly HeaderField[]): Buffer {
+export function encodeHeaders(fields: readonly HeaderField[]): Uint8Array {
   const parts: Uint8Array[] = [];
-  for (const [name, value] of fields) parts.push(LITERAL_WITHOUT_INDEXING, encodeString(name), encodeString(value));
-  return Buffer.concat(parts);
+  for (const [name, value] of fields) {
+    parts.push(LITERAL_WITHOUT_INDEXING);
+    encodeString(name, parts);
+    encodeString(value, parts);
+  }
+  return concatBytes(parts);
 }
 
-function encodeString(s: string): Buffer {
+/** Appends a string literal (length prefix, then the latin1 bytes) to `parts`. */
+function encodeString(s: string, parts: Uint8Array[]): void {
   const bytes = latin1Bytes(s);
   const prefix: number[] = [];
   if (bytes.length < 0x7f) {
@@ -284,7 +289,7 @@ function encodeString(s: string): Buffer {
     }
     prefix.push(rest);
   }
-  const head = Buffer.alloc(prefix.length);
+  const head = new Uint8Array(prefix.length);
   for (let i = 0; i < prefix.length; i++) head[i] = prefix[i] as number;
-  return Buffer.concat([head, bytes]);
+  parts.push(head, bytes);
 }

@@ -18,7 +18,7 @@
  * @see https://bun.sh/docs/api/ffi; hack/build-cni.sh (how the shim's start was measured)
  */
 
-import { utf8Bytes } from './bytes.js';
+import { concatBytes, utf8Bytes } from './bytes.js';
 
 /** An error of a libc call, with Node's `code` convention (ENOENT, ECONNREFUSED…). */
 export class SyscallError extends Error {
@@ -64,18 +64,18 @@ export interface Libc {
    * Reads `fd` to end of file. Waits for data on a non-blocking descriptor.
    * @throws SyscallError when read(2) fails (EBADF for a closed stdin).
    */
-  readAll(fd: number): Buffer;
+  readAll(fd: number): Uint8Array;
   /**
    * Reads what is available, waiting at most `waitMs` (ms) for something to arrive.
    * @returns the bytes (empty at end of stream), or undefined when nothing arrived in time.
    * @throws SyscallError when poll(2) or read(2) fails (ECONNRESET…).
    */
-  readSome(fd: number, waitMs: number): Buffer | undefined;
+  readSome(fd: number, waitMs: number): Uint8Array | undefined;
   /**
    * Writes all of `data`, waiting for room on a non-blocking descriptor.
    * @throws SyscallError when write(2) fails (EPIPE when the reader is gone).
    */
-  writeAll(fd: number, data: Buffer): void;
+  writeAll(fd: number, data: Uint8Array): void;
   /**
    * Opens a non-blocking, close-on-exec UNIX stream socket connected to `path`.
    * @returns the descriptor.
@@ -131,12 +131,12 @@ function load(): Libc | null {
     return null;
   }
   const errno = (): number => ffi.read.i32(s.__errno_location() as number);
-  const pollFd = Buffer.alloc(8); // struct pollfd { int fd; short events; short revents; }
+  // struct pollfd { int fd; short events; short revents; }, little-endian on both our targets
+  const pollFd = new Int32Array(2);
   /** Waits until `fd` is ready for `events` or `ms` pass (-1 = no limit). @returns false on timeout. */
   const wait = (fd: number, events: number, ms: number): boolean => {
-    pollFd.writeInt32LE(fd, 0);
-    pollFd.writeInt16LE(events, 4);
-    pollFd.writeInt16LE(0, 6);
+    pollFd[0] = fd;
+    pollFd[1] = events; // events in the low half, revents (high half) zeroed
     for (;;) {
       const n = Number(s.poll(pollFd, 1, ms));
       if (n >= 0) return n > 0;
@@ -144,7 +144,7 @@ function load(): Libc | null {
       if (e !== EINTR) throw new SyscallError('poll', e);
     }
   };
-  const readOnce = (fd: number, buf: Buffer): number => {
+  const readOnce = (fd: number, buf: Uint8Array): number => {
     for (;;) {
       const n = Number(s.read(fd, buf, buf.length));
       if (n >= 0) return n;
@@ -155,18 +155,18 @@ function load(): Libc | null {
   };
   return {
     readAll(fd) {
-      const chunks: Buffer[] = [];
+      const chunks: Uint8Array[] = [];
       for (;;) {
-        const buf = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+        const buf = new Uint8Array(READ_CHUNK_BYTES);
         const n = readOnce(fd, buf);
-        if (n === 0) return Buffer.concat(chunks);
+        if (n === 0) return chunks.length === 1 ? (chunks[0] as Uint8Array) : concatBytes(chunks);
         if (n < 0) wait(fd, POLLIN, -1);
         else chunks.push(buf.subarray(0, n));
       }
     },
     readSome(fd, waitMs) {
       if (!wait(fd, POLLIN, waitMs)) return undefined;
-      const buf = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+      const buf = new Uint8Array(READ_CHUNK_BYTES);
       const n = readOnce(fd, buf);
       return n < 0 ? undefined : buf.subarray(0, n); // -1: a spurious wake-up
     },
@@ -183,11 +183,11 @@ function load(): Libc | null {
       }
     },
     connectUnix(path) {
-      const address = Buffer.alloc(SOCKADDR_UN_BYTES);
-      address.writeUInt16LE(AF_UNIX, 0);
+      const address = new Uint8Array(SOCKADDR_UN_BYTES);
+      address[0] = AF_UNIX; // sun_family, little-endian u16 on both our targets
       const pathBytes = utf8Bytes(path);
       if (pathBytes.length >= SOCKADDR_UN_BYTES - 2) throw new SyscallError('connect', 36);
-      pathBytes.copy(address, 2);
+      address.set(pathBytes, 2);
       const fd = Number(s.socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
       if (fd < 0) throw new SyscallError('socket', errno());
       for (;;) {

@@ -41,7 +41,7 @@ type CallRequest = Extract<ShimRequest, { command: CallCommand }>;
  * The part of an invocation before the call to coild: the usage text for a human at a shell,
  * VERSION, or the parsed request (or the CNI error of a bad one).
  */
-function plan(env: Env, stdin: Buffer): Outcome | CallRequest {
+function plan(env: Env, stdin: Uint8Array): Outcome | CallRequest {
   if ((env.CNI_COMMAND ?? '') === '') {
     // skel's behaviour for a human at a shell: say what this is instead of a JSON error.
     return { stderr: `coil: CNI plugin of Coil (TypeScript)\nCNI protocol versions supported: ${SUPPORTED_VERSIONS.join(', ')}\n`, code: 0 };
@@ -63,7 +63,7 @@ function callOf(req: CallRequest): UnaryCallOptions {
 }
 
 /** What coild's answer means for the runtime: ADD prints the result, the others nothing. */
-function answer(req: CallRequest, response: Buffer, env: Env, stdin: Buffer): Outcome {
+function answer(req: CallRequest, response: Uint8Array, env: Env, stdin: Uint8Array): Outcome {
   try {
     if (req.command !== 'ADD') return { code: 0 };
     // Coil re-emits a chained plugin's prevResult (egress-only mode returns an empty result).
@@ -75,7 +75,7 @@ function answer(req: CallRequest, response: Buffer, env: Env, stdin: Buffer): Ou
 }
 
 /** The CNI error JSON for `err`, in the netconf's cniVersion. */
-function failure(err: unknown, env: Env, stdin: Buffer): Outcome {
+function failure(err: unknown, env: Env, stdin: Uint8Array): Outcome {
   let e = err instanceof PluginError ? err : new PluginError(ErrorCode.INTERNAL, err instanceof Error ? err.message : String(err));
   if (env.CNI_COMMAND === 'STATUS' && e.code === ErrorCode.TRY_AGAIN_LATER) {
     // STATUS has its own vocabulary (CNI 1.1 "STATUS"): an unreachable coild means ADD cannot work.
@@ -89,11 +89,11 @@ function failure(err: unknown, env: Env, stdin: Buffer): Outcome {
  * timer or event-loop turn (each costs a one-shot process tens of µs; hack/build-cni.sh).
  */
 function runWithLibc(c: Libc, env: Env): never {
-  let stdin: Buffer;
+  let stdin: Uint8Array;
   try {
     stdin = c.readAll(0);
   } catch {
-    stdin = Buffer.alloc(0); // a closed or absent stdin reads as empty (VERSION needs none)
+    stdin = new Uint8Array(0); // a closed or absent stdin reads as empty (VERSION needs none)
   }
   const planned = plan(env, stdin);
   let out: Outcome;

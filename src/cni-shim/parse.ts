@@ -6,6 +6,7 @@
  * @see CNI spec SPEC.md "Parameters", "Error codes", "GC", "STATUS"
  * @see ../shared/reference/coil-behaviour.md §6 (netconf `socket`, CNI_ARGS keys, IS_CHAINED)
  */
+import { utf8Text } from './bytes.js';
 import type { Attachment, CniArgsMessage } from './cnirpc.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
 
@@ -76,7 +77,7 @@ function isId(s: string): boolean {
  *   CNI_ARGS), 6 when stdin is not a JSON object, 1 for an unsupported `cniVersion` (or GC/STATUS
  *   below 1.1.0), 7 for an invalid netconf (name, socket, prevResult, valid-attachments).
  */
-export function parseRequest(env: Readonly<Record<string, string | undefined>>, stdin: Buffer): ShimRequest {
+export function parseRequest(env: Readonly<Record<string, string | undefined>>, stdin: Uint8Array): ShimRequest {
   const command = env.CNI_COMMAND ?? '';
   if (command === '') throw new PluginError(ErrorCode.INVALID_ENVIRONMENT_VARIABLES, 'required env variables [CNI_COMMAND] missing');
   if (command === 'VERSION') return { command };
@@ -136,9 +137,9 @@ export function parseRequest(env: Readonly<Record<string, string | undefined>>, 
  * The `cniVersion` to put in an error object: the netconf's if stdin is readable, else 1.1.0.
  * Never throws (it runs while reporting another error).
  */
-export function peekCniVersion(stdin: Buffer): string {
+export function peekCniVersion(stdin: Uint8Array): string {
   try {
-    const v: unknown = (JSON.parse(stdin.toString('utf8')) as { cniVersion?: unknown }).cniVersion;
+    const v: unknown = (JSON.parse(utf8Text(stdin)) as { cniVersion?: unknown }).cniVersion;
     return typeof v === 'string' && v !== '' ? v : '1.1.0';
   } catch {
     return '1.1.0';
@@ -181,10 +182,10 @@ export function parseCniArgs(raw: string): Record<string, string> {
 }
 
 /** The netconf as an object. @throws PluginError 6 when stdin is not a JSON object. */
-function decodeNetConf(stdin: Buffer): Record<string, unknown> {
+function decodeNetConf(stdin: Uint8Array): Record<string, unknown> {
   let conf: unknown;
   try {
-    conf = JSON.parse(stdin.toString('utf8'));
+    conf = JSON.parse(utf8Text(stdin));
   } catch (err) {
     throw new PluginError(ErrorCode.DECODING_FAILURE, 'failed to decode network configuration from stdin', String(err), { cause: err });
   }

@@ -20,7 +20,7 @@ const I32 = 5;
  * (`Uint8Array.from`) measured ≈ 0.5 ms per message, this ≈ 0.05 ms.
  */
 export class ProtoWriter {
-  private buf = Buffer.allocUnsafe(512);
+  private buf = new Uint8Array(512);
   private length = 0;
 
   /** Field of type string. */
@@ -54,14 +54,14 @@ export class ProtoWriter {
   }
 
   /** The encoded message (a view of this writer's buffer). */
-  finish(): Buffer {
+  finish(): Uint8Array {
     return this.buf.subarray(0, this.length);
   }
 
   private room(n: number): void {
     if (this.length + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
+    const next = new Uint8Array(Math.max(2 * this.buf.length, this.length + n));
+    next.set(this.buf.subarray(0, this.length));
     this.buf = next;
   }
 
@@ -77,13 +77,13 @@ export class ProtoWriter {
 }
 
 /** One decoded field: a varint as a number, a length-delimited field as its bytes. */
-export type ProtoField = { field: number; value: number } | { field: number; value: Buffer };
+export type ProtoField = { field: number; value: number } | { field: number; value: Uint8Array };
 
 /**
  * Splits an encoded message into its fields, in wire order.
  * @throws Error when the buffer is truncated or uses a group wire type (3, 4).
  */
-export function readFields(buf: Buffer): ProtoField[] {
+export function readFields(buf: Uint8Array): ProtoField[] {
   const fields: ProtoField[] = [];
   let pos = 0;
   const readVarint = (): number => {

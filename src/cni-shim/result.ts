@@ -6,6 +6,7 @@
  * @see CNI spec SPEC.md "Result"; the 0.4.0 spec's "Result" section
  * @see ../shared/reference/coil-behaviour.md §6 ("results are produced as 1.1.0 and converted")
  */
+import { utf8Text } from './bytes.js';
 import { ErrorCode, PluginError } from './plugin-error.js';
 
 /** An interface entry (1.1.0 superset). */
@@ -51,10 +52,10 @@ export interface CniResultJson {
  * @throws PluginError 6 (decoding failure) when they are not a JSON object with array `ips`/
  *   `interfaces`/`routes` (when present) — as Coil's shim reports an undecodable result.
  */
-export function decodeResult(bytes: Buffer): CniResultJson {
+export function decodeResult(bytes: Uint8Array): CniResultJson {
   let value: unknown;
   try {
-    value = JSON.parse(bytes.toString('utf8'));
+    value = JSON.parse(utf8Text(bytes));
   } catch (err) {
     throw new PluginError(ErrorCode.DECODING_FAILURE, 'failed to decode the result from coild', String(err), { cause: err });
   }

@@ -10,7 +10,7 @@
 /** Callbacks of an open connection. */
 export interface ConnectionHandlers {
   /** Bytes received, in order. */
-  onData(chunk: Buffer): void;
+  onData(chunk: Uint8Array): void;
   /** The connection ended (peer close, or `err`); called at most once. */
   onClose(err?: Error): void;
 }
@@ -18,7 +18,7 @@ export interface ConnectionHandlers {
 /** An open connection. */
 export interface UnixConnection {
   /** Queues bytes for sending, in order. */
-  write(data: Buffer): void;
+  write(data: Uint8Array): void;
   /** Closes the connection without waiting for anything. */
   destroy(): void;
 }
@@ -51,7 +51,7 @@ export function connectUnix(path: string, h: ConnectionHandlers): Promise<UnixCo
 
 async function connectBun(bun: BunLike, path: string, h: ConnectionHandlers): Promise<UnixConnection> {
   // Bun's write() may take only part of the bytes; the rest waits for drain().
-  let pending: Buffer[] = [];
+  let pending: Uint8Array[] = [];
   let closed = false;
   const close = (err?: Error): void => {
     if (closed) return;
@@ -60,7 +60,7 @@ async function connectBun(bun: BunLike, path: string, h: ConnectionHandlers): Pr
   };
   const flush = (s: BunSocket): void => {
     while (pending.length > 0) {
-      const head = pending[0] as Buffer;
+      const head = pending[0] as Uint8Array;
       const n = s.write(head);
       if (n < head.length) {
         pending[0] = head.subarray(Math.max(0, n));
@@ -72,7 +72,7 @@ async function connectBun(bun: BunLike, path: string, h: ConnectionHandlers): Pr
   const socket = await bun.connect({
     unix: path,
     socket: {
-      data: (_s, chunk) => h.onData(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+      data: (_s, chunk) => h.onData(chunk),
       drain: (s) => flush(s),
       close: (_s, err) => close(err),
       error: (_s, err) => close(err),

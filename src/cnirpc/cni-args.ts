@@ -29,7 +29,7 @@ export interface CniArgs {
   /** CNI_PATH, colon-separated. */
   path: string;
   /** The netconf exactly as the runtime wrote it to the plugin's stdin (JSON bytes). */
-  stdinData: Buffer;
+  stdinData: Uint8Array;
   /** prevResult addresses without prefix length (`10.64.0.3`, `fd00::3`), as Coil sends them. */
   ips: string[];
   /** prevResult interfaces: name → true when the interface is inside the pod netns. */
