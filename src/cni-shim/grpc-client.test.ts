@@ -76,4 +76,20 @@ describe('readResponse', () => {
     const trailers = { 'grpc-status': '13', 'grpc-message': 'other', 'grpc-status-details-bin': status.toString('base64') };
     assert.throws(() => readResponse(ok, trailers, Buffer.alloc(0)), isCode(999));
   });
+
+  it('decodes a CNIError detail whether its base64 is padded or not', () => {
+    const len = (b: Buffer): Buffer => Buffer.from([b.length]);
+    const msg = Buffer.from('no such pool x');
+    const cniError = Buffer.concat([Buffer.from([0x08, 7, 0x12]), len(msg), msg]);
+    const typeUrl = Buffer.from('type.googleapis.com/pkg.cnirpc.CNIError');
+    const any = Buffer.concat([Buffer.from([0x0a]), len(typeUrl), typeUrl, Buffer.from([0x12]), len(cniError), cniError]);
+    const status = Buffer.concat([Buffer.from([0x08, 13, 0x1a]), len(any), any]);
+    const padded = status.toString('base64');
+    assert.ok(padded.endsWith('='), 'the sample must need padding');
+    for (const bin of [padded, padded.replace(/=+$/, '')]) {
+      assert.throws(() => readResponse(ok, { 'grpc-status': '13', 'grpc-status-details-bin': bin }, Buffer.alloc(0)), (e: unknown) => {
+        return e instanceof PluginError && e.code === 7 && e.message === 'no such pool x';
+      });
+    }
+  });
 });

@@ -43,6 +43,31 @@ describe('HpackDecoder', () => {
     ]);
   });
 
+  it('leaves out the fields `keep` refuses but still enters them in the dynamic table', () => {
+    const d = new HpackDecoder();
+    // C.4.1 inserts `:authority: www.example.com` (Huffman); C.4.2 refers to it by index 62.
+    assert.deepEqual(d.decode(hex('8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff'), (n) => n !== ':authority'), [
+      [':method', 'GET'],
+      [':scheme', 'http'],
+      [':path', '/'],
+    ]);
+    assert.deepEqual(d.decode(hex('8286 84be 5886 a8eb 1064 9cbf'), (n) => n === ':authority' || n === 'cache-control'), [
+      [':authority', 'www.example.com'],
+      ['cache-control', 'no-cache'],
+    ]);
+  });
+
+  it('with a zero-size table, skips unwanted values undecoded and keeps nothing', () => {
+    // 0x20: table size 0. Then `x-a: <bad Huffman>` and `x-b: <bad Huffman>` with incremental
+    // indexing, new names; 0xff 0xff is not valid padding.
+    const block = hex('20 4003 782d61 82ffff 4003 782d62 82ffff');
+    assert.deepEqual(new HpackDecoder().decode(block, (n) => n === 'x-c'), []);
+    assert.throws(() => new HpackDecoder().decode(block, (n) => n === 'x-b'), /Huffman/);
+    const d = new HpackDecoder();
+    d.decode(block, () => false);
+    assert.throws(() => d.decode(hex('be')), /bad index 62/); // nothing was kept in the table
+  });
+
   it('rejects an index beyond both tables', () => {
     assert.throws(() => new HpackDecoder().decode(hex('ff00')), /bad index/);
   });

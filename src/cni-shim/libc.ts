@@ -55,7 +55,7 @@ const READ_CHUNK_BYTES = 65_536;
 
 type Call = (...args: unknown[]) => number | bigint;
 interface Symbols {
-  read: Call; write: Call; socket: Call; connect: Call; poll: Call; close: Call; __errno_location: Call;
+  read: Call; write: Call; socket: Call; connect: Call; poll: Call; close: Call; _exit: Call; __errno_location: Call;
 }
 
 /** The calls the shim makes; every method retries EINTR itself. */
@@ -84,6 +84,13 @@ export interface Libc {
    */
   connectUnix(path: string): number;
   close(fd: number): void;
+  /**
+   * Ends the process with `code` at once (_exit(2)): all output has been written with write(2),
+   * and nothing else needs the runtime's teardown.
+   */
+  exit(code: number): never;
+  /** The process environment (`Bun.env`). */
+  readonly env: Readonly<Record<string, string | undefined>>;
 }
 
 let loaded: Libc | null | undefined;
@@ -111,12 +118,15 @@ const SYMBOLS: SymbolSpecs = {
   connect: { args: ['i32', 'ptr', 'u32'], returns: 'i32' },
   poll: { args: ['ptr', 'u64', 'i32'], returns: 'i32' },
   close: { args: ['i32'], returns: 'i32' },
+  _exit: { args: ['i32'], returns: 'void' },
   __errno_location: { args: [], returns: 'ptr' },
 };
 
 function load(): Libc | null {
-  const g = globalThis as { Bun?: { env?: Record<string, string | undefined>; FFI?: BunFfi } };
-  if (g.Bun === undefined || g.Bun.env?.COIL_SHIM_NO_FFI === '1') return null;
+  const g = globalThis as { Bun?: { env: Record<string, string | undefined>; FFI?: BunFfi } };
+  if (g.Bun === undefined) return null;
+  const env = g.Bun.env;
+  if (env.COIL_SHIM_NO_FFI === '1') return null;
   let ffi: BunFfi;
   let s: Symbols;
   try {
@@ -144,12 +154,17 @@ function load(): Libc | null {
       if (e !== EINTR) throw new SyscallError('poll', e);
     }
   };
-  const readOnce = (fd: number, buf: Uint8Array): number => {
+  // One read buffer for every read(2), and each chunk copied out at its size: a fresh 64 KiB
+  // buffer per read cost the one-shot process ≈ 16 page faults each (≈ 100 more per ADD).
+  let scratch: Uint8Array | undefined;
+  /** One read(2): the bytes (empty at end of file), or undefined for EAGAIN. */
+  const readOnce = (fd: number): Uint8Array | undefined => {
+    scratch ??= new Uint8Array(READ_CHUNK_BYTES);
     for (;;) {
-      const n = Number(s.read(fd, buf, buf.length));
-      if (n >= 0) return n;
+      const n = Number(s.read(fd, scratch, scratch.length));
+      if (n >= 0) return scratch.slice(0, n);
       const e = errno();
-      if (e === EAGAIN) return -1;
+      if (e === EAGAIN) return undefined;
       if (e !== EINTR) throw new SyscallError('read', e);
     }
   };
@@ -157,18 +172,15 @@ function load(): Libc | null {
     readAll(fd) {
       const chunks: Uint8Array[] = [];
       for (;;) {
-        const buf = new Uint8Array(READ_CHUNK_BYTES);
-        const n = readOnce(fd, buf);
-        if (n === 0) return chunks.length === 1 ? (chunks[0] as Uint8Array) : concatBytes(chunks);
-        if (n < 0) wait(fd, POLLIN, -1);
-        else chunks.push(buf.subarray(0, n));
+        const chunk = readOnce(fd);
+        if (chunk === undefined) wait(fd, POLLIN, -1);
+        else if (chunk.length === 0) return chunks.length === 1 ? (chunks[0] as Uint8Array) : concatBytes(chunks);
+        else chunks.push(chunk);
       }
     },
     readSome(fd, waitMs) {
       if (!wait(fd, POLLIN, waitMs)) return undefined;
-      const buf = new Uint8Array(READ_CHUNK_BYTES);
-      const n = readOnce(fd, buf);
-      return n < 0 ? undefined : buf.subarray(0, n); // -1: a spurious wake-up
+      return readOnce(fd); // undefined: a spurious wake-up
     },
     writeAll(fd, data) {
       for (let off = 0; off < data.length;) {
@@ -202,5 +214,10 @@ function load(): Libc | null {
     close(fd) {
       s.close(fd);
     },
+    exit(code) {
+      s._exit(code);
+      throw new Error('_exit returned');
+    },
+    env,
   };
 }
