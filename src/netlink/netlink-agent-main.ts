@@ -44,6 +44,12 @@ const NETLINK_EXT_ACK = 11;
 /** A kernel that has not answered a request within this long is not going to. */
 const RECV_TIMEOUT_S = 5;
 
+// The `coil` executable starts JavaScriptCore with its tier-up thresholds raised 100× (its
+// one-shot runs interpret rather than compile; hack/build-cni.sh), and this agent runs inside it.
+// A long-lived agent wants normal tiering: without it, a hot loop here ran ≈ 2.8× slower after
+// warm-up (Bun 1.4.5, 2026-11-22).
+(globalThis as { Bun?: { unsafe?: { setJITPolicy?: (scale: number) => void } } }).Bun?.unsafe?.setJITPolicy?.(1);
+
 const libc = dlopen('libc.so.6', {
   socket: { args: [FFIType.i32, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   setsockopt: { args: [FFIType.i32, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
