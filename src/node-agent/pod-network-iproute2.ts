@@ -3,7 +3,7 @@
  * (≈ 5–10 ms, against ≈ 30 ms for one process per command; cni-baseline.md).
  * @see coil-behaviour.md §5.2, §5.6, §5.7
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { readAddrs } from '../netlink/addr.js';
 import { canonicalAddress, routeKeyOfDst } from '../netlink/cidr.js';
@@ -292,9 +292,19 @@ export class IpRoutePodNetwork implements PodNetwork {
   }
 }
 
+/** Random bytes for {@link randomMac}, refilled 64 MACs at a time (one getrandom(2) per 64 pods). */
+const macPool = Buffer.alloc(6 * 64);
+let macPoolOffset = macPool.length;
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
 /** A random locally administered unicast MAC, as the kernel picks for veths. */
 function randomMac(): string {
-  const b = randomBytes(6);
-  b[0] = ((b[0] ?? 0) & 0xfe) | 0x02;
-  return [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+  if (macPoolOffset === macPool.length) {
+    randomFillSync(macPool);
+    macPoolOffset = 0;
+  }
+  const o = macPoolOffset;
+  macPoolOffset += 6;
+  const b = macPool;
+  return `${HEX[((b[o] as number) & 0xfe) | 0x02]}:${HEX[b[o + 1] as number]}:${HEX[b[o + 2] as number]}:${HEX[b[o + 3] as number]}:${HEX[b[o + 4] as number]}:${HEX[b[o + 5] as number]}`;
 }

@@ -121,6 +121,20 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
       assert.ok(veth?.addr_info.some((a) => a.local === 'fe80::1' && !a.tentative), 'gateway link-local usable at once');
     });
 
+    test('every veth end gets its own locally administered unicast MAC', async () => {
+      const macs: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const { ns, containerId } = await newPod();
+        const res = await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: `10.50.0.${20 + i}`, hostIPv4: NODE_V4 });
+        macs.push(...res.interfaces.map((x) => x.mac));
+      }
+      assert.equal(new Set(macs).size, 6, macs.join(' '));
+      for (const mac of macs) {
+        assert.match(mac, /^([0-9a-f]{2}:){5}[0-9a-f]{2}$/);
+        assert.equal(parseInt(mac.slice(0, 2), 16) & 0x03, 0x02, `${mac}: locally administered, unicast`);
+      }
+    });
+
     test('two pods on the node ping each other over IPv4 and IPv6', async () => {
       const a = await newPod();
       const b = await newPod();

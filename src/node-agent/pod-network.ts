@@ -3,7 +3,7 @@
  * `nodenet.PodNetwork` (coil-behaviour.md §5.6). This file holds the contract, names and shapes;
  * `pod-network-iproute2.ts` implements it with iproute2 and tests can swap in a fake.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** Gateway of IPv6 pods: a fixed link-local address on every host veth (see IpRoutePodNetwork). */
 export const IPV6_GATEWAY = 'fe80::1';
@@ -162,7 +162,7 @@ export class PodNetworkError extends Error {
  * listing every link, and the `veth` prefix matches Calico's FELIX_INTERFACEPREFIX convention.
  */
 export function hostVethName(containerId: string, ifname: string): string {
-  return `veth${createHash('sha1').update(`${containerId}:${ifname}`).digest('hex').slice(0, 11)}`;
+  return `veth${hash('sha1', `${containerId}:${ifname}`, 'hex').slice(0, 11)}`;
 }
 
 /** The host veth alias `COIL:<pool>:<containerID>:<ifname>` (Coil's format, §5.6). */
