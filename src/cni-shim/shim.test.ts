@@ -252,6 +252,15 @@ for (const io of ['libc', 'Bun'] as const) describe(`coil executable against coi
     assert.equal(handler.calls.length, 0);
   });
 
+  it('an input error is reported before an unreachable coild', async () => {
+    const { CNI_NETNS: _netns, ...rest } = env('ADD');
+    const r = await runCoil(rest, netconf('1.0.0', { socket: join(dir, 'missing.sock') }));
+    assert.equal(r.code, 1);
+    assert.equal(r.json?.code, 4);
+    const bad = await runCoil({ ...env('ADD'), CNI_ARGS: 'K8S_POD_NAME' }, netconf('1.0.0', { socket: join(dir, 'missing.sock') }));
+    assert.equal(bad.json?.code, 4, bad.stdout);
+  });
+
   it('coild absent (no socket file) is code 11', async () => {
     const r = await runCoil(env('ADD'), netconf('1.0.0', { socket: join(dir, 'missing.sock') }));
     assert.equal(r.code, 1);
