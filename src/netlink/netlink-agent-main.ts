@@ -17,12 +17,13 @@
  * results: [{stdout, stderr, exitCode}, …]}`. The batches run in order and the first that fails
  * is the last run, so a pod's host side and pod side cost one round trip. Each result is shaped
  * as `ip [-force] -batch -` would answer, so IpRunner parses both alike: each failed line as the
- * kernel's message and `Command failed -:N`. Lines outside rtnetlink.ts's subset are refused with
- * exit code 2 (the caller checks first). Exits when stdin closes; if it cannot return to its own
+ * kernel's message and `Command failed -:N`. A batch with a line outside rtnetlink.ts's subset is
+ * refused whole with exit code 2 and AGENT_REFUSAL, before any of it runs; IpRunner then runs it with
+ * `ip` (it checks only the kinds of lines first). Exits when stdin closes; if it cannot return to its own
  * netns it exits at once (coild starts a new one).
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
-import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
+import { AGENT_REFUSAL, buildRequest, kernelMessage, parseAcks, RequestError, strerror, translateBatch, type Ack, type RtOp } from './rtnetlink.js';
 import type { BatchLine } from './ip-runner.js';
 
 interface Batch { netns?: string; lines: BatchLine[]; force: boolean }
@@ -151,7 +152,7 @@ function apply(fd: number, ops: readonly RtOp[], force: boolean): { stderr: stri
 /** Applies one batch, in its netns if it names one. */
 function runBatch(req: Batch): Result {
   const ops = translateBatch(req.lines);
-  if (ops === undefined) return { stdout: '', stderr: 'netlink-agent: a line outside the supported subset\n', exitCode: 2 };
+  if (ops === undefined) return { stdout: '', stderr: `${AGENT_REFUSAL}\n`, exitCode: 2 };
   if (req.netns === undefined) {
     const r = apply(hostSocket, ops, req.force);
     return { stdout: '', stderr: r.stderr, exitCode: r.failed ? 1 : 0 };

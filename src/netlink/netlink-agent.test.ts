@@ -161,6 +161,30 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     }
   });
 
+  test('a batch with a line the agent does not build runs with ip, alone and in a sequence', async () => {
+    // `link add … txqueuelen N type veth` is of a kind the agent builds (link add) but outside its
+    // subset (no txqueuelen): the agent refuses the batch before applying any of it, and IpRunner
+    // runs `ip`.
+    const vethWithTxqueuelen = (name: string): BatchLine => ['link', 'add', name, 'txqueuelen', '100', 'type', 'veth', 'peer', 'name', `${name}p`];
+    spawned.length = 0;
+    await viaAgent.batch([vethWithTxqueuelen('vq-a'), link.set('vq-a', { state: 'up' })], { netns: hostB.path });
+    assert.equal(spawned.length, 1, 'one ip process');
+    assert.ok(spawned[0]!.includes('-batch'));
+    const [a] = await viaIp.json<{ flags: string[]; txqlen: number }[]>(['link', 'show', 'dev', 'vq-a'], { netns: hostB.path });
+    assert.ok(a?.flags.includes('UP') && a.txqlen === 100, 'both lines applied, once, as written');
+
+    spawned.length = 0;
+    const marker = addr.add({ cidr: '10.99.98.1/32', dev: 'lo' });
+    const o = await viaAgent.batchSequence([{ lines: [vethWithTxqueuelen('vq-b')], options: { netns: hostB.path } }, { lines: [marker], options: { netns: podB.path } }]);
+    assert.deepEqual(o, { ok: true });
+    assert.equal(spawned.length, 1, 'only the refused step ran as a process');
+    assert.equal((await viaIp.json<unknown[]>(['link', 'show', 'dev', 'vq-b'], { netns: hostB.path })).length, 1);
+    assert.equal((await viaIp.json<unknown[]>(['addr', 'show', 'dev', 'lo', 'to', '10.99.98.1/32'], { netns: podB.path })).length, 1);
+
+    // A refused line that ip rejects too fails as ip says, not with the agent's refusal.
+    await assert.rejects(viaAgent.batch([vethWithTxqueuelen('vq-a')], { netns: hostB.path }), (e: unknown) => isNetlinkErrno(e, 'EEXIST'));
+  });
+
   test('a killed agent fails the batch in flight at most, and the next batch starts a new one', async () => {
     const pid = agent.pid;
     assert.ok(pid, 'agent running');

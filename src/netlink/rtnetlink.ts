@@ -115,6 +115,23 @@ export function translateLine(tokens: BatchLine): RtOp | undefined {
   return undefined;
 }
 
+/**
+ * Whether a line is of a kind this module translates (`link add|set|del`, `addr add|del`,
+ * `route add|del`): a cheap first check for callers. Its arguments may still be outside the
+ * subset; the agent then refuses the batch with {@link AGENT_REFUSAL}.
+ */
+export function isTranslatableKind(tokens: BatchLine): boolean {
+  const [object, verb] = tokens;
+  if (object === 'link') return verb === 'add' || verb === 'set' || verb === 'del';
+  return (object === 'addr' || object === 'route') && (verb === 'add' || verb === 'del');
+}
+
+/**
+ * What the netlink agent answers (on stderr, exit code 2) for a batch with a line outside the
+ * subset, before applying any of it: the caller runs that batch with `ip` instead.
+ */
+export const AGENT_REFUSAL = 'netlink-agent: a line outside the supported subset';
+
 /** Translates every line, or returns `undefined` if any line is outside the subset. */
 export function translateBatch(lines: readonly BatchLine[]): RtOp[] | undefined {
   const ops: RtOp[] = [];
