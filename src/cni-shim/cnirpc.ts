@@ -5,8 +5,8 @@
  *
  * @see ../shared/reference/coil-behaviour.md §5.1
  */
-import { utf8Bytes, utf8Text } from './bytes.js';
-import { ProtoWriter, readFields } from './protobuf.js';
+import { utf8Text } from './bytes.js';
+import { beginMessage, endMessage, finish, protoBuffer, putBytes, putString, putUint, readFields } from './protobuf.js';
 
 /** `pkg.cnirpc.CNI` method paths. */
 export const CNI_METHODS = {
@@ -24,13 +24,50 @@ export type { Attachment, CniArgsMessage };
 
 /** Serializes CNIArgs (fields 1–8 as Coil's, 9 ours). */
 export function encodeCniArgs(m: CniArgsMessage): Uint8Array {
-  const w = new ProtoWriter().string(1, m.containerId).string(2, m.netns).string(3, m.ifname);
-  for (const k in m.args) w.message(4, new ProtoWriter().string(1, k).string(2, m.args[k] as string).finish());
-  w.string(5, m.path).bytes(6, m.stdinData);
-  for (const ip of m.ips) w.message(7, utf8Bytes(ip));
-  for (const k in m.interfaces) w.message(8, new ProtoWriter().string(1, k).uint(2, m.interfaces[k] ? 1 : 0).finish());
-  for (const a of m.validAttachments) w.message(9, new ProtoWriter().string(1, a.containerId).string(2, a.ifname).finish());
-  return w.finish();
+  let units = m.containerId.length + m.netns.length + m.ifname.length + m.path.length;
+  let fields = 4;
+  for (const k in m.args) {
+    units += k.length + (m.args[k] as string).length;
+    fields += 3;
+  }
+  for (const ip of m.ips) {
+    units += ip.length;
+    fields++;
+  }
+  for (const k in m.interfaces) {
+    units += k.length;
+    fields += 3;
+  }
+  for (const a of m.validAttachments) {
+    units += a.containerId.length + a.ifname.length;
+    fields += 3;
+  }
+  const b = protoBuffer(3 * units + 11 * (fields + 1) + m.stdinData.length);
+  putString(b, 1, m.containerId);
+  putString(b, 2, m.netns);
+  putString(b, 3, m.ifname);
+  for (const k in m.args) {
+    const at = beginMessage(b, 4);
+    putString(b, 1, k);
+    putString(b, 2, m.args[k] as string);
+    endMessage(b, at);
+  }
+  putString(b, 5, m.path);
+  putBytes(b, 6, m.stdinData);
+  for (const ip of m.ips) putString(b, 7, ip);
+  for (const k in m.interfaces) {
+    const at = beginMessage(b, 8);
+    putString(b, 1, k);
+    putUint(b, 2, m.interfaces[k] ? 1 : 0);
+    endMessage(b, at);
+  }
+  for (const a of m.validAttachments) {
+    const at = beginMessage(b, 9);
+    putString(b, 1, a.containerId);
+    putString(b, 2, a.ifname);
+    endMessage(b, at);
+  }
+  return finish(b);
 }
 
 /** Decodes `AddResponse` to its `result` bytes (CNI result JSON). */

@@ -6,8 +6,6 @@
  * @see https://protobuf.dev/programming-guides/encoding/
  */
 
-import { utf8Bytes } from './bytes.js';
-
 /** Wire types used by our messages. 1 (I64) and 5 (I32) are only skipped when decoding. */
 const VARINT = 0;
 const I64 = 1;
@@ -15,65 +13,91 @@ const LEN = 2;
 const I32 = 5;
 
 /**
- * Appends proto3 fields; default values (0, '', empty bytes) are omitted as proto3 does. Writes
- * into one growing buffer: in the shim's cold start, small typed-array allocations per varint
- * (`Uint8Array.from`) measured ≈ 0.5 ms per message, this ≈ 0.05 ms.
+ * A message being encoded: one buffer sized up front, written front to back. Plain functions over
+ * it rather than a writer class with a writer per embedded message: in the shim's one-shot
+ * process, the first instance of a class and every extra buffer cost tens of µs, and a CNIArgs
+ * took ≈ 0.15 ms to encode that way against ≈ 0.09 ms now (cold, measured in the executable).
  */
-export class ProtoWriter {
-  private buf = new Uint8Array(512);
-  private length = 0;
+export interface ProtoBuffer {
+  bytes: Uint8Array;
+  /** Bytes written so far. */
+  length: number;
+}
 
-  /** Field of type string. */
-  string(field: number, value: string): this {
-    return value === '' ? this : this.bytes(field, utf8Bytes(value));
-  }
+const encoder = new TextEncoder();
 
-  /** Field of type bytes, or an embedded message's encoding. */
-  bytes(field: number, value: Uint8Array): this {
-    if (value.length === 0) return this;
-    return this.message(field, value);
-  }
+/**
+ * An empty message with room for `capacityBytes`.
+ * @param capacityBytes an upper bound of the encoding: a string costs at most 3 bytes per UTF-16
+ *   unit plus 11 bytes of key and length, bytes their length plus 11.
+ */
+export function protoBuffer(capacityBytes: number): ProtoBuffer {
+  return { bytes: new Uint8Array(capacityBytes), length: 0 };
+}
 
-  /** Embedded message: written even when empty, since presence matters for map entries. */
-  message(field: number, value: Uint8Array): this {
-    this.room(20 + value.length);
-    this.varint((field << 3) | LEN);
-    this.varint(value.length);
-    this.buf.set(value, this.length);
-    this.length += value.length;
-    return this;
+/** Unsigned LEB128. */
+function putVarint(b: ProtoBuffer, value: number): void {
+  let v = value;
+  while (v > 0x7f) {
+    b.bytes[b.length++] = (v % 128) | 0x80;
+    v = Math.floor(v / 128);
   }
+  b.bytes[b.length++] = v;
+}
 
-  /** Field of type int32/enum/bool (non-negative values only: we have no negative fields). */
-  uint(field: number, value: number): this {
-    if (value === 0) return this;
-    this.room(20);
-    this.varint((field << 3) | VARINT);
-    this.varint(value);
-    return this;
-  }
+/** Field of type string; omitted when empty, as proto3 does. */
+export function putString(b: ProtoBuffer, field: number, value: string): void {
+  if (value === '') return;
+  const at = beginMessage(b, field);
+  b.length += encoder.encodeInto(value, b.bytes.subarray(b.length)).written;
+  endMessage(b, at);
+}
 
-  /** The encoded message (a view of this writer's buffer). */
-  finish(): Uint8Array {
-    return this.buf.subarray(0, this.length);
-  }
+/** Field of type bytes; omitted when empty. */
+export function putBytes(b: ProtoBuffer, field: number, value: Uint8Array): void {
+  if (value.length === 0) return;
+  putVarint(b, (field << 3) | LEN);
+  putVarint(b, value.length);
+  b.bytes.set(value, b.length);
+  b.length += value.length;
+}
 
-  private room(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = new Uint8Array(Math.max(2 * this.buf.length, this.length + n));
-    next.set(this.buf.subarray(0, this.length));
-    this.buf = next;
-  }
+/** Field of type int32/enum/bool (non-negative values only: we have no negative fields); omitted when 0. */
+export function putUint(b: ProtoBuffer, field: number, value: number): void {
+  if (value === 0) return;
+  putVarint(b, (field << 3) | VARINT);
+  putVarint(b, value);
+}
 
-  /** Unsigned LEB128; callers reserve ≥ 10 bytes first. */
-  private varint(value: number): void {
-    let v = value;
-    while (v > 0x7f) {
-      this.buf[this.length++] = (v % 128) | 0x80;
-      v = Math.floor(v / 128);
-    }
-    this.buf[this.length++] = v;
+/**
+ * Starts an embedded message (or a string) written in place: the key, then one byte reserved for
+ * the length, which {@link endMessage} fills in. Written even when empty, since presence matters
+ * for map entries.
+ * @returns where the length goes
+ */
+export function beginMessage(b: ProtoBuffer, field: number): number {
+  putVarint(b, (field << 3) | LEN);
+  return b.length++;
+}
+
+/** Ends what {@link beginMessage} started at `at`; a length over 127 takes more bytes, so the content moves. */
+export function endMessage(b: ProtoBuffer, at: number): void {
+  const n = b.length - at - 1;
+  if (n <= 0x7f) {
+    b.bytes[at] = n;
+    return;
   }
+  let width = 1;
+  for (let v = n; v > 0x7f; v = Math.floor(v / 128)) width++;
+  b.bytes.copyWithin(at + width, at + 1, b.length);
+  b.length = at;
+  putVarint(b, n);
+  b.length += n;
+}
+
+/** The encoded message (a view of the buffer). */
+export function finish(b: ProtoBuffer): Uint8Array {
+  return b.bytes.subarray(0, b.length);
 }
 
 /** One decoded field: a varint as a number, a length-delimited field as its bytes. */
