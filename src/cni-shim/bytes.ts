@@ -10,8 +10,21 @@ const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
 
 /** UTF-8 bytes of `s`. */
 export function utf8Bytes(s: string): Uint8Array {
-  const b = new Uint8Array(s.length * 3);
-  return b.subarray(0, encoder.encodeInto(s, b).written);
+  const b = new Uint8Array(utf8MaxBytes(s));
+  return b.subarray(0, utf8Into(s, b));
+}
+
+/** An upper bound of the UTF-8 length of `s` (bytes): 3 per UTF-16 unit. */
+export function utf8MaxBytes(s: string): number {
+  return s.length * 3;
+}
+
+/**
+ * Writes the UTF-8 bytes of `s` at the start of `target`, which must hold {@link utf8MaxBytes}.
+ * @returns how many bytes were written
+ */
+export function utf8Into(s: string, target: Uint8Array): number {
+  return encoder.encodeInto(s, target).written;
 }
 
 /** `b` as UTF-8 text; invalid sequences become U+FFFD (as `Buffer#toString('utf8')`). */

@@ -24,25 +24,8 @@ export type { Attachment, CniArgsMessage };
 
 /** Serializes CNIArgs (fields 1–8 as Coil's, 9 ours). */
 export function encodeCniArgs(m: CniArgsMessage): Uint8Array {
-  let units = m.containerId.length + m.netns.length + m.ifname.length + m.path.length;
-  let fields = 4;
-  for (const k in m.args) {
-    units += k.length + (m.args[k] as string).length;
-    fields += 3;
-  }
-  for (const ip of m.ips) {
-    units += ip.length;
-    fields++;
-  }
-  for (const k in m.interfaces) {
-    units += k.length;
-    fields += 3;
-  }
-  for (const a of m.validAttachments) {
-    units += a.containerId.length + a.ifname.length;
-    fields += 3;
-  }
-  const b = protoBuffer(3 * units + 11 * (fields + 1) + m.stdinData.length);
+  // Room for a typical request without growing: the netconf plus the few short fields around it.
+  const b = protoBuffer(512 + m.stdinData.length);
   putString(b, 1, m.containerId);
   putString(b, 2, m.netns);
   putString(b, 3, m.ifname);

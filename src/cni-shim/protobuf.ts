@@ -6,6 +6,8 @@
  * @see https://protobuf.dev/programming-guides/encoding/
  */
 
+import { utf8Into, utf8MaxBytes } from './bytes.js';
+
 /** Wire types used by our messages. 1 (I64) and 5 (I32) are only skipped when decoding. */
 const VARINT = 0;
 const I64 = 1;
@@ -13,10 +15,11 @@ const LEN = 2;
 const I32 = 5;
 
 /**
- * A message being encoded: one buffer sized up front, written front to back. Plain functions over
- * it rather than a writer class with a writer per embedded message: in the shim's one-shot
- * process, the first instance of a class and every extra buffer cost tens of µs, and a CNIArgs
- * took ≈ 0.15 ms to encode that way against ≈ 0.09 ms now (cold, measured in the executable).
+ * A message being encoded: one buffer, written front to back, grown when a field needs more room.
+ * Plain functions over it rather than a writer class with a writer per embedded message: in the
+ * shim's one-shot process, the first instance of a class and every extra buffer cost tens of µs,
+ * and a CNIArgs took ≈ 0.15 ms to encode that way against ≈ 0.09 ms now (cold, measured in the
+ * executable).
  */
 export interface ProtoBuffer {
   bytes: Uint8Array;
@@ -24,19 +27,25 @@ export interface ProtoBuffer {
   length: number;
 }
 
-const encoder = new TextEncoder();
+/** What any key or length costs at most (bytes): a varint of up to 64 bits. */
+const MAX_VARINT_BYTES = 10;
 
-/**
- * An empty message with room for `capacityBytes`.
- * @param capacityBytes an upper bound of the encoding: a string costs at most 3 bytes per UTF-16
- *   unit plus 11 bytes of key and length, bytes their length plus 11.
- */
+/** An empty message with room for `capacityBytes` before it grows. */
 export function protoBuffer(capacityBytes: number): ProtoBuffer {
   return { bytes: new Uint8Array(capacityBytes), length: 0 };
 }
 
+/** Makes room for `n` more bytes. */
+function reserve(b: ProtoBuffer, n: number): void {
+  if (b.length + n <= b.bytes.length) return;
+  const next = new Uint8Array(Math.max(2 * b.bytes.length, b.length + n));
+  next.set(b.bytes.subarray(0, b.length));
+  b.bytes = next;
+}
+
 /** Unsigned LEB128. */
 function putVarint(b: ProtoBuffer, value: number): void {
+  reserve(b, MAX_VARINT_BYTES);
   let v = value;
   while (v > 0x7f) {
     b.bytes[b.length++] = (v % 128) | 0x80;
@@ -49,7 +58,8 @@ function putVarint(b: ProtoBuffer, value: number): void {
 export function putString(b: ProtoBuffer, field: number, value: string): void {
   if (value === '') return;
   const at = beginMessage(b, field);
-  b.length += encoder.encodeInto(value, b.bytes.subarray(b.length)).written;
+  reserve(b, utf8MaxBytes(value));
+  b.length += utf8Into(value, b.bytes.subarray(b.length));
   endMessage(b, at);
 }
 
@@ -58,6 +68,7 @@ export function putBytes(b: ProtoBuffer, field: number, value: Uint8Array): void
   if (value.length === 0) return;
   putVarint(b, (field << 3) | LEN);
   putVarint(b, value.length);
+  reserve(b, value.length);
   b.bytes.set(value, b.length);
   b.length += value.length;
 }
@@ -77,6 +88,7 @@ export function putUint(b: ProtoBuffer, field: number, value: number): void {
  */
 export function beginMessage(b: ProtoBuffer, field: number): number {
   putVarint(b, (field << 3) | LEN);
+  reserve(b, 1);
   return b.length++;
 }
 
@@ -89,6 +101,7 @@ export function endMessage(b: ProtoBuffer, at: number): void {
   }
   let width = 1;
   for (let v = n; v > 0x7f; v = Math.floor(v / 128)) width++;
+  reserve(b, width - 1);
   b.bytes.copyWithin(at + width, at + 1, b.length);
   b.length = at;
   putVarint(b, n);
