@@ -159,7 +159,7 @@ export class HpackDecoder {
           // An entry that cannot fit empties the table (RFC 7541 §4.4), whatever its value.
           if (indexed) this.evict(this.maxSize + 1);
           if (wanted) out.push([name, this.string(r)]);
-          else this.skipString(r);
+          else this.stringOctets(r); // skipped undecoded
         }
       }
     }
@@ -201,21 +201,18 @@ export class HpackDecoder {
   }
 
   private string(r: { buf: Uint8Array; pos: number }): string {
-    if (r.pos >= r.buf.length) throw new Error('hpack: truncated string');
-    const isHuffman = ((r.buf[r.pos] as number) & 0x80) !== 0;
-    const len = this.integer(r, 7);
-    if (r.pos + len > r.buf.length) throw new Error('hpack: truncated string');
-    const raw = r.buf.subarray(r.pos, r.pos + len);
-    r.pos += len;
+    const isHuffman = r.pos < r.buf.length && ((r.buf[r.pos] as number) & 0x80) !== 0;
+    const raw = this.stringOctets(r);
     return isHuffman ? this.huffmanDecode(raw) : latin1Text(raw);
   }
 
-  /** Moves past a string literal without decoding it. */
-  private skipString(r: { buf: Uint8Array; pos: number }): void {
+  /** Moves past a string literal (RFC 7541 §5.2). @returns its octets, still Huffman-coded if they were */
+  private stringOctets(r: { buf: Uint8Array; pos: number }): Uint8Array {
     if (r.pos >= r.buf.length) throw new Error('hpack: truncated string');
     const len = this.integer(r, 7);
     if (r.pos + len > r.buf.length) throw new Error('hpack: truncated string');
     r.pos += len;
+    return r.buf.subarray(r.pos - len, r.pos);
   }
 
   /**
