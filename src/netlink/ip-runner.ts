@@ -197,7 +197,7 @@ export class IpRunner {
   private async batchFrom(lines: readonly BatchLine[], options: BatchOptions, firstRun: Exit | undefined): Promise<string> {
     const text = lines.map(formatBatchLine);
     const isContinue = options.onError === 'continue';
-    const tail = [...(isContinue ? ['-force'] : []), '-batch', '-'];
+    const tail = batchTail(options);
     let pending = text.map((_, i) => i + 1);
     for (let attempt = 1; ; attempt++) {
       const res = attempt === 1 && firstRun !== undefined
@@ -266,7 +266,7 @@ export class IpRunner {
 
   /** An agent's answer in the shape of an `ip` run (its argv names the agent, for messages). */
   private agentExit(options: BatchOptions, r: SpawnedProcess): Exit {
-    const argv = ['netlink-agent', ...(options.netns !== undefined ? ['--netns', options.netns] : []), ...(options.onError === 'continue' ? ['-force'] : []), '-batch', '-'];
+    const argv = ['netlink-agent', ...(options.netns !== undefined ? ['--netns', options.netns] : []), ...batchTail(options)];
     return { argv, stdout: r.stdout, stderr: r.stderr, exitCode: r.spawnError ? null : r.exitCode, ...(r.spawnError ? { spawnError: r.spawnError } : {}) };
   }
 
@@ -383,6 +383,11 @@ export function parseBatchFailures(stderr: string): LineFailure[] {
 function describe(res: Exit): string {
   if (res.spawnError) return `cannot run: ${res.spawnError.message}`;
   return res.stderr.trim() || `exit status ${res.exitCode}`;
+}
+
+/** `ip`'s arguments for a batch on stdin: `[-force] -batch -`. */
+function batchTail(options: BatchOptions): string[] {
+  return [...(options.onError === 'continue' ? ['-force'] : []), '-batch', '-'];
 }
 
 function sleep(ms: number): Promise<void> {
