@@ -25,8 +25,10 @@ export interface IpamOptions {
   /** While a dead node's block still has pods, re-check this often. Default 60 000 ms. */
   readonly reclaimRecheckMs: number;
   /**
-   * Answered BlockRequests are deleted this long after their answer (Coil never deletes them,
-   * coil-behaviour.md §12 item 1). Default 300 000 ms: coild waits seconds for an answer and, after
+   * Answered BlockRequests are deleted this long after their answer (Coil's controller never
+   * deletes them, coil-behaviour.md §12 item 1). coild deletes the requests it consumed, as Coil's
+   * coild does, so this is the safety net for requests whose coild is gone or is Coil's.
+   * Default 300 000 ms: coild waits seconds for an answer and, after
    * a restart, finds its blocks by the `coil.cybozu.com/request` and node labels, so nothing reads
    * a request minutes after it was answered. 0 keeps them (Coil's behaviour).
    */
