@@ -33,6 +33,20 @@ export interface IpamOptions {
    * a request minutes after it was answered. 0 keeps them (Coil's behaviour).
    */
   readonly blockRequestTtlMs: number;
+  /**
+   * An AddressPool's status is written only once its spec has been unchanged this long (ms),
+   * so a client that updates the object its create (or update) returned does not meet a 409 from
+   * our status write (Coil writes no status; its own tests update right after create). Default
+   * 5 000 ms.
+   */
+  readonly poolStatusSettleMs: number;
+  /**
+   * How long the answer to "does the apiserver serve `addresspools/status`?" is trusted before
+   * discovery is asked again (ms). Coil's AddressPool CRD has no status subresource, and Helm never
+   * upgrades a chart's CRDs, so after installing over Coil the status cannot be written until the
+   * CRDs are upgraded (docs/compatibility.md). Default 300 000 ms.
+   */
+  readonly crdProbeIntervalMs: number;
 }
 
 /** The defaults documented on {@link IpamOptions}. */
@@ -41,4 +55,6 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   nodeNotReadyReclaimMs: 3_600_000,
   reclaimRecheckMs: 60_000,
   blockRequestTtlMs: 300_000,
+  poolStatusSettleMs: 5_000,
+  crdProbeIntervalMs: 300_000,
 });
