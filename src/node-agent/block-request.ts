@@ -89,6 +89,8 @@ interface Outstanding {
  */
 export class BlockRequester {
   private readonly outstanding = new Map<string, Outstanding>();
+  /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
+  private readonly askedPools = new Set<string>();
   /** UIDs of consumed requests whose delete is in flight. */
   private readonly deleting = new Set<string>();
   /** UIDs of requests deleted (or found gone) that the cache may still show until the watch catches up. */
@@ -128,6 +130,14 @@ export class BlockRequester {
   }
 
   /**
+   * Every pool this node has asked for a block since start, with the creation time of its request
+   * in flight (ms since the epoch), or undefined when none is.
+   */
+  pendingSince(): Array<{ pool: string; sinceMs: number | undefined }> {
+    return [...this.askedPools].map((pool) => ({ pool, sinceMs: this.outstanding.get(pool)?.createdAtMs }));
+  }
+
+  /**
    * Waits up to `timeoutMs` for one more block of `pool`, creating a BlockRequest unless one is
    * already in flight.
    * @throws ApiError when the BlockRequest cannot be created (every waiter of that attempt gets it)
@@ -140,6 +150,7 @@ export class BlockRequester {
     if (o === undefined) {
       o = { pool, createdAtMs: this.now(), seen: false, waiters: new Set() };
       this.outstanding.set(pool, o);
+      this.askedPools.add(pool);
     }
     const out = o;
     const wait = new Promise<BlockRequestOutcome>((resolve, reject) => {

@@ -111,7 +111,10 @@ export class Coild {
       onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
     });
     this.exporter = new IpRouteExporter({ ...host, ip: kernel, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
-    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined));
+    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined), {
+      pending: () => this.requester.pendingSince(),
+      ready: () => this.notReadyReason() === undefined,
+    });
     this.requester = new BlockRequester({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'block-request' }),
       onAnswered: (pool, result, waitMs) => this.metrics.observeBlockRequest(pool, result, waitMs),
