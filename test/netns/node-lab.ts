@@ -146,6 +146,11 @@ export class NodeLab {
     this.controller = undefined;
   }
 
+  /** A netns of the lab's own (removed by {@link stop}), e.g. for an egress pod. */
+  netnsOf(role: string): Promise<TestNetns> {
+    return this.netns.create(role);
+  }
+
   /** A pod netns and a Pod object on `node`. */
   async createPod(node: LabNode, namespace: string, name: string): Promise<LabPod> {
     const ns = await this.netns.create('pod');
