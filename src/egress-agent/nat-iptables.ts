@@ -6,7 +6,7 @@
  *   `-t filter -A FORWARD -o <out> -m state --state INVALID -j DROP`
  * Counters are read from `iptables-save -c`, which works with iptables-nft and iptables-legacy
  * alike (Coil reads them through nftables netlink, so its metrics fail on legacy hosts, §9).
- * @see coil-behaviour.md §7.5 (iptables variant), §9
+ * @see docs/compatibility.md "Egress NAT", "Metrics"
  */
 import { addressFamily, canonicalAddress } from '../netlink/cidr.js';
 import type { IpRunner } from '../netlink/ip-runner.js';

@@ -1,5 +1,5 @@
 /**
- * The originating-only connmark rules on iptables, exactly Coil's (coil-behaviour.md §7.4), per pod
+ * The originating-only connmark rules on iptables, exactly Coil's (docs/compatibility.md "Originating-only"), per pod
  * link in the `mangle` table:
  *   `-A INPUT -i <link> -m conntrack --ctstate NEW,ESTABLISHED,RELATED -j CONNMARK --set-mark <ifindex>`
  *   `-A OUTPUT -j CONNMARK -m connmark --mark <ifindex> --restore-mark`

@@ -8,7 +8,7 @@
  * default); {@link IptablesCommands} names other binaries (tests run both variants). The rules
  * coil writes print the same in both (`iptables-save` output is compared in the netns tests).
  *
- * @see coil-behaviour.md §7.4 (connmark rules), §7.5 (NAT server rules); docs/compatibility.md
+ * @see docs/compatibility.md "Egress NAT", "Originating-only", "iptables-nft or iptables-legacy"
  */
 import type { IpRunner } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';

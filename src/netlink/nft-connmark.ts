@@ -1,5 +1,5 @@
 /**
- * The originating-only connmark rules on nftables, in Coil's shape (coil-behaviour.md §7.4): table
+ * The originating-only connmark rules on nftables, in Coil's shape (docs/compatibility.md "Originating-only"): table
  * `ip|ip6 mangle`, chain `input` (filter hook input, mangle priority) holding per pod link a set
  * named after the link and the rule `iifname @<link> ct state new,established,related counter
  * ct mark set <ifindex>`, and chain `output` (route hook output, mangle priority) with

@@ -1,6 +1,6 @@
 /**
  * BlockRequester's clean-up: coild deletes each BlockRequest it consumed, by UID, because Coil's
- * controller never does (coil-behaviour.md §4.3).
+ * controller never does (docs/compatibility.md "BlockRequests").
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -17,7 +17,7 @@
  * by its UID. The node and pool are also labels, so coild's informer selects only its own requests.
  *
  * Clean-up: coild deletes each request it consumed, as Coil's coild does — Coil's controller
- * never deletes an answered request (coil-behaviour.md §4.3), so under it (a cluster moving node
+ * never deletes an answered request (docs/compatibility.md "BlockRequests"), so under it (a cluster moving node
  * by node) requests left to our controller's TTL would pile up until their Node goes. A request
  * is deleted once answered and no longer waited on: settled (its block in the cache, or failed,
  * or lost), or answered and not outstanding (left by an earlier coild run). Every delete names the

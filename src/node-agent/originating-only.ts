@@ -2,7 +2,7 @@
  * Originating-only egress (coild `--enable-originating-only`, Coil 2.12 #337), inside a client
  * pod's netns: connections that came IN through a pod link are answered through that link, not
  * through the egress tunnel, so a pod with an Egress can still serve clients that reach it
- * directly. Per pod link with a global address of a family (coil-behaviour.md §7.4):
+ * directly. Per pod link with a global address of a family (docs/compatibility.md "Originating-only"):
  * - its main-table routes are copied into table `1000 + ifindex`;
  * - rule prio 1000 `fwmark <ifindex> lookup 1000+<ifindex>`;
  * - connmark rules on the chosen backend (iptables-connmark.ts, nft-connmark.ts): a connection
@@ -15,7 +15,7 @@
  * costs one `ip rule` read per family.
  *
  * Concurrency: callers serialise calls per pod (as for EgressClient).
- * @see coil-behaviour.md §7.4; docs/compatibility.md
+ * @see docs/compatibility.md "Originating-only"
  */
 import { ORIGINATING_ONLY_RULE_PRIO, ORIGINATING_ONLY_TABLE_BASE, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BatchLine, IpRunner } from '../netlink/ip-runner.js';

@@ -12,7 +12,7 @@
  *   every `crdProbeIntervalMs`): on Coil's CRD, left in place by `helm install` over Coil, a
  *   status write is a 404, which would otherwise be retried forever. Gauges work either way.
  *
- * @see coil-behaviour.md §4.1, §4.2, §9; docs/compatibility.md
+ * @see docs/compatibility.md "AddressPool status"
  */
 import type Logger from 'bunyan';
 import { inject } from 'inversify';

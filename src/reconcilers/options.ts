@@ -26,7 +26,7 @@ export interface IpamOptions {
   readonly reclaimRecheckMs: number;
   /**
    * Answered BlockRequests are deleted this long after their answer (Coil's controller never
-   * deletes them, coil-behaviour.md §12 item 1). coild deletes the requests it consumed, as Coil's
+   * deletes them, docs/compatibility.md "BlockRequests"). coild deletes the requests it consumed, as Coil's
    * coild does, so this is the safety net for requests whose coild is gone or is Coil's.
    * Default 300 000 ms: coild waits seconds for an answer and, after
    * a restart, finds its blocks by the `coil.cybozu.com/request` and node labels, so nothing reads
