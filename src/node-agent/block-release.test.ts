@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import type { Client } from '../runtime/client.js';
+import type { KindDescriptor } from '../runtime/kind.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockReleaser } from './block-release.js';
 import { BlockRequester } from './block-request.js';
@@ -22,8 +23,10 @@ class ReleaseClient extends FakeBlockClient {
     this.finalizersRemoved.push(obj.metadata!.uid!);
     return obj;
   }
-  async delete(_kind: unknown, _key: unknown, o: { uid: string }): Promise<void> {
-    this.deleted.push(o.uid);
+  override async delete(kind: KindDescriptor, key: { name: string }, o: { uid?: string } = {}): Promise<boolean> {
+    if (kind === CoildKinds.BlockRequest) return super.delete(kind, key, o);
+    this.deleted.push(o.uid!);
+    return true;
   }
 }
 

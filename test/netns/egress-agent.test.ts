@@ -79,7 +79,7 @@ describe('coil-egress against a real API server', { skip: netnsSkipReason() }, (
     await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'eth0']], { netns: e.path });
     const [metrics, health] = [await freePort(), await freePort()];
     const child = spawn('ip', ['netns', 'exec', e.name, process.execPath, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), '--kubeconfig', cp.kubeconfigPath,
-      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`], {
+      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'], {
       env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0' }, stdio: ['ignore', 'ignore', 'pipe'],
     });
     let log = '';

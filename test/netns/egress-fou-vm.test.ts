@@ -32,7 +32,7 @@ const skip = vmSkipReason();
 if (skip) console.log(`# egress FoU VM test skipped: ${skip}`);
 
 describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
-  test('client → ClusterIP (DNAT) → egress pod → masquerade → target and back (v4, v6), sport auto via the flow device, teardown', { timeout: 300_000 }, async () => {
+  test('client → ClusterIP (DNAT) → egress pod → masquerade → target and back (v4, v6), sport auto via the flow device, originating-only (both backends), teardown', { timeout: 300_000 }, async () => {
     const started = Date.now();
     const child = spawn(runner, ['-v', '--', process.execPath, join(here, 'egress-fou-scenario.js')], {
       cwd: resolve(here, '../../..'), env: { ...process.env, FOU_VM_TIMEOUT: '280' }, stdio: ['ignore', 'pipe', 'pipe'],
@@ -48,6 +48,7 @@ describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
     if (code === 125) console.log(`# vm console tail:\n${err.slice(-2000)}`);
     assert.equal(code, 0, `scenario failed (rc ${code}):\n${out}\n${err.slice(-2000)}`);
     assert.match(out, /ALL OK/);
-    assert.equal((out.match(/^ok /gm) ?? []).length, 11);
+    // 11 steps of the tunnel path, 4 of originating-only (egress-fou-originating-only.ts).
+    assert.equal((out.match(/^ok /gm) ?? []).length, 15);
   });
 });
