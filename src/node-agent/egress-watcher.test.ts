@@ -61,13 +61,46 @@ describe('EgressWatcher', () => {
   async function watcher(w: ReturnType<typeof world>) {
     const dir = await mkdtemp(join(tmpdir(), 'egress-watcher-'));
     dirs.push(dir);
+    const locks = new KeyedMutex();
     const ew = new EgressWatcher({
-      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks: new KeyedMutex(),
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks,
       lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: dir, port: 5555, probe: async () => w.features, registry: new Registry(),
     });
     await ew.init();
-    return { ew, dir };
+    return { ew, dir, locks };
   }
+
+  /** Lets every pending promise continuation run (the update loop reaches its lock wait). */
+  const settle = () => new Promise<void>((r) => setImmediate(r));
+
+  test('an update waiting for the lock while a DEL and a new ADD of the key run applies the new record, and nothing after a DEL alone', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+    const { ew, locks } = await watcher(w);
+    const annotated = pod({ 'egress.coil.cybozu.com/internet': 'nat' });
+    await ew.onAdd(annotated, attachment);
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    await locks.run('c1:eth0', async () => {
+      w.put('Egress', egress(['192.168.0.0/24'])); // the loop takes the key and waits for this lock
+      await settle();
+      await ew.onDel('c1', 'eth0'); // DEL, then the runtime's ADD again, in another netns
+      await ew.onAdd(annotated, { ...attachment, netns: '/run/netns/q' });
+    });
+    await until(() => w.calls.length === 3);
+    assert.match(w.calls[2]!, /^apply \/run\/netns\/q /, `the update went to ${w.calls[2]}`);
+    await locks.run('c1:eth0', async () => {
+      w.put('Egress', egress(['0.0.0.0/0']));
+      await settle();
+      await ew.onDel('c1', 'eth0');
+    });
+    await settle();
+    assert.equal(w.calls.length, 3, 'an update ran for a deleted attachment');
+    stop.abort();
+    await running;
+  });
 
   test('ADD of a client applies the plan and records the netns; Egress edits re-apply; deletion removes everything', async () => {
     const w = world();
