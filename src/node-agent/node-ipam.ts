@@ -188,7 +188,8 @@ export class NodeIpam {
   /**
    * Records an allocation found on the host: by start-up recovery, or by GC adopting a veth that
    * holds none. The block is the one of `pool` holding the address; the pool of the alias is
-   * trusted first, then any block.
+   * trusted first, then any block. A block being released is refused: its release is already
+   * on its way to the apiserver and would take the address from under the pod.
    *
    * `entry` must be a read of the host that no ADD or DEL of the key can have overtaken: the
    * recovery listing, taken before coild serves, or {@link PodNetwork.inspect} under the key's
@@ -203,6 +204,7 @@ export class NodeIpam {
     for (const b of candidates) {
       const offset = b.allocator.offsetOfAddress(address);
       if (offset === undefined) continue;
+      if (b.releasing) return { ok: false, reason: `${b.name} is being released` };
       const r = b.allocator.register(key, offset);
       if (r.kind !== 'registered' && r.kind !== 'already-registered') return { ok: false, reason: `${b.name}: ${r.kind}` };
       const described = b.allocator.get(key)!;
