@@ -9,11 +9,12 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LAB_DIR, Lab } from '../../hack/lab/lab.js';
 import { soak, type SoakReport } from '../../hack/lab/soak.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const isRoot = process.getuid?.() === 0;
 const OPERATIONS = Number(process.env.COIL_SOAK_OPERATIONS ?? 400);
 
-describe('soak with faults (e2e)', { skip: isRoot ? false : 'the lab needs root (network namespaces)' }, () => {
+describe('soak with faults (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
   let lab: Lab;
   let report: SoakReport;
 

@@ -12,8 +12,9 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
 import { peerSeenBy, wire } from './egress-peer.js';
+import { prerequisite } from '../support/prerequisite.js';
 
-describe('NAT through an egress netns', { skip: netnsSkipReason() }, () => {
+describe('NAT through an egress netns', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let c: TestNetns;

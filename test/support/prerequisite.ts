@@ -17,7 +17,7 @@
  */
 export function prerequisite(reason: string | undefined): string | undefined {
   if (reason !== undefined && process.env.CI === 'true') {
-    throw new Error(`CI=true and a test prerequisite is missing (hack/setup.sh should have provided it): ${reason}`);
+    throw new Error(`CI=true, and this test cannot run here: ${reason}. CI runs as root after hack/setup.sh, which provides every prerequisite; a skip there would hide a test that never runs`);
   }
   return reason;
 }
