@@ -255,6 +255,11 @@ export class Lab {
     this.coilds.delete(node.name);
   }
 
+  /** Makes coild on `node` run a GC pass now (SIGHUP), without waiting for it. */
+  triggerGc(node: LabNode): void {
+    this.coilds.get(node.name)?.signal('SIGHUP');
+  }
+
   /** GET http://127.0.0.1:<port><path> inside `node`'s namespace; resolves with the body ('' on failure). */
   async nodeHttp(node: LabNode, port: number, path: string): Promise<string> {
     const script = `fetch('http://127.0.0.1:${port}${path}').then(async r=>{process.stdout.write((r.ok?'':'HTTP '+r.status+' ')+await r.text())}).catch(()=>{})`;

@@ -6,16 +6,23 @@
  * Pods live in namespace `soak`, whose pool `soak` has 4-address blocks, so block requests are
  * frequent and faults land in the middle of them.
  */
+import { cp, mkdir, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { Violation } from '../../test/invariants/check.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
-import type { Lab } from './lab.js';
+import { LAB_DIR, type Lab } from './lab.js';
 import type { LabNode } from './topology.js';
 import { prng } from '../../test/support/prng.js';
 
-/** Faults the soak can inject (issue 8 item 2). */
-export const FAULTS = ['coild-kill', 'leader-kill', 'apiserver-restart', 'etcd-restart', 'node-remove', 'late-answer'] as const;
+/**
+ * Faults the soak can inject. `gc-race` is not a failure but an interleaving: DELs and ADDs with
+ * a GC pass of the same node landing at a random moment of each, checked before the next pass
+ * could mend what a wrong decision did (see {@link injectFault}).
+ */
+export const FAULTS = ['coild-kill', 'leader-kill', 'apiserver-restart', 'etcd-restart', 'node-remove', 'late-answer', 'gc-race'] as const;
 export type FaultName = (typeof FAULTS)[number];
 
 export interface SoakOptions {
@@ -32,6 +39,12 @@ export interface SoakOptions {
   /** PRNG seed (default: time). */
   readonly seed?: number;
   readonly log?: (message: string) => void;
+  /**
+   * Where a failing run (an error, a violation or a leaked block) saves its logs, in a directory
+   * named after the seed; the path is logged and put in the report. Default
+   * `$COIL_SOAK_LOG_DIR`, else `<tmpdir>/coil-soak-logs`.
+   */
+  readonly logDir?: string;
 }
 
 export interface SoakReport {
@@ -48,6 +61,8 @@ export interface SoakReport {
   addP50Ms: number;
   addP95Ms: number;
   durationMs: number;
+  /** Where the logs of a failing run were saved. */
+  logsSavedIn?: string;
 }
 
 
@@ -59,6 +74,17 @@ const NS = 'soak';
  * not let the workers use up the whole run while later faults would meet an idle system.
  */
 const FAULT_WINDOW_OPS = 24;
+/**
+ * `gc-race`: rounds per injection, each deleting and adding one pod per node. A DEL that lands
+ * between a pass's read of the host and its decisions is what the race needs; with the pass
+ * started at a random moment of the DEL that is a few per cent of tries, so the rounds give the
+ * old GC (adoption from a stale listing) a violation in most runs (figures in the issue 15 note).
+ */
+const GC_RACE_ROUNDS = 12;
+/** `gc-race`: the GC pass starts this many ms at most after its DEL or ADD (a DEL reaches coild after ~20–50 ms). */
+const GC_RACE_SPREAD_MS = 60;
+/** `gc-race`: time for the triggered passes to end before the check (a pass takes ~10–50 ms here). */
+const GC_RACE_SETTLE_MS = 250;
 
 /** Creates the soak pool (4-address blocks) and namespace. Idempotent. */
 export async function prepareSoak(lab: Lab): Promise<void> {
@@ -70,11 +96,50 @@ export async function prepareSoak(lab: Lab): Promise<void> {
   }));
 }
 
-/** Runs the soak; the lab must have been started with 2 controllers for `leader-kill`. */
+/**
+ * Runs the soak; the lab must have been started with 2 controllers for `leader-kill`. A failing
+ * run saves the lab's logs first ({@link SoakOptions.logDir}).
+ * @throws what stopped the run (a fault that did not heal, an operation that kept failing), with
+ *   the seed and the saved logs' path in its message
+ */
 export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> {
   const seed = options.seed ?? Date.now() % 2 ** 31;
-  const rand = prng(seed);
   const log = options.log ?? (() => undefined);
+  const logDir = options.logDir ?? process.env.COIL_SOAK_LOG_DIR ?? join(tmpdir(), 'coil-soak-logs');
+  let report: SoakReport;
+  try {
+    report = await runSoak(lab, { ...options, seed, log });
+  } catch (err) {
+    const dir = await saveLogs(lab, logDir, seed, { error: String(err instanceof Error ? err.stack : err) });
+    log(`soak: seed ${seed} failed; logs saved in ${dir}`);
+    throw new Error(`soak with seed ${seed} failed (logs in ${dir}): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  if (report.violations.length > 0 || report.blocksLeaked > 0) {
+    report.logsSavedIn = await saveLogs(lab, logDir, seed, report);
+    log(`soak: seed ${seed}: ${report.violations.length} violations, ${report.blocksLeaked} leaked blocks; logs saved in ${report.logsSavedIn}`);
+  }
+  return report;
+}
+
+/**
+ * Copies every log of the lab (coild, BIRD and relays per node, the controllers, the control
+ * plane) and the kubelet's CNI cache into `<dir>/seed-<seed>-<time>/`, with `what` as
+ * `report.json`. @returns that directory
+ */
+async function saveLogs(lab: Lab, dir: string, seed: number, what: object): Promise<string> {
+  const out = join(dir, `seed-${seed}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  await mkdir(out, { recursive: true });
+  const wanted = (src: string): boolean => !/\.(sock|key|kubeconfig)$/.test(src) && !src.includes('/certs');
+  await cp(LAB_DIR, join(out, 'lab'), { recursive: true, filter: wanted }).catch(() => undefined);
+  await cp(lab.cp.dir, join(out, 'control-plane'), { recursive: true, filter: (src) => wanted(src) && !src.includes('/etcd/') && !src.includes('-certs') }).catch(() => undefined);
+  await writeFile(join(out, 'report.json'), JSON.stringify(what, null, 2));
+  return out;
+}
+
+async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (message: string) => void }): Promise<SoakReport> {
+  const seed = options.seed;
+  const rand = prng(seed);
+  const log = options.log;
   const faults = options.faults ?? FAULTS;
   const rounds = options.faultRounds ?? 1;
   const schedule = Array.from({ length: faults.length * rounds }, (_, i) => ({
@@ -182,6 +247,22 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
         forget: (names) => names.forEach((n) => live.delete(n)),
         podsOn: (node) => [...live].filter((n) => lab.pods.get(n)?.node === node.name && !busy.has(n)),
         quiesce,
+        deletePod: async (name) => {
+          await deleteWithRetry(name);
+          live.delete(name);
+          report.dels++;
+        },
+        addPod: async (node) => {
+          const name = `soak-${next++}`;
+          try {
+            await lab.addPod(node, name, NS);
+            live.add(name);
+            report.adds++;
+          } catch {
+            report.addFailures++;
+          }
+        },
+        checkPhase,
       });
       report.faults.push({ name: fault.name, ms: Math.round(performance.now() - t0) });
       await quiesce(checkPhase);
@@ -224,12 +305,18 @@ interface FaultContext {
   forget(names: string[]): void;
   podsOn(node: LabNode): string[];
   quiesce(fn: () => Promise<void>): Promise<void>;
+  /** DEL of a live pod, counted as an operation's would be. */
+  deletePod(name: string): Promise<void>;
+  /** ADD of a new soak pod on `node` (a failure is counted, not thrown). */
+  addPod(node: LabNode): Promise<void>;
+  /** Checks the invariants now, as a phase of its own. */
+  checkPhase(): Promise<void>;
 }
 
 /** Injects one fault while the workers keep running (unless the fault quiesces them). */
 async function injectFault(lab: Lab, name: FaultName, rand: () => number, log: (m: string) => void, ctx: FaultContext): Promise<void> {
   const node = lab.nodes[Math.floor(rand() * lab.nodes.length)]!;
-  log(`soak: fault ${name}${name === 'coild-kill' || name === 'node-remove' || name === 'late-answer' ? ` on ${node.name}` : ''}`);
+  log(`soak: fault ${name}${name === 'coild-kill' || name === 'node-remove' || name === 'late-answer' ? ` on ${node.name}` : name === 'gc-race' ? ` (${GC_RACE_ROUNDS} rounds on every node)` : ''}`);
   switch (name) {
     case 'coild-kill':
       await lab.stopCoild(node, { crash: true });
@@ -266,6 +353,26 @@ async function injectFault(lab: Lab, name: FaultName, rand: () => number, log: (
         const custom = lab.cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
         await eventually(async () => ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks', labelSelector: `coil.cybozu.com/node=${node.name}` })) as { items: unknown[] }).items.length === 0, { timeoutMs: 60_000, intervalMs: 250 });
         await lab.addNode(node);
+      });
+      return;
+    case 'gc-race':
+      // The race of issue 15: a GC pass that reads the host, then acts on what it read after a
+      // DEL (or a failed ADD) of the same pod has changed it. Each round deletes one pod and adds
+      // one on every node, a pass of that node's GC starting at a random moment of each call;
+      // the invariants are checked once the passes are over, before the periodic pass (5 s)
+      // could mend a wrong decision and hide it.
+      await ctx.quiesce(async () => {
+        const raceGc = (node: LabNode) => sleep(rand() * GC_RACE_SPREAD_MS).then(() => lab.triggerGc(node));
+        for (let round = 0; round < GC_RACE_ROUNDS; round++) {
+          await Promise.all(lab.nodes.map(async (n) => {
+            const pods = ctx.podsOn(n);
+            const victim = pods[Math.floor(rand() * pods.length)];
+            if (victim !== undefined) await Promise.all([ctx.deletePod(victim), raceGc(n)]);
+            await Promise.all([ctx.addPod(n), raceGc(n)]);
+          }));
+          await sleep(GC_RACE_SETTLE_MS);
+          await ctx.checkPhase();
+        }
       });
       return;
     case 'late-answer':
