@@ -6,13 +6,15 @@
  * Pods live in namespace `soak`, whose pool `soak` has 4-address blocks, so block requests are
  * frequent and faults land in the middle of them.
  */
-import { cp, mkdir, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { Violation } from '../../test/invariants/check.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
+import { IpRunner, type BatchLine } from '../../src/netlink/ip-runner.js';
+import type { PluginObserver } from './kubelet.js';
 import { LAB_DIR, type Lab } from './lab.js';
 import type { LabNode } from './topology.js';
 import { prng } from '../../test/support/prng.js';
@@ -74,17 +76,28 @@ const NS = 'soak';
  * not let the workers use up the whole run while later faults would meet an idle system.
  */
 const FAULT_WINDOW_OPS = 24;
+/** `gc-race`: pods each node holds when the race begins; they are the ones deleted, a few per round. */
+const GC_RACE_PODS = 12;
+/** `gc-race`: pods deleted at once on each node in a round. */
+const GC_RACE_DELS_PER_ROUND = 2;
 /**
- * `gc-race`: rounds per injection, each deleting and adding one pod per node. A DEL that lands
- * between a pass's read of the host and its decisions is what the race needs; with the pass
- * started at a random moment of the DEL that is a few per cent of tries, so the rounds give the
- * old GC (adoption from a stale listing) a violation in most runs (figures in the issue 15 note).
+ * `gc-race`: veth pairs added to every node once its pods are wired: a crowded node (Kubernetes
+ * allows 110 pods, each with its veth, and other agents add links of their own). A GC pass then
+ * reads the pods' links first and tens of ms of other links after them before it acts, as on a
+ * busy production node, which is the window a DEL must fall into (2000 links: ~27 ms against ~5).
  */
-const GC_RACE_ROUNDS = 12;
-/** `gc-race`: the GC pass starts this many ms at most after its DEL or ADD (a DEL reaches coild after ~20–50 ms). */
-const GC_RACE_SPREAD_MS = 60;
-/** `gc-race`: time for the triggered passes to end before the check (a pass takes ~10–50 ms here). */
-const GC_RACE_SETTLE_MS = 250;
+const GC_RACE_CROWD_PAIRS = 1000;
+/** `gc-race`: link group of the crowd ("SOAK"), deleted in one go at the end. */
+const GC_RACE_CROWD_GROUP = 0x534f414b;
+/**
+ * `gc-race`: a GC pass of the pod's node is triggered (SIGHUP) at a random moment between these
+ * many ms after the DEL's first plugin starts. Measured here under the soak's load: coild serves
+ * the DEL 25–40 ms after the chain starts (portmap runs first), in 1–8 ms; a pass reads the pods'
+ * links 5–15 ms after it starts.
+ */
+const GC_RACE_TRIGGER_MS = [0, 35] as const;
+/** `gc-race`: time for the triggered passes to end before the check (a pass takes 30–80 ms on a crowded node). */
+const GC_RACE_SETTLE_MS = 200;
 
 /** Creates the soak pool (4-address blocks) and namespace. Idempotent. */
 export async function prepareSoak(lab: Lab): Promise<void> {
@@ -128,12 +141,23 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
  */
 async function saveLogs(lab: Lab, dir: string, seed: number, what: object): Promise<string> {
   const out = join(dir, `seed-${seed}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-  await mkdir(out, { recursive: true });
-  const wanted = (src: string): boolean => !/\.(sock|key|kubeconfig)$/.test(src) && !src.includes('/certs');
-  await cp(LAB_DIR, join(out, 'lab'), { recursive: true, filter: wanted }).catch(() => undefined);
-  await cp(lab.cp.dir, join(out, 'control-plane'), { recursive: true, filter: (src) => wanted(src) && !src.includes('/etcd/') && !src.includes('-certs') }).catch(() => undefined);
+  await copyLogs(LAB_DIR, join(out, 'lab'));
+  await copyLogs(lab.cp.dir, join(out, 'control-plane'));
   await writeFile(join(out, 'report.json'), JSON.stringify(what, null, 2));
   return out;
+}
+
+/**
+ * Copies the regular files under `from` that a reader of a failed run wants (logs, BIRD configs,
+ * the CNI cache), leaving out sockets, keys, certificates and etcd's data.
+ */
+async function copyLogs(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true });
+  for (const e of await readdir(from, { withFileTypes: true }).catch(() => [])) {
+    const src = join(from, e.name);
+    if (e.isDirectory() && !/^(etcd|certs|.*-certs)$/.test(e.name)) await copyLogs(src, join(to, e.name));
+    else if (e.isFile() && !/\.(key|crt|pem|kubeconfig)$/.test(e.name)) await copyFile(src, join(to, e.name)).catch(() => undefined);
+  }
 }
 
 async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (message: string) => void }): Promise<SoakReport> {
@@ -164,10 +188,10 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
   await prepareSoak(lab);
   log(`soak: seed ${seed}, ${options.operations} operations, faults ${schedule.map((f) => `${f.name}@${f.at}`).join(' ')}`);
 
-  const deleteWithRetry = async (name: string) => {
+  const deleteWithRetry = async (name: string, observe?: PluginObserver) => {
     for (let attempt = 0; ; attempt++) {
       try {
-        await lab.deletePod(name);
+        await lab.deletePod(name, observe ? { observe } : {});
         return;
       } catch (err) {
         // DEL fails while coild is down; runtimes retry it until it succeeds.
@@ -247,15 +271,15 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
         forget: (names) => names.forEach((n) => live.delete(n)),
         podsOn: (node) => [...live].filter((n) => lab.pods.get(n)?.node === node.name && !busy.has(n)),
         quiesce,
-        deletePod: async (name) => {
-          await deleteWithRetry(name);
+        deletePod: async (name, observe) => {
+          await deleteWithRetry(name, observe);
           live.delete(name);
           report.dels++;
         },
-        addPod: async (node) => {
+        addPod: async (node, observe) => {
           const name = `soak-${next++}`;
           try {
-            await lab.addPod(node, name, NS);
+            await lab.addPod(node, name, NS, { observe });
             live.add(name);
             report.adds++;
           } catch {
@@ -305,10 +329,10 @@ interface FaultContext {
   forget(names: string[]): void;
   podsOn(node: LabNode): string[];
   quiesce(fn: () => Promise<void>): Promise<void>;
-  /** DEL of a live pod, counted as an operation's would be. */
-  deletePod(name: string): Promise<void>;
+  /** DEL of a live pod, counted as an operation's would be; `observe` sees each plugin run. */
+  deletePod(name: string, observe?: PluginObserver): Promise<void>;
   /** ADD of a new soak pod on `node` (a failure is counted, not thrown). */
-  addPod(node: LabNode): Promise<void>;
+  addPod(node: LabNode, observe?: PluginObserver): Promise<void>;
   /** Checks the invariants now, as a phase of its own. */
   checkPhase(): Promise<void>;
 }
@@ -316,7 +340,7 @@ interface FaultContext {
 /** Injects one fault while the workers keep running (unless the fault quiesces them). */
 async function injectFault(lab: Lab, name: FaultName, rand: () => number, log: (m: string) => void, ctx: FaultContext): Promise<void> {
   const node = lab.nodes[Math.floor(rand() * lab.nodes.length)]!;
-  log(`soak: fault ${name}${name === 'coild-kill' || name === 'node-remove' || name === 'late-answer' ? ` on ${node.name}` : name === 'gc-race' ? ` (${GC_RACE_ROUNDS} rounds on every node)` : ''}`);
+  log(`soak: fault ${name}${name === 'coild-kill' || name === 'node-remove' || name === 'late-answer' ? ` on ${node.name}` : name === 'gc-race' ? ` (${GC_RACE_PODS} pods per node, deleted ${GC_RACE_DELS_PER_ROUND} at a time among ${2 * GC_RACE_CROWD_PAIRS} other links)` : ''}`);
   switch (name) {
     case 'coild-kill':
       await lab.stopCoild(node, { crash: true });
@@ -356,22 +380,29 @@ async function injectFault(lab: Lab, name: FaultName, rand: () => number, log: (
       });
       return;
     case 'gc-race':
-      // The race of issue 15: a GC pass that reads the host, then acts on what it read after a
-      // DEL (or a failed ADD) of the same pod has changed it. Each round deletes one pod and adds
-      // one on every node, a pass of that node's GC starting at a random moment of each call;
-      // the invariants are checked once the passes are over, before the periodic pass (5 s)
-      // could mend a wrong decision and hide it.
+      // The race of issue 15: a GC pass reads the host, and a DEL of a pod changes it before the
+      // pass acts on what it read. Every node gets GC_RACE_PODS pods and then a crowd of links,
+      // so that each pass reads the pods early and reads on for a while; each round deletes a few
+      // pods per node with a pass of that node's GC started at a random moment of each DEL, and
+      // the invariants are checked once the passes are over, before the next pass (the periodic
+      // one runs every 5 s) could mend a wrong decision and hide it.
       await ctx.quiesce(async () => {
-        const raceGc = (node: LabNode) => sleep(rand() * GC_RACE_SPREAD_MS).then(() => lab.triggerGc(node));
-        for (let round = 0; round < GC_RACE_ROUNDS; round++) {
-          await Promise.all(lab.nodes.map(async (n) => {
-            const pods = ctx.podsOn(n);
-            const victim = pods[Math.floor(rand() * pods.length)];
-            if (victim !== undefined) await Promise.all([ctx.deletePod(victim), raceGc(n)]);
-            await Promise.all([ctx.addPod(n), raceGc(n)]);
-          }));
-          await sleep(GC_RACE_SETTLE_MS);
-          await ctx.checkPhase();
+        await Promise.all(lab.nodes.map(async (n) => {
+          for (let i = ctx.podsOn(n).length; i < GC_RACE_PODS; i++) await ctx.addPod(n);
+        }));
+        const victims = new Map(lab.nodes.map((n) => [n, ctx.podsOn(n).sort(() => rand() - 0.5)]));
+        await Promise.all(lab.nodes.map((n) => crowd(n, 'add')));
+        try {
+          while ([...victims.values()].some((v) => v.length > 0)) {
+            await Promise.all(lab.nodes.map(async (n) => {
+              const now = victims.get(n)!.splice(0, GC_RACE_DELS_PER_ROUND);
+              await Promise.all(now.map((v) => ctx.deletePod(v, gcDuringCall(lab, n, rand))));
+            }));
+            await sleep(GC_RACE_SETTLE_MS);
+            await ctx.checkPhase();
+          }
+        } finally {
+          await Promise.all(lab.nodes.map((n) => crowd(n, 'remove')));
         }
       });
       return;
@@ -395,4 +426,27 @@ async function injectFault(lab: Lab, name: FaultName, rand: () => number, log: (
       });
       return;
   }
+}
+
+/** Adds or removes the `gc-race` crowd of links in `node`'s namespace. */
+async function crowd(node: LabNode, what: 'add' | 'remove'): Promise<void> {
+  const group = String(GC_RACE_CROWD_GROUP);
+  const lines: BatchLine[] = what === 'remove'
+    ? [['link', 'del', 'group', group]]
+    : Array.from({ length: GC_RACE_CROWD_PAIRS }, (_, i) => ['link', 'add', 'name', `crowd${i}`, 'group', group, 'type', 'veth', 'peer', 'name', `crowdp${i}`, 'group', group]);
+  await new IpRunner().batch(lines, { netns: node.netnsPath });
+}
+
+/**
+ * A plugin observer that triggers one GC pass of `node` at a random moment of the CNI call, drawn
+ * from {@link GC_RACE_TRIGGER_MS} after its first plugin starts.
+ */
+function gcDuringCall(lab: Lab, node: LabNode, rand: () => number): PluginObserver {
+  let armed = true;
+  return (_command, _plugin, running) => {
+    if (!running || !armed) return;
+    armed = false;
+    const [from, to] = GC_RACE_TRIGGER_MS;
+    setTimeout(() => lab.triggerGc(node), from + rand() * (to - from));
+  };
 }
