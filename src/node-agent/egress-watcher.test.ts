@@ -73,12 +73,17 @@ describe('EgressWatcher', () => {
   /** Lets every pending promise continuation run (the update loop reaches its lock wait). */
   const settle = () => new Promise<void>((r) => setImmediate(r));
 
-  test('an update waiting for the lock while a DEL and a new ADD of the key run applies the new record, and nothing after a DEL alone', async () => {
+  /** A watcher whose pod p names Egress internet/nat, which exists with its Service. */
+  async function withClient() {
     const w = world();
     w.put('Egress', egress(['0.0.0.0/0']));
     w.put('Service', service);
     w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
-    const { ew, locks } = await watcher(w);
+    return { w, ...(await watcher(w)) };
+  }
+
+  test('an update waiting for the lock while a DEL and a new ADD of the key run applies the new record, and nothing after a DEL alone', async () => {
+    const { w, ew, locks } = await withClient();
     const annotated = pod({ 'egress.coil.cybozu.com/internet': 'nat' });
     await ew.onAdd(annotated, attachment);
     const stop = new AbortController();
@@ -103,11 +108,7 @@ describe('EgressWatcher', () => {
   });
 
   test('ADD of a client applies the plan and records the netns; Egress edits re-apply; deletion removes everything', async () => {
-    const w = world();
-    w.put('Egress', egress(['0.0.0.0/0']));
-    w.put('Service', service);
-    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
-    const { ew, dir } = await watcher(w);
+    const { w, ew, dir } = await withClient();
     await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
     assert.deepEqual(w.calls, ['apply /run/netns/p {"118":[{"dst":"0.0.0.0/0","dev":"fou4_0a600005"}]}']);
     assert.deepEqual(await readdir(dir), ['c1_eth0.json']);
