@@ -231,15 +231,16 @@ setup() {
 # ---------------------------------------------------------------------------------------------
 # why a run would have to set up first; empty when it would not
 not_ready() {
-  if ! have_tools; then echo "the VM tools are not installed (qemu-system-x86 busybox-static cpio kmod xz-utils)"
-  elif [ ! -s "$CACHE/kernel.env" ]; then echo "no VM kernel in $CACHE"
-  elif [ "$(id -u)" != 0 ]; then echo "the VM needs root (9p export of /)"
+  local setup="run hack/fou-vm.sh --ensure, which hack/setup.sh runs"
+  if ! have_tools; then echo "the VM tools are not installed: qemu-system-x86 busybox-static cpio kmod xz-utils ($setup)"
+  elif [ ! -s "$CACHE/kernel.env" ]; then echo "no VM kernel in $CACHE ($setup)"
+  elif [ "$(id -u)" != 0 ]; then echo "the VM needs root (qemu exports / over 9p)"
   fi
 }
 if [ "$STATUS" = 1 ]; then
   why=$(not_ready)
   [ -z "$why" ] && exit 0
-  echo "$why (run hack/fou-vm.sh --ensure, which hack/setup.sh runs)"; exit 3
+  echo "$why"; exit 3
 fi
 
 mkdir -p "$CACHE" || die "cannot create $CACHE"
