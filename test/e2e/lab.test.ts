@@ -13,13 +13,14 @@ import { canI } from '../../hack/lab/credentials.js';
 import { listLabNetns } from '../../hack/lab/topology.js';
 import { eventually } from '../envtest/control-plane.js';
 import { kubectl } from '../envtest/tools.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const run = promisify(execFile);
 const isRoot = process.getuid?.() === 0;
 
 type Block = { metadata: { name: string; labels: Record<string, string> }; ipv4?: string };
 
-describe('the local lab (e2e)', { skip: isRoot ? false : 'the lab needs root (network namespaces)' }, () => {
+describe('the local lab (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
   let lab: Lab;
   let objects: k8s.CustomObjectsApi;
 

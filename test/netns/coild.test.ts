@@ -13,6 +13,7 @@ import { Kinds } from '../../src/reconcilers/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 interface ResultIp { address: string; gateway?: string; version?: string; interface?: number }
 interface Route { dst: string; dev?: string; gateway?: string; protocol?: string }
@@ -20,7 +21,7 @@ interface AddrInfo { ifname: string; addr_info: { local: string; prefixlen: numb
 
 const GATEWAY = '10.250.0.1';
 
-describe('coild on a netns node', { skip: labSkipReason() }, () => {
+describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   const added: { pod: LabPod; ipv4: string; ipv6: string }[] = [];

@@ -20,8 +20,9 @@ import { Client } from '../../src/runtime/client.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
 import { wire } from './egress-peer.js';
+import { prerequisite } from '../support/prerequisite.js';
 
-describe('coil-egress against a real API server', { skip: netnsSkipReason() }, () => {
+describe('coil-egress against a real API server', { skip: prerequisite(netnsSkipReason()) }, () => {
   let cp: ControlPlane;
   let admin: Client;
   const stop = new AbortController();

@@ -1,6 +1,6 @@
 /**
  * The egress path end to end with real FoU tunnels, meant to run where the kernel has FoU, IPIP
- * and ip6tnl (inside the VM of egress-fou-vm.test.ts; `bench/fou-vm.sh -- node <this file>`).
+ * and ip6tnl (inside the VM of egress-fou-vm.test.ts; `hack/fou-vm.sh -- node <this file>`).
  * Prints `ok <step>` per step and exits 0, or prints `FAIL <step>: <why>` and exits 1.
  *
  * Four namespaces: a "node" N routing between a client pod C, an egress pod E and a target X.

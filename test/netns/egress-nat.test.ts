@@ -17,6 +17,7 @@ import { readIptablesRules, type IptablesCommands } from '../../src/netlink/ipta
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
 import { peerSeenBy, wire } from './egress-peer.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const VARIANTS: ReadonlyArray<{ name: string; commands?: IptablesCommands }> = [
   { name: 'nftables' },
@@ -24,7 +25,7 @@ const VARIANTS: ReadonlyArray<{ name: string; commands?: IptablesCommands }> = [
   { name: 'iptables (iptables-legacy)', commands: { 4: 'iptables-legacy', 6: 'ip6tables-legacy' } },
 ];
 
-for (const variant of VARIANTS) describe(`NAT through an egress netns: ${variant.name}`, { skip: netnsSkipReason() }, () => {
+for (const variant of VARIANTS) describe(`NAT through an egress netns: ${variant.name}`, { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let c: TestNetns;
