@@ -35,6 +35,7 @@ for (const [label, set] of [
   ['default values', []],
   ['egress only, custom ports and periods', ['ipam.enabled=false', 'json:cni.netconf.plugins=[{"type":"ptp","ipam":{"type":"host-local"}},{"type":"coil","socket":"/run/coild.sock"}]',
     'egress.fouPort=6000', 'coild.coolingPeriod=45s', 'controller.gcInterval=10m', 'coild.clearRoutesOnShutdown=false']],
+  ['a dual-stack default pool', ['defaultPool.create=true', 'defaultPool.blockSizeBits=4', 'json:defaultPool.subnets=[{"ipv4":"10.244.0.0/16","ipv6":"fd00:10:244::/112"}]']],
 ] as [string, string[]][]) {
   test(`coil-controller accepts the chart's args (${label})`, async () => {
     const args = argsOf(await render(set), 'Deployment', 'coil-controller');
@@ -47,6 +48,14 @@ for (const [label, set] of [
     assert.equal(cfg.enableIpam, !set.includes('ipam.enabled=false'), `args: ${args.join(' ')}`);
   });
 }
+
+test('defaultPool.create=true becomes the controller\'s --default-pool (no hook object), with the values as given', async () => {
+  const docs = await render(['defaultPool.create=true', 'json:defaultPool.subnets=[{"ipv4":"10.244.0.0/16","ipv6":"fd00:10:244::/112"}]']);
+  assert.ok(!docs.some((d) => d.kind === 'AddressPool'), 'no AddressPool in the release: a hook would meet the webhook before it serves');
+  const cfg = parseControllerConfig(argsOf(docs, 'Deployment', 'coil-controller'), {});
+  assert.deepEqual(cfg.defaultPool, { blockSizeBits: 5, subnets: [{ ipv4: '10.244.0.0/16', ipv6: 'fd00:10:244::/112' }] });
+  assert.equal(parseControllerConfig(argsOf(await render([]), 'Deployment', 'coil-controller'), {}).defaultPool, undefined);
+});
 
 test('egress-only mode with coil first in the conflist is refused when rendering, saying what to do', async () => {
   await assert.rejects(render(['ipam.enabled=false']), /coil must be chained after the CNI plugin that gives pods their addresses/);

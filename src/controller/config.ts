@@ -8,6 +8,9 @@ import { LEADER_ELECTION_ID, PORTS } from '../api/v2/keys.js';
 import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import type { BindAddress } from '../runtime/http-servers.js';
+import type { AddressPoolSpec } from '../api/v2/addresspool.js';
+import { validateAddressPoolSpec } from '../api/v2/addresspool-validation.js';
+import { DEFAULT_BLOCK_SIZE_BITS } from '../api/v2/keys.js';
 
 /** Parsed configuration of one coil-controller process. */
 export interface ControllerConfig {
@@ -39,6 +42,12 @@ export interface ControllerConfig {
   readonly enableIpam: boolean;
   /** `--enable-egress`, default true: Egress webhooks and reconcilers. At least one of the two must be on. */
   readonly enableEgress: boolean;
+  /**
+   * `--default-pool` (ours): the spec of the AddressPool `default` as JSON, e.g.
+   * `{"blockSizeBits":5,"subnets":[{"ipv4":"10.244.0.0/16"}]}`; the leader creates or adopts the
+   * pool once its webhook serves (src/reconcilers/default-pool.ts). Absent: no default pool is made.
+   */
+  readonly defaultPool?: AddressPoolSpec;
   /** Egress settings (coil-behaviour.md §1.2 `coil-egress-controller`). */
   readonly egress: {
     /** `--egress-port`, default 5555: the Egress Services' UDP port and coil-egress `--fou-port`. */
@@ -73,6 +82,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
         'egress-port': { type: 'string', default: String(DEFAULT_EGRESS_OPTIONS.fouPort) },
         backend: { type: 'string', default: DEFAULT_EGRESS_OPTIONS.backend },
         'egress-image': { type: 'string' },
+        'default-pool': { type: 'string' },
         kubeconfig: { type: 'string' },
         'leader-elect': { type: 'string', default: 'true' },
         'leader-election-id': { type: 'string', default: LEADER_ELECTION_ID },
@@ -104,6 +114,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   const fouPort = Number(v['egress-port']);
   if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--egress-port: invalid port ${JSON.stringify(v['egress-port'])}`);
   const backend = parseBackend(v.backend!);
+  const defaultPool = v['default-pool'] ? parseDefaultPool(v['default-pool']) : undefined;
+  if (defaultPool && !enableIpam) throw new ConfigError('--default-pool needs --enable-ipam');
   return {
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),
@@ -124,6 +136,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     },
     enableIpam,
     enableEgress,
+    ...(defaultPool ? { defaultPool } : {}),
     egress: { fouPort, backend, ...(v['egress-image'] ? { image: v['egress-image'] } : {}) },
   };
 }
@@ -137,4 +150,24 @@ function parseBool(flag: string, text: string): boolean {
 function positive(flag: string, ms: number): number {
   if (ms <= 0) throw new ConfigError(`--${flag} must be positive`);
   return ms;
+}
+
+/**
+ * `--default-pool`: JSON of an AddressPoolSpec, checked by the webhook's own rules so a bad value
+ * stops the controller at start, naming the field, instead of being refused by the API server later.
+ */
+function parseDefaultPool(text: string): AddressPoolSpec {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`--default-pool: not JSON: ${(e as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError('--default-pool: expected a JSON object {"blockSizeBits":N,"subnets":[{"ipv4":…,"ipv6":…}]}');
+  const p = parsed as { blockSizeBits?: unknown; subnets?: unknown };
+  const spec = { blockSizeBits: p.blockSizeBits ?? DEFAULT_BLOCK_SIZE_BITS, subnets: p.subnets ?? [] } as AddressPoolSpec;
+  if (!Array.isArray(spec.subnets)) throw new ConfigError('--default-pool: subnets must be a list');
+  const errors = validateAddressPoolSpec(spec);
+  if (errors.length > 0) throw new ConfigError(`--default-pool: ${errors.map((e) => `${e.field}: ${e.detail}`).join('; ')}`);
+  return spec;
 }

@@ -22,6 +22,7 @@ import { Registry } from '../runtime/registry.js';
 import { ConfigError, parseConfig, type ControllerConfig } from './config.js';
 import { addEgress, bindEgress, egressCache } from './egress-registry.js';
 import { addIpam, bindIpam, ipamCache } from './ipam-registry.js';
+import { DefaultPoolEnsurer } from '../reconcilers/default-pool.js';
 
 /** Loads the kubeconfig: the flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
 function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
@@ -90,6 +91,9 @@ async function main(): Promise<void> {
     },
   });
   mgr.handleSignals();
+  if (cfg.defaultPool) {
+    mgr.add({ name: 'default-pool', leaderOnly: true }, new DefaultPoolEnsurer({ client: mgr.client, spec: cfg.defaultPool, logger: log.child({ runnable: 'default-pool' }) }));
+  }
   try {
     if (cfg.enableEgress) {
       const image = cfg.egress.image ?? (await ownImage(mgr.client, log));

@@ -77,6 +77,21 @@ describe('Helm chart charts/coil', () => {
     }
   });
 
+  test('helm install with defaultPool.create=true succeeds without --wait (no hook meets the unserved webhook)', async () => {
+    // No kubelet here: coil-controller never runs, so its webhook never answers — as in the first
+    // seconds of a real install. The chart's old post-install hook failed exactly so.
+    const ns = 'coil-nowait';
+    await kubectl(cp.kubeconfigPath, ['create', 'namespace', ns]);
+    try {
+      await helm(['install', 'coil', CHART, '--namespace', ns, '--set', 'defaultPool.create=true', '--set-json', 'defaultPool.subnets=[{"ipv4":"10.244.0.0/16"}]'], cp.kubeconfigPath);
+      const dep = await cp.kubeConfig.makeApiClient(k8s.AppsV1Api).readNamespacedDeployment({ name: 'coil-controller', namespace: ns });
+      assert.ok(dep.spec?.template.spec?.containers[0]?.args?.includes('--default-pool={"blockSizeBits":5,"subnets":[{"ipv4":"10.244.0.0/16"}]}'));
+    } finally {
+      await helm(['uninstall', 'coil', '--namespace', ns, '--wait'], cp.kubeconfigPath).catch(() => undefined);
+      await kubectl(cp.kubeconfigPath, ['delete', 'namespace', ns, '--wait=false']);
+    }
+  });
+
   test('helm install creates every object, upgrade applies changed values, uninstall removes them', async () => {
     const ns = 'kube-system';
     await helm(['install', 'coil', CHART, '--namespace', ns], cp.kubeconfigPath);
