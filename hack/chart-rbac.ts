@@ -8,6 +8,8 @@
 import { addEgress } from '../src/controller/egress-registry.js';
 import { addIpam } from '../src/controller/ipam-registry.js';
 import { COILD_RBAC } from '../src/node-agent/rbac.js';
+import { RELEASE_FINALIZERS_RBAC } from '../src/controller/release-finalizers.js';
+import { DEFAULT_POOL_RBAC } from '../src/reconcilers/default-pool.js';
 import { EGRESS_AGENT_RBAC } from '../src/egress-agent/rbac.js';
 import { LEADER_ELECTION_RBAC, MANAGER_RBAC } from '../src/runtime/rbac.js';
 import type { KindDescriptor } from '../src/runtime/kind.js';
@@ -76,10 +78,11 @@ export function chartAccessData(): { rbac: object; webhooks: object } {
   const egress = addEgress(new Registry());
   return {
     rbac: {
-      controller: { common: mergeRules(MANAGER_RBAC), ipam: mergeRules(registryRules(ipam)), egress: mergeRules(registryRules(egress)) },
+      controller: { common: mergeRules(MANAGER_RBAC), ipam: mergeRules([...registryRules(ipam), ...DEFAULT_POOL_RBAC]), egress: mergeRules(registryRules(egress)) },
       coild: { common: mergeRules(COILD_RBAC.common), ipam: mergeRules(COILD_RBAC.ipam), egress: mergeRules(COILD_RBAC.egress) },
       leaderElection: mergeRules(LEADER_ELECTION_RBAC),
       egressAgent: mergeRules(EGRESS_AGENT_RBAC),
+      uninstall: mergeRules(RELEASE_FINALIZERS_RBAC),
     },
     webhooks: {
       mutating: [...webhookEntries(ipam, 'ipam', 'mutating'), ...webhookEntries(egress, 'egress', 'mutating')],

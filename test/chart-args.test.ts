@@ -60,3 +60,15 @@ test('defaultPool.create=true becomes the controller\'s --default-pool (no hook 
 test('egress-only mode with coil first in the conflist is refused when rendering, saying what to do', async () => {
   await assert.rejects(render(['ipam.enabled=false']), /coil must be chained after the CNI plugin that gives pods their addresses/);
 });
+
+test('uninstall: coild knows its Pod and conflist; a post-delete hook Job (host network) runs release-finalizers', async () => {
+  const docs = (await render([])) as (Doc & { metadata?: { annotations?: Record<string, string> }; spec?: { template?: { spec?: { hostNetwork?: boolean; containers?: (Container & { command?: string[]; env?: { name: string }[] })[] } } } })[];
+  const coild = docs.find((d) => d.kind === 'DaemonSet')!.spec!.template!.spec!.containers![0]!;
+  const cfg = parseCoildConfig(coild.args ?? [], { COIL_NODE_NAME: 'n1', COIL_POD_NAMESPACE: 'kube-system', COIL_POD_NAME: 'coild-x' });
+  assert.equal(cfg.cniConfFile, '/host/etc/cni/net.d/10-coil.conflist');
+  assert.ok(['COIL_POD_NAMESPACE', 'COIL_POD_NAME'].every((n) => coild.env?.some((e) => e.name === n)));
+  const job = docs.find((d) => d.kind === 'Job' && d.metadata?.name === 'coil-uninstall')!;
+  assert.equal(job.metadata?.annotations?.['helm.sh/hook'], 'post-delete');
+  assert.equal(job.spec?.template?.spec?.hostNetwork, true, 'coil\'s pod network is gone when it runs');
+  assert.deepEqual(job.spec?.template?.spec?.containers?.[0]?.command?.slice(0, 2), ['coil-controller', 'release-finalizers']);
+});

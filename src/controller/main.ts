@@ -19,10 +19,14 @@ import { stripManagedFields } from '../runtime/informer.js';
 import { createLogger, type Logger } from '../runtime/logging.js';
 import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
-import { ConfigError, parseConfig, type ControllerConfig } from './config.js';
+import { ConfigError, parseConfig, parseDuration, type ControllerConfig } from './config.js';
 import { addEgress, bindEgress, egressCache } from './egress-registry.js';
 import { addIpam, bindIpam, ipamCache } from './ipam-registry.js';
 import { DefaultPoolEnsurer } from '../reconcilers/default-pool.js';
+import { parseArgs } from 'node:util';
+import { ApiTransport } from '../runtime/api-transport.js';
+import { Client as ApiClient } from '../runtime/client.js';
+import { releaseFinalizers } from './release-finalizers.js';
 
 /** Loads the kubeconfig: the flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
 function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
@@ -53,7 +57,31 @@ async function ownImage(client: Client, log: Logger): Promise<string> {
   return image;
 }
 
+/**
+ * `coil-controller release-finalizers --namespace NS --release NAME [--wait 90s] [--kubeconfig F]`:
+ * the chart's post-delete hook (release-finalizers.ts). Exit 0 when done, 1 on an API error, 2 on a bad flag.
+ */
+async function releaseFinalizersCommand(argv: string[]): Promise<void> {
+  let v;
+  try {
+    v = parseArgs({ args: argv, strict: true, options: { namespace: { type: 'string' }, release: { type: 'string' }, wait: { type: 'string', default: '90s' }, kubeconfig: { type: 'string' } } }).values;
+    if (!v.namespace || !v.release) throw new ConfigError('--namespace and --release are required');
+  } catch (e) {
+    process.stderr.write(`coil-controller release-finalizers: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  const log = createLogger({ name: 'coil-controller', level: 'info' });
+  const kc = loadKubeConfig({ ...(v.kubeconfig ?? process.env.KUBECONFIG ? { kubeconfig: v.kubeconfig ?? process.env.KUBECONFIG } : {}) } as ControllerConfig);
+  try {
+    await releaseFinalizers({ client: new ApiClient(new ApiTransport(kc), 'coil-controller'), namespace: v.namespace!, release: v.release!, waitMs: parseDuration(v.wait!), logger: log });
+  } catch (err) {
+    log.error({ err }, 'release-finalizers failed');
+    process.exit(1);
+  }
+}
+
 async function main(): Promise<void> {
+  if (process.argv[2] === 'release-finalizers') return releaseFinalizersCommand(process.argv.slice(3));
   let cfg: ControllerConfig;
   try {
     cfg = parseConfig(process.argv.slice(2), process.env);

@@ -43,6 +43,7 @@ import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { IpRouteExporter } from './route-export.js';
 import { recoverAllocations } from './recovery.js';
 import { SpawnHelper } from './spawn-helper.js';
+import { removeCoilConflist, UninstallDetector } from './uninstall.js';
 
 /** What {@link Coild} needs besides its flags. */
 export interface CoildOptions {
@@ -76,6 +77,8 @@ export class Coild {
   /** Starts coild's `ip` processes (see spawn-helper.ts); undefined with `--spawn-helper=false`. */
   private readonly spawnHelper: SpawnHelper | undefined;
   private readonly netlinkAgent: NetlinkAgent | undefined;
+  /** Tells an uninstall from a restart; undefined outside a Pod (no COIL_POD_NAMESPACE/NAME). */
+  private readonly uninstall: UninstallDetector | undefined;
 
   constructor(private readonly o: CoildOptions) {
     const cfg = o.config;
@@ -97,6 +100,8 @@ export class Coild {
       cache.ensure(CoildKinds.AddressPool);
       cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
     }
+
+    this.uninstall = cfg.pod ? new UninstallDetector({ cache, client, pod: cfg.pod, logger: log.child({ logger: 'uninstall' }) }) : undefined;
 
     const host = cfg.hostNetns ? { hostNetns: cfg.hostNetns } : {};
     this.spawnHelper = cfg.spawnHelper ? new SpawnHelper({ onExit: (code, signal) => log.warn({ code, signal }, 'spawn helper exited; restarting on next use') }) : undefined;
@@ -189,6 +194,7 @@ export class Coild {
     this.ports.metrics = this.manager.ports.metrics;
     const node = this.manager.cache.get(CoildKinds.Node, { name: cfg.nodeName }) ?? (await this.manager.client.get(CoildKinds.Node, { name: cfg.nodeName }));
     if (!node) throw new Error(`Node ${cfg.nodeName} (COIL_NODE_NAME) does not exist`);
+    await this.uninstall?.start();
     if (cfg.enableIpam) {
       try {
         const init = await this.podNetwork.init();
@@ -223,9 +229,21 @@ export class Coild {
     return this.gc.run();
   }
 
-  /** Graceful shutdown; with `--clear-routes-on-shutdown`, flushes table 119 when the Node is gone (Coil #370). */
+  /**
+   * Graceful shutdown; with `--clear-routes-on-shutdown`, flushes table 119 when the Node is gone
+   * (Coil #370). When the owning DaemonSet is gone (an uninstall, uninstall.ts), also removes coil's
+   * conflist, the export table and the pod table with its rule.
+   */
   async stop(): Promise<void> {
     const log = this.o.logger;
+    // Asked first, while the cache still follows the DaemonSet.
+    const uninstalling = (await this.uninstall?.uninstalling()) ?? false;
+    if (uninstalling && this.o.config.cniConfFile) {
+      // First of all, so no new pod is sent to a coild that is going away.
+      await removeCoilConflist(this.o.config.cniConfFile).then(
+        (removed) => log.info({ file: this.o.config.cniConfFile, removed }, 'uninstall: coil\'s conflist removed'),
+        (err: unknown) => log.error({ err }, 'uninstall: cannot remove coil\'s conflist'));
+    }
     this.serving = false;
     await this.grpc?.stop();
     await this.gc.stop();
@@ -241,6 +259,15 @@ export class Coild {
         }
       } catch (err) {
         log.error({ err }, 'cannot decide whether to flush the export table');
+      }
+    }
+    if (uninstalling && this.o.config.enableIpam) {
+      try {
+        await this.blockExport.clear();
+        await this.podNetwork.deinit();
+        log.info('uninstall: export table, pod table and its rule removed');
+      } catch (err) {
+        log.error({ err }, 'uninstall: cannot remove coil\'s routes and rules');
       }
     }
     await this.blockExport.stop();

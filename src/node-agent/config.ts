@@ -30,6 +30,17 @@ export interface CoildConfig {
   readonly gcIntervalMs: number;
   /** `--clear-routes-on-shutdown`, default false: flush table 119 at shutdown when the Node is gone (Coil #370). */
   readonly clearRoutesOnShutdown: boolean;
+  /**
+   * `--cni-conf-file` (ours): coil's conflist as coild sees it (the chart mounts the host's conf
+   * dir). Removed when the release is uninstalled (uninstall.ts), so the node can run pods with
+   * another CNI. Absent: never touched.
+   */
+  readonly cniConfFile?: string;
+  /**
+   * Env `COIL_POD_NAMESPACE` and `COIL_POD_NAME` (the chart's downward API): coild's own Pod, whose
+   * owning DaemonSet tells an uninstall from a restart (uninstall.ts). Absent: no uninstall cleanup.
+   */
+  readonly pod?: { readonly namespace: string; readonly name: string };
   /** `--cooling-period` (ours), default 30 s: a freed address is not reused for this long. */
   readonly coolingMs: number;
   /** `--block-release-grace` (ours), default 1 min: an empty block is released after this long. */
@@ -111,6 +122,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
         'graceful-shutdown': { type: 'string', default: '20s' },
         kubeconfig: { type: 'string' },
         'host-netns': { type: 'string' },
+        'cni-conf-file': { type: 'string' },
         'log-level': { type: 'string' },
         'zap-log-level': { type: 'string' },
         ...Object.fromEntries(BOOLEAN_FLAGS.map((f) => [f, { type: 'boolean' as const }])),
@@ -152,6 +164,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     allocTimeoutMs: positive('alloc-timeout', parseDuration(str('alloc-timeout'))),
     ...(kubeconfig ? { kubeconfig } : {}),
     ...(hostNetns ? { hostNetns } : {}),
+    ...(v['cni-conf-file'] ? { cniConfFile: v['cni-conf-file'] as string } : {}),
+    ...(env.COIL_POD_NAMESPACE && env.COIL_POD_NAME ? { pod: { namespace: env.COIL_POD_NAMESPACE, name: env.COIL_POD_NAME } } : {}),
     gracefulShutdownMs: parseDuration(str('graceful-shutdown')),
     logLevel: level as CoildConfig['logLevel'],
     enableIpam: !falseFlags.has('enable-ipam'),

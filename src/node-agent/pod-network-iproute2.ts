@@ -12,7 +12,7 @@ import { link, readLinks, type IpLink } from '../netlink/link.js';
 import { LinkReaper } from '../netlink/link-reaper.js';
 import { detectMtu } from '../netlink/mtu.js';
 import { NetlinkError, isNetlinkErrno } from '../netlink/netlink-error.js';
-import { readRoutesBothFamilies, type IpRoute } from '../netlink/route.js';
+import { readRoutes, readRoutesBothFamilies, type IpRoute } from '../netlink/route.js';
 import { readRules, rule } from '../netlink/rule.js';
 import { writeSysctl } from '../netlink/sysctl.js';
 import {
@@ -104,6 +104,23 @@ export class IpRoutePodNetwork implements PodNetwork {
     const errors = steps.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
     if (errors.length > 0) throw new AggregateError(errors, `pod network init: ${errors.length} of ${steps.length} steps failed`);
     return { mtuBytes: this.mtuBytes, addedRuleFamilies };
+  }
+
+  /**
+   * Undoes {@link init} on an uninstall (uninstall.ts): deletes the pod-table rule and every route
+   * of the pod table, both families. Forwarding stays on (other CNIs need it too).
+   * @throws NetlinkError
+   */
+  async deinit(): Promise<void> {
+    const host = { netns: this.hostNetns };
+    for (const family of [4, 6] as const) {
+      const rules = await readRules(this.ip, { ...host, family });
+      const lines = rules.filter((r) => r.priority === this.podRulePrio && r.table === String(this.podTableId))
+        .map(() => rule.del({ priority: this.podRulePrio, table: this.podTableId }));
+      const routes = await readRoutes(this.ip, { ...host, family, table: this.podTableId });
+      if (routes.length > 0) lines.push(['route', 'flush', 'table', String(this.podTableId)]);
+      if (lines.length > 0) await this.ip.batch(lines, { ...host, family });
+    }
   }
 
   async setup(netnsPath: string, options: PodSetupOptions): Promise<PodNetworkResult> {

@@ -295,5 +295,18 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
       await pn.reap();
       assert.equal(entries.length, (await hostVeths()).length, 'one entry per live coil veth');
     });
+
+    test('deinit (uninstall) removes the pod-table rule and every table-116 route, both families; a second deinit is a no-op', async () => {
+      const { ns, containerId } = await newPod();
+      await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.3.1', ipv6: 'fd00:50:3::1', hostIPv4: NODE_V4 });
+      assert.ok((await hostRoutes(4)).length > 0 && (await hostRoutes(6)).length > 0);
+      await pn.deinit();
+      await pn.deinit();
+      for (const family of [4, 6] as const) {
+        assert.deepEqual((await readRules(ip, { netns: host.path, family })).filter((r) => r.priority === 2000), [], `IPv${family} rule`);
+        assert.deepEqual(await hostRoutes(family), [], `IPv${family} table 116`);
+      }
+      await pn.init(); // as it was, for any test after this one
+    });
   });
 }

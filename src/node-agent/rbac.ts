@@ -14,6 +14,9 @@ export const COILD_RBAC: { readonly common: readonly RbacRule[]; readonly ipam: 
     { group: '', resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
     // Events on Pods whose ADD failed (e.g. a pool out of blocks).
     { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+    // Its own Pod (the owning DaemonSet) and that DaemonSet: an uninstall removes coil from the node.
+    { group: '', resources: ['pods'], verbs: ['get'] },
+    { group: 'apps', resources: ['daemonsets'], verbs: ['get', 'list', 'watch'] },
   ],
   ipam: [
     { group: '', resources: ['namespaces', 'pods'], verbs: ['get', 'list', 'watch'] },

@@ -23,7 +23,13 @@ import { sleep } from '../runtime/clock.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';
 import type { Runnable } from '../runtime/runnable.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { Kinds } from './kinds.js';
+
+/** What the ensurer needs beyond the AddressPool reconciler's rights (hack/chart-rbac.ts adds it). */
+export const DEFAULT_POOL_RBAC: readonly RbacRule[] = [
+  { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'create', 'update'] },
+];
 
 /** Options of {@link DefaultPoolEnsurer}. */
 export interface DefaultPoolOptions {
