@@ -1,5 +1,6 @@
 /**
- * The lab's "kubelet": makes pods the way a node does. A Pod object bound to the node, a
+ * A STAND-IN for kubelet + containerd + libcni, used by the stand-in lab (stand-in-lab.ts) and by
+ * tests that need a synthetic CNI call no runtime makes: it makes pods the way a node does. A Pod object bound to the node, a
  * network namespace, the conflist's plugins executed as containerd's libcni executes them
  * (ADD in order with prevResult, DEL in reverse with the cached result, `CNI_*` environment,
  * config on stdin, run inside the node's namespace), then the Pod status patched with its IPs.
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { ip, LAB_PREFIX, type LabNode } from './topology.js';
 
-/** A pod made by the lab kubelet. */
+/** A pod made by the stand-in kubelet. */
 export interface LabPod {
   readonly name: string;
   readonly namespace: string;
@@ -30,8 +31,8 @@ interface CniResult {
   ips?: { address: string }[];
 }
 
-/** Options of {@link LabKubelet}. */
-export interface LabKubeletOptions {
+/** Options of {@link StandInKubelet}. */
+export interface StandInKubeletOptions {
   readonly kubeConfig: k8s.KubeConfig;
   /** The conflist (JSON text) as the chart renders it; each node's coild socket is set per node. */
   readonly netconf: string;
@@ -57,9 +58,9 @@ function execPlugin(node: LabNode, path: string, env: Record<string, string>, st
   });
 }
 
-/** Creates and deletes pods on lab nodes. Not safe for concurrent calls on one pod name. */
-export class LabKubelet {
-  constructor(private readonly options: LabKubeletOptions) {}
+/** Creates and deletes pods on stand-in lab nodes. Not safe for concurrent calls on one pod name. */
+export class StandInKubelet {
+  constructor(private readonly options: StandInKubeletOptions) {}
 
   private conflist(node: LabNode): { cniVersion: string; name: string; plugins: Record<string, unknown>[] } {
     const list = JSON.parse(this.options.netconf) as { cniVersion: string; name: string; plugins: Record<string, unknown>[] };

@@ -1,5 +1,5 @@
 /**
- * A short soak in the lab (the long one is `npm run soak`): randomised pod ADD/DEL across 3
+ * A short soak in the stand-in lab (hack/lab/stand-in-lab.ts; the long one is `npm run soak`): randomised pod ADD/DEL across 3
  * nodes with every fault injected once, the invariant checker after every phase, and at the end
  * every block released. Figures are printed for the record.
  */
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LAB_DIR, Lab } from '../../hack/lab/lab.js';
+import { LAB_DIR, StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { soak, type SoakReport } from '../../hack/lab/soak.js';
 
 const isRoot = process.getuid?.() === 0;
