@@ -44,6 +44,13 @@ describe('soak with faults (e2e)', { skip: prerequisite(isRoot ? undefined : 'th
     assert.ok(report.adds > OPERATIONS / 3, `${report.adds} ADDs succeeded`);
   });
 
+  // A fault explains a failed ADD (coild down: "cannot reach coild"); an ADD that fails while no
+  // fault is in progress is a defect of its own, never noise.
+  test('every failed ADD failed while a fault was in progress', () => {
+    const unexplained = Object.entries(report.addFailureReasons).filter(([k]) => k.startsWith('no fault: '));
+    assert.deepEqual(unexplained, []);
+  });
+
   test('no invariant was violated in any phase', () => {
     assert.deepEqual(report.violations, []);
   });
