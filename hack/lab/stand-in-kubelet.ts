@@ -31,6 +31,12 @@ interface CniResult {
   ips?: { address: string }[];
 }
 
+/**
+ * Told when a plugin of the chain starts (`running` true) and when it has exited (false): the
+ * soak lines coild's GC passes up with the moment coild serves a call.
+ */
+export type PluginObserver = (command: 'ADD' | 'DEL', plugin: string, running: boolean) => void;
+
 /** Options of {@link StandInKubelet}. */
 export interface StandInKubeletOptions {
   readonly kubeConfig: k8s.KubeConfig;
@@ -84,13 +90,13 @@ export class StandInKubelet {
    * with its IPs.
    * @throws Error with the CNI error when ADD fails (the Pod object and netns are removed).
    */
-  async addPod(node: LabNode, name: string, namespace = 'default'): Promise<LabPod> {
+  async addPod(node: LabNode, name: string, namespace = 'default', options: { observe?: PluginObserver } = {}): Promise<LabPod> {
     const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
     await core.createNamespacedPod({
       namespace,
       body: { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'main', image: 'lab.invalid/pause' }] } },
     });
-    return this.runPod(node, name, namespace);
+    return this.runPod(node, name, namespace, options);
   }
 
   /**
@@ -98,7 +104,7 @@ export class StandInKubelet {
    * ADD chain, Pod status Running with its IPs (Ready unless `ready` is false).
    * @throws Error with the CNI error when ADD fails (the Pod object and netns are removed).
    */
-  async runPod(node: LabNode, name: string, namespace: string, options: { ready?: boolean } = {}): Promise<LabPod> {
+  async runPod(node: LabNode, name: string, namespace: string, options: { ready?: boolean; observe?: PluginObserver } = {}): Promise<LabPod> {
     const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
     const netns = `${LAB_PREFIX}${name}`;
     const containerId = createHash('sha256').update(`${namespace}/${name}/${Date.now()}`).digest('hex');
@@ -111,12 +117,12 @@ export class StandInKubelet {
     try {
       for (const plugin of list.plugins) {
         const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prev ? { prevResult: prev } : {}) };
-        prev = JSON.parse(await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('ADD', pod), JSON.stringify(conf)));
+        prev = JSON.parse(await this.exec(node, 'ADD', String(plugin.type), pod, conf, options.observe));
       }
     } catch (err) {
       // As a container runtime does after a failed ADD: DEL the whole chain (without
       // prevResult), so whatever the plugins had already allocated is released.
-      await this.delChain(node, pod, undefined).catch(() => undefined);
+      await this.delChain(node, pod, undefined, options.observe).catch(() => undefined);
       await ip(['netns', 'del', netns]).catch(() => undefined);
       await this.deletePodObject(name, namespace);
       throw err;
@@ -165,20 +171,30 @@ export class StandInKubelet {
   }
 
   /** CNI DEL of every plugin in reverse order (CNI spec: DEL runs the list backwards). */
-  private async delChain(node: LabNode, pod: { name: string; namespace: string; netns: string; containerId: string }, prevResult: unknown): Promise<void> {
+  private async delChain(node: LabNode, pod: { name: string; namespace: string; netns: string; containerId: string }, prevResult: unknown, observe?: PluginObserver): Promise<void> {
     const list = this.conflist(node);
     for (const plugin of [...list.plugins].reverse()) {
       const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prevResult ? { prevResult } : {}) };
-      await execPlugin(node, join(this.options.cniPath, String(plugin.type)), this.env('DEL', pod), JSON.stringify(conf));
+      await this.exec(node, 'DEL', String(plugin.type), pod, conf, observe);
+    }
+  }
+
+  /** Runs one plugin of the chain, telling `observe` when it starts and when it has exited. */
+  private async exec(node: LabNode, command: 'ADD' | 'DEL', type: string, pod: { name: string; namespace: string; netns: string; containerId: string }, conf: object, observe?: PluginObserver): Promise<string> {
+    observe?.(command, type, true);
+    try {
+      return await execPlugin(node, join(this.options.cniPath, type), this.env(command, pod), JSON.stringify(conf));
+    } finally {
+      observe?.(command, type, false);
     }
   }
 
   /** Tears a pod down: CNI DEL in reverse order, its netns, and the Pod object. Idempotent. */
-  async deletePod(node: LabNode, name: string, namespace = 'default'): Promise<void> {
+  async deletePod(node: LabNode, name: string, namespace = 'default', options: { observe?: PluginObserver } = {}): Promise<void> {
     const cacheFile = join(this.options.cacheDir, `${namespace}_${name}.json`);
     const cached = await readFile(cacheFile, 'utf8').then((t) => JSON.parse(t) as { pod: { name: string; namespace: string; netns: string; containerId: string }; result: unknown }).catch(() => undefined);
     if (cached) {
-      await this.delChain(node, cached.pod, cached.result);
+      await this.delChain(node, cached.pod, cached.result, options.observe);
       await ip(['netns', 'del', cached.pod.netns]).catch(() => undefined);
       await rm(cacheFile, { force: true });
     }

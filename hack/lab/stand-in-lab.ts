@@ -28,7 +28,7 @@ import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { kubectl } from '../../test/envtest/tools.js';
 import { prepareBird } from './bird.js';
 import { applyChart, LAB_NAMESPACE, serviceAccountKubeconfig } from './credentials.js';
-import { StandInKubelet, type LabPod } from './stand-in-kubelet.js';
+import { StandInKubelet, type LabPod, type PluginObserver } from './stand-in-kubelet.js';
 import { unixToTcp } from './relay.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
 import { collectView } from '../../test/invariants/collect.js';
@@ -257,6 +257,11 @@ export class StandInLab {
     this.coilds.delete(node.name);
   }
 
+  /** Makes coild on `node` run a GC pass now (SIGHUP), without waiting for it. */
+  triggerGc(node: LabNode): void {
+    this.coilds.get(node.name)?.signal('SIGHUP');
+  }
+
   /** GET http://127.0.0.1:<port><path> inside `node`'s namespace; resolves with the body ('' on failure). */
   async nodeHttp(node: LabNode, port: number, path: string): Promise<string> {
     const script = `fetch('http://127.0.0.1:${port}${path}').then(async r=>{process.stdout.write((r.ok?'':'HTTP '+r.status+' ')+await r.text())}).catch(()=>{})`;
@@ -264,9 +269,9 @@ export class StandInLab {
     return stdout;
   }
 
-  /** Makes a pod on `node` through the stand-in kubelet. */
-  async addPod(node: LabNode, name: string, namespace = 'default'): Promise<LabPod> {
-    const pod = await this.kubelet.addPod(node, name, namespace);
+  /** Makes a pod on `node` through the stand-in kubelet; `observe` is told when each CNI plugin runs. */
+  async addPod(node: LabNode, name: string, namespace = 'default', options: { observe?: PluginObserver } = {}): Promise<LabPod> {
+    const pod = await this.kubelet.addPod(node, name, namespace, options);
     this.pods.set(name, pod);
     return pod;
   }
@@ -318,11 +323,11 @@ export class StandInLab {
     return { pod, readyz, nft };
   }
 
-  /** Deletes a pod (CNI DEL, netns, Pod object). */
-  async deletePod(name: string): Promise<void> {
+  /** Deletes a pod (CNI DEL, netns, Pod object); `observe` is told when each CNI plugin runs. */
+  async deletePod(name: string, options: { observe?: PluginObserver } = {}): Promise<void> {
     const pod = this.pods.get(name);
     if (!pod) return;
-    await this.kubelet.deletePod(this.nodes.find((n) => n.name === pod.node)!, pod.name, pod.namespace);
+    await this.kubelet.deletePod(this.nodes.find((n) => n.name === pod.node)!, pod.name, pod.namespace, options);
     this.pods.delete(name);
   }
 

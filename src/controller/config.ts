@@ -3,7 +3,7 @@
  * plus ours. Environment variables are read here and in main.ts only.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
+import { ConfigError, parseBackend, parseBindAddress, parseDuration } from '../runtime/flags.js';
 import { LEADER_ELECTION_ID, PORTS } from '../api/v2/keys.js';
 import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
@@ -43,7 +43,7 @@ export interface ControllerConfig {
   readonly egress: {
     /** `--egress-port`, default 5555: the Egress Services' UDP port and coil-egress `--fou-port`. */
     readonly fouPort: number;
-    /** `--backend` (`iptables` | `nftables`), default `nftables`, passed to coil-egress. */
+    /** `--backend` (`iptables` | `nftables`), default `iptables` as Coil's, passed to coil-egress. */
     readonly backend: NatBackend;
     /** `--egress-image`; absent: the controller's own image (read from its Pod by main.ts). */
     readonly image?: string;
@@ -103,8 +103,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   if (!enableIpam && !enableEgress) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
   const fouPort = Number(v['egress-port']);
   if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--egress-port: invalid port ${JSON.stringify(v['egress-port'])}`);
-  const backend = v.backend!;
-  if (backend !== 'iptables' && backend !== 'nftables') throw new ConfigError(`--backend: expected iptables or nftables, got ${JSON.stringify(backend)}`);
+  const backend = parseBackend(v.backend!);
   return {
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),

@@ -1,12 +1,11 @@
 /**
  * coil-egress flags and environment: Coil's names and defaults (coil-behaviour.md §1.2
- * `coil-egress`), except `--backend`, which defaults to `nftables` (the only backend here; Coil's
- * default iptables needs the legacy or nft shim and reads its counters through nft anyway, §9).
+ * `coil-egress`), `--backend` included (`iptables`, Coil's default, or `nftables`).
  * Environment variables are read here and in main.ts only.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, parseBindAddress } from '../runtime/flags.js';
-import { FOU_PORT, PORTS } from '../api/v2/keys.js';
+import { ConfigError, parseBackend, parseBindAddress } from '../runtime/flags.js';
+import { DEFAULT_NETFILTER_BACKEND, FOU_PORT, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coil-egress process. */
@@ -27,8 +26,8 @@ export interface EgressConfig {
   readonly fouPort: number;
   /** `--enable-sport-auto`, default false: tunnels back to clients use a per-flow source port. */
   readonly isSourcePortAuto: boolean;
-  /** `--backend`, default `nftables`. */
-  readonly backend: 'nftables';
+  /** `--backend`: `iptables` (default, as Coil's) or `nftables`; anything else is refused. */
+  readonly backend: NetfilterBackend;
   /** `--out-interface` (ours), default `eth0` (Coil hard-codes it). */
   readonly outInterface: string;
   /** `--kubeconfig`, else in-cluster, else `~/.kube/config`. */
@@ -56,7 +55,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
         'health-addr': { type: 'string', default: `:${PORTS.egressHealth}` },
         'fou-port': { type: 'string', default: String(FOU_PORT) },
         'enable-sport-auto': { type: 'boolean', default: false },
-        backend: { type: 'string', default: 'nftables' },
+        backend: { type: 'string', default: DEFAULT_NETFILTER_BACKEND },
         'out-interface': { type: 'string', default: 'eth0' },
         kubeconfig: { type: 'string' },
         'log-level': { type: 'string', default: 'info' },
@@ -74,7 +73,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
   };
   const fouPort = Number(values['fou-port']);
   if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--fou-port: bad port ${String(values['fou-port'])}`);
-  if (values.backend !== 'nftables') throw new ConfigError(`--backend: only "nftables" is supported, got ${String(values.backend)}`);
+  const backend = parseBackend(String(values.backend));
   const level = String(values['log-level']);
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`--log-level: bad level ${level}`);
   const intervalS = Number(values['metrics-interval-seconds']);
@@ -91,7 +90,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
     ...(healthAddr ? { healthAddr } : {}),
     fouPort,
     isSourcePortAuto: values['enable-sport-auto'] === true,
-    backend: 'nftables',
+    backend,
     outInterface: String(values['out-interface']),
     ...(typeof values.kubeconfig === 'string' ? { kubeconfig: values.kubeconfig } : {}),
     logLevel: level as EgressConfig['logLevel'],

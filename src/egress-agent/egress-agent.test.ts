@@ -11,20 +11,21 @@ import type { FouServer, FouSyncResult } from './fou-server.js';
 const env = { COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '10.1.0.5,fd00::5', HOSTNAME: 'nat-0' };
 
 describe('coil-egress config', () => {
-  test("Coil's flags with their defaults; nftables is the default backend", () => {
+  test("Coil's flags with their defaults; iptables is the default backend, as in Coil", () => {
     const c = parseEgressConfig([], env);
     assert.deepEqual({ ...c, metricsAddr: c.metricsAddr?.port, healthAddr: c.healthAddr?.port }, {
       namespace: 'internet', egressName: 'nat', podAddresses: ['10.1.0.5', 'fd00::5'], podName: 'nat-0', metricsAddr: 8080, healthAddr: 8081,
-      fouPort: 5555, isSourcePortAuto: false, backend: 'nftables', outInterface: 'eth0', logLevel: 'info', metricsIntervalMs: 30_000,
+      fouPort: 5555, isSourcePortAuto: false, backend: 'iptables', outInterface: 'eth0', logLevel: 'info', metricsIntervalMs: 30_000,
     });
     assert.equal(parseEgressConfig(['--enable-sport-auto=true', '--fou-port=6000'], env).fouPort, 6000);
     assert.equal(parseEgressConfig(['--enable-sport-auto'], env).isSourcePortAuto, true);
   });
 
-  test('missing environment, a bad port or the iptables backend are refused by name', () => {
+  test('missing environment, a bad port or an unknown backend are refused by name', () => {
     assert.throws(() => parseEgressConfig([], { ...env, COIL_EGRESS_NAME: undefined }), /COIL_EGRESS_NAME/);
     assert.throws(() => parseEgressConfig(['--fou-port=0'], env), EgressConfigError);
-    assert.throws(() => parseEgressConfig(['--backend=iptables'], env), /only "nftables"/);
+    assert.throws(() => parseEgressConfig(['--backend=ipfw'], env), /--backend: expected "iptables" or "nftables", got "ipfw"/);
+    assert.equal(parseEgressConfig(['--backend=nftables'], env).backend, 'nftables');
   });
 });
 

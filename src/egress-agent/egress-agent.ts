@@ -23,6 +23,7 @@ import type { EgressConfig } from './config.js';
 import { EgressMetrics } from './egress-metrics.js';
 import { FouServer } from './fou-server.js';
 import type { NatBackend } from './nat.js';
+import { IptablesNat } from './nat-iptables.js';
 import { NftablesNat } from './nat-nftables.js';
 
 /** Constructor options of {@link EgressAgent}. */
@@ -63,7 +64,8 @@ export class EgressAgent {
     this.ip = o.ip ?? new IpRunner();
     this.metrics = new EgressMetrics({ namespace: c.namespace, egress: c.egressName, pod: c.podName });
     this.endpoints = new HttpEndpoints(this.metrics.registry);
-    this.nat = new NftablesNat({ ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface });
+    const natOptions = { ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface };
+    this.nat = c.backend === 'iptables' ? new IptablesNat(natOptions) : new NftablesNat(natOptions);
     this.server = new FouServer({ ip: this.ip, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
   }
 
@@ -91,6 +93,11 @@ export class EgressAgent {
     await this.nat.init();
     this.natProblem = undefined;
     log.info({ backend: c.backend, outInterface: c.outInterface }, 'NAT rules installed');
+    // Conntrack and NAT counters mean something without tunnels too (and the dashboard's panels
+    // stay filled on a node that lacks FoU), so they are collected either way.
+    this.collector = setInterval(() => void this.collect(), c.metricsIntervalMs);
+    this.collector.unref();
+    void this.collect();
     if (this.kernelProblem) return;
 
     await this.server.init();
@@ -102,9 +109,6 @@ export class EgressAgent {
     this.watcher = new ClientWatcher({ source, server: this.server, metrics: this.metrics, log: log.child({ component: 'client-watcher' }) });
     this.supervisor = new RunnableSupervisor({ name: 'client-watcher', leaderOnly: false }, this.watcher, log);
     this.supervisor.start();
-    this.collector = setInterval(() => void this.collect(), c.metricsIntervalMs);
-    this.collector.unref();
-    void this.collect();
   }
 
   /** Reads conntrack and nft counters into the metrics; failures are logged, never thrown. */
@@ -118,7 +122,7 @@ export class EgressAgent {
     try {
       this.metrics.setNat(await this.nat.counters());
     } catch (err) {
-      this.o.log.warn({ err }, 'cannot read nftables counters');
+      this.o.log.warn({ err, backend: this.o.config.backend }, 'cannot read the NAT rule counters');
     }
   }
 

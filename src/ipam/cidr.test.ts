@@ -25,6 +25,34 @@ import {
 
 const c = parseCidr;
 
+describe("parseCidr agrees with Go's net.ParseCIDR", () => {
+  // Each row is what Go 1.26.8's net.ParseCIDR returned for the text (network, or an error):
+  // leading zeros in the prefix length are accepted, anything but decimal digits is not.
+  const GO: ReadonlyArray<readonly [string, string | undefined]> = [
+    ['10.0.0.0/0024', '10.0.0.0/24'],
+    ['10.0.0.0/000000000024', '10.0.0.0/24'],
+    ['10.0.0.0/0000000000000000000024', '10.0.0.0/24'],
+    ['10.0.0.0/00', '0.0.0.0/0'],
+    ['fd00::/0064', 'fd00::/64'],
+    ['fd00::/00000128', 'fd00::/128'],
+    ['fd00::/0129', undefined],
+    ['10.0.0.0/33', undefined],
+    ['10.0.0.0/+24', undefined],
+    ['10.0.0.0/', undefined],
+    ['10.0.0.0/ 24', undefined],
+    ['10.0.0.0/0x18', undefined],
+    ['10.0.0.0/16777216', undefined],
+    ['fe80::1%eth0/64', undefined],
+    ['010.0.0.0/8', undefined],
+  ];
+  for (const [text, network] of GO) {
+    test(`${text} → ${network ?? 'error'}`, () => {
+      if (network === undefined) assert.throws(() => c(text), (e: unknown) => e instanceof CidrError && e.message === `invalid CIDR address: ${text}`);
+      else assert.equal(formatCidr(c(text)), network);
+    });
+  }
+});
+
 describe('parseCidr', () => {
   test('reads an IPv4 CIDR', () => {
     assert.deepEqual(c('10.2.0.0/16'), { family: 4, base: 0x0a020000n, prefix: 16 });

@@ -46,19 +46,27 @@ export interface ParsedCidr {
   readonly hasHostBits: boolean;
 }
 
-const PREFIX_DIGITS = /^[0-9]{1,3}$/;
+/**
+ * Go's prefix length: one or more ASCII digits, leading zeros allowed (`/0024` is 24). Go's
+ * `dtoi` gives up at 0xFFFFFF, far above 128, so any longer number is simply out of range.
+ */
+const PREFIX_DIGITS = /^[0-9]+$/;
 
 /**
  * Parses `10.0.0.1/24` or `fd00::/48` and keeps the address as written. Accepts exactly what Go's
- * `net.ParseCIDR` accepts (so the webhook rejects what Coil rejects).
+ * `net.ParseCIDR` accepts (so the webhook rejects what Coil rejects): Go's address rules
+ * (ip-address.ts), no zone, and a decimal prefix length that may carry leading zeros
+ * (`10.0.0.0/0024` is `10.0.0.0/24`, checked against Go 1.26 in cidr.test.ts). Callers that hand
+ * a prefix to the kernel must pass {@link formatCidr}'s canonical text, never the text as
+ * written: iproute2 reads `0024` as octal.
  * @throws CidrError `invalid CIDR address: <text>` (Go's message)
  */
 export function parseCidrWithAddress(text: string): ParsedCidr {
   const slash = text.indexOf('/');
   const addr = slash < 0 ? undefined : tryParseAddress(text.slice(0, slash));
   const prefixText = slash < 0 ? '' : text.slice(slash + 1);
-  const prefix = Number(prefixText);
-  if (addr === undefined || !PREFIX_DIGITS.test(prefixText) || prefix > addressBits(addr.family)) {
+  const prefix = PREFIX_DIGITS.test(prefixText) ? Number(prefixText) : NaN;
+  if (addr === undefined || !(prefix <= addressBits(addr.family))) {
     throw new CidrError(`invalid CIDR address: ${text}`, text);
   }
   const base = networkAddress(addr.family, addr.value, prefix);

@@ -4,8 +4,9 @@ import { access } from 'node:fs/promises';
 import { probeFeatures } from './features.js';
 import { IpRunner } from './ip-runner.js';
 import { netnsSkipReason } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
-describe('probeFeatures', { skip: netnsSkipReason() }, () => {
+describe('probeFeatures', { skip: prerequisite(netnsSkipReason()) }, () => {
   test('reports booleans for each feature and finds veth, which coil cannot work without', async () => {
     const f = await probeFeatures(new IpRunner());
     for (const v of Object.values(f)) assert.equal(typeof v, 'boolean');

@@ -4,6 +4,7 @@ import { probeFeatures } from './features.js';
 import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers } from './fou.js';
 import { IpRunner } from './ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('FoU builders', () => {
   test('IPv4 peer links are named after the address bytes, as Coil names them', () => {
@@ -41,7 +42,7 @@ describe('FoU builders', () => {
   });
 });
 
-describe('FoU in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

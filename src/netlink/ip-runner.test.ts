@@ -10,6 +10,7 @@ import { IpRunner, formatBatchLine, parseBatchFailures } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import { readLinks } from './link.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('formatBatchLine / parseBatchFailures', () => {
   test('joins safe tokens with spaces', () => {
@@ -29,7 +30,7 @@ describe('formatBatchLine / parseBatchFailures', () => {
   });
 });
 
-describe('IpRunner in real network namespaces', { skip: netnsSkipReason() }, () => {
+describe('IpRunner in real network namespaces', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

@@ -4,6 +4,7 @@ import { IpRunner } from './ip-runner.js';
 import { LinkReaper } from './link-reaper.js';
 import { readLinks } from './link.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('LinkReaper', () => {
   test('refuses group 0, which holds every ordinary link', () => {
@@ -11,7 +12,7 @@ describe('LinkReaper', () => {
   });
 });
 
-describe('LinkReaper in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('LinkReaper in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

@@ -4,6 +4,7 @@ import { addr, readAddrs } from './addr.js';
 import { IpRunner } from './ip-runner.js';
 import { link, readLinks } from './link.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('link and addr builders', () => {
   test('addVeth puts MTU and MAC on each end and the peer netns last', () => {
@@ -17,7 +18,7 @@ describe('link and addr builders', () => {
   });
 });
 
-describe('link and addr in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('link and addr in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let a: TestNetns;

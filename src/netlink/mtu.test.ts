@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { detectMtu } from './mtu.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
-describe('detectMtu in real network namespaces', { skip: netnsSkipReason() }, () => {
+describe('detectMtu in real network namespaces', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let node: TestNetns;

@@ -13,9 +13,10 @@ import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkError, isNetlinkErrno } from './netlink-error.js';
 import { route } from './route.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 const probe = new NetlinkAgent();
-const skip = netnsSkipReason() ?? (probe.isUsable ? undefined : `${probe.runtimePath} or ${probe.scriptPath} missing: run hack/build-cni.sh`);
+const skip = prerequisite(netnsSkipReason() ?? (probe.isUsable ? undefined : `${probe.runtimePath} or ${probe.scriptPath} missing: run hack/build-cni.sh`));
 
 /** Kernel state of one side, without what differs by nature (ifindex, netnsid, timers). */
 async function state(ip: IpRunner, host: TestNetns, pod: TestNetns): Promise<unknown> {

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { NFT_EGRESS_TABLE, applyNatRules, deleteNatRules, natRuleset, parseNatCounters, readNatCounters } from './nftables.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('nftables NAT rules (pure)', () => {
   test('the IPv4 script replaces only our own table, atomically', () => {
@@ -27,7 +28,7 @@ describe('nftables NAT rules (pure)', () => {
   });
 });
 
-describe('nftables NAT rules in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('nftables NAT rules in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

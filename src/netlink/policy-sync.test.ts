@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { policyRuleKey, policyRuleLine, syncPolicyRules, syncTableRoutes } from './policy-sync.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('policy rule lines', () => {
   test('selectors come before lookup; keys normalise main and CIDRs', () => {
@@ -12,7 +13,7 @@ describe('policy rule lines', () => {
   });
 });
 
-describe('policy sync in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('policy sync in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

@@ -20,6 +20,8 @@ export interface PolicyRule {
   to?: string;
   /** Input interface selector (`iif`); absent = any. */
   iif?: string;
+  /** Firewall mark selector (`fwmark`, full mask); absent = any. */
+  fwmark?: number;
 }
 
 /** A unicast route via a device in a given table. */
@@ -29,30 +31,40 @@ export interface TableRoute {
   dev: string;
 }
 
-interface RawRule {
+/** One entry of `ip -json rule show`. */
+export interface RawRule {
   priority: number;
   dst?: string;
   dstlen?: number;
   iif?: string;
+  /** Hex text, e.g. `0x2` (with `fwmask` when the mask is not full). */
+  fwmark?: string;
+  fwmask?: string;
   table?: string;
 }
 
-/** `rule add|del prio P [iif I] [to C] lookup T` (the batch's family applies when `to` is absent). */
+/** `rule add|del prio P [iif I] [to C] [fwmark M] lookup T` (the batch's family applies when `to` is absent). */
 export function policyRuleLine(verb: 'add' | 'del', r: PolicyRule): BatchLine {
   return ['rule', verb, 'prio', String(r.priority), ...(r.iif ? ['iif', r.iif] : []), ...(r.to ? ['to', r.to] : []),
-    'lookup', String(r.table)];
+    ...(r.fwmark !== undefined ? ['fwmark', String(r.fwmark)] : []), 'lookup', String(r.table)];
 }
 
 /** Identity of a rule for comparison: priority, selectors and table, normalised. */
 export function policyRuleKey(r: PolicyRule): string {
   const to = r.to === undefined ? 'all' : normaliseCidr(r.to);
   const table = r.table === 254 ? 'main' : String(r.table);
-  return `${r.priority}|${r.iif ?? '-'}|${to}|${table}`;
+  return `${r.priority}|${r.iif ?? '-'}|${to}|${r.fwmark ?? '-'}|${table}`;
+}
+
+/** The fwmark of a rule read back, as a number; a partial mask makes it another selector (NaN: never equal). */
+export function rawRuleFwmark(r: RawRule): number | undefined {
+  if (r.fwmark === undefined) return undefined;
+  return r.fwmask === undefined || Number(r.fwmask) === 0xffffffff ? Number(r.fwmark) : NaN;
 }
 
 function rawRuleKey(r: RawRule): string {
   const to = r.dst === undefined || r.dst === 'all' ? 'all' : normaliseCidr(`${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}`);
-  return `${r.priority}|${r.iif ?? '-'}|${to}|${r.table ?? '?'}`;
+  return `${r.priority}|${r.iif ?? '-'}|${to}|${rawRuleFwmark(r) ?? '-'}|${r.table ?? '?'}`;
 }
 
 /**
@@ -73,8 +85,9 @@ export async function syncPolicyRules(
     const key = rawRuleKey(r);
     if (want.has(key) && !seen.has(key)) seen.add(key);
     // A duplicate or unwanted rule: delete by the exact selectors it has.
-    else lines.push(policyRuleLine('del', { priority: r.priority, table: r.table === 'main' ? 'main' : Number(r.table),
-      ...(r.iif ? { iif: r.iif } : {}), ...(r.dst && r.dst !== 'all' ? { to: `${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}` } : {}) }));
+    else lines.push([...policyRuleLine('del', { priority: r.priority, table: r.table === 'main' ? 'main' : Number(r.table),
+      ...(r.iif ? { iif: r.iif } : {}), ...(r.dst && r.dst !== 'all' ? { to: `${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}` } : {}) }).slice(0, -2),
+      ...(r.fwmark !== undefined ? ['fwmark', r.fwmask !== undefined ? `${r.fwmark}/${r.fwmask}` : r.fwmark] : []), 'lookup', String(r.table)]);
   }
   const deleted = lines.length;
   for (const [key, r] of want) if (!seen.has(key)) lines.push(policyRuleLine('add', r));

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { readRoutes, readRoutesBothFamilies, route, routeGet } from './route.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('route builders', () => {
   test('add emits via, dev, scope, proto and table in iproute2 order', () => {
@@ -12,7 +13,7 @@ describe('route builders', () => {
   });
 });
 
-describe('route reads in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('route reads in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { readRules, rule } from './rule.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
-describe('rule in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('rule in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

@@ -4,6 +4,7 @@ import { IpRunner } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import { readSysctl, writeSysctl } from './sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('sysctl', () => {
   test('malformed keys are refused before any I/O', async () => {
@@ -14,7 +15,7 @@ describe('sysctl', () => {
   });
 });
 
-describe('sysctl in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('sysctl in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let ns: TestNetns;

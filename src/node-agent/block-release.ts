@@ -43,6 +43,15 @@ export class BlockReleaser {
   private failedPasses = 0;
   /** No retry before this (ms since the epoch): an apiserver outage must not be hammered. */
   private retryNotBeforeMs = 0;
+  /**
+   * Blocks whose release sent a write and then failed without the apiserver showing the block
+   * untouched: the delete may have been applied with its answer lost (an apiserver restart mid
+   * request, an etcd timeout after the commit). They stay out of service — an ADD must never take
+   * an address of a block that may be gone, or its pod would hold an address the controller can
+   * hand to another node — and every pass retries their release until it succeeds or a read shows
+   * them gone.
+   */
+  private readonly unsettled = new Set<string>();
 
   constructor(private readonly o: BlockReleaserOptions) {
     this.graceMs = o.graceMs ?? 60_000;
@@ -52,7 +61,7 @@ export class BlockReleaser {
   /** (Re)arms the timer for the next block that becomes releasable. Cheap; call on every change. */
   schedule(): void {
     if (this.stopped) return;
-    const next = this.o.ipam.nextReleaseAtMs(this.graceMs);
+    const next = this.unsettled.size > 0 ? this.now() : this.o.ipam.nextReleaseAtMs(this.graceMs);
     clearTimeout(this.timer);
     this.timer = undefined;
     if (next === undefined) return;
@@ -87,20 +96,35 @@ export class BlockReleaser {
   }
 
   private async releaseNow(graceMs: number): Promise<string[]> {
-    const candidates = this.o.ipam.releasable(graceMs);
+    const fresh = this.o.ipam.releasable(graceMs);
     // Taken out of service synchronously, before any await: no ADD can pick them any more.
-    for (const b of candidates) this.o.ipam.setReleasing(b.name, true);
+    for (const b of fresh) this.o.ipam.setReleasing(b.name, true);
+    const blocks = this.o.ipam.nodeBlocks();
+    for (const name of this.unsettled) if (!blocks.some((b) => b.name === name)) this.unsettled.delete(name); // gone from the cache: released
+    const candidates = [...fresh, ...blocks.filter((b) => this.unsettled.has(b.name))];
     const released: string[] = [];
     let failed = false;
     await Promise.all(
       candidates.map(async (b) => {
+        const progress = { wrote: this.unsettled.has(b.name) };
         try {
-          await this.releaseOne(b);
+          await this.releaseOne(b, progress);
+          this.unsettled.delete(b.name);
           released.push(b.name);
         } catch (err) {
-          this.o.ipam.setReleasing(b.name, false);
           failed = true;
-          this.o.logger.warn({ err, block: b.name }, 'cannot release AddressBlock; will retry');
+          const state = progress.wrote ? await this.stateOf(b) : 'intact';
+          if (state === 'gone') {
+            this.unsettled.delete(b.name);
+            released.push(b.name);
+          } else if (state === 'intact') {
+            this.unsettled.delete(b.name);
+            this.o.ipam.setReleasing(b.name, false);
+            this.o.logger.warn({ err, block: b.name }, 'cannot release AddressBlock; will retry');
+          } else {
+            this.unsettled.add(b.name);
+            this.o.logger.warn({ err, block: b.name, state }, 'release of AddressBlock may have been applied; it stays out of service until it is settled');
+          }
         }
       }),
     );
@@ -113,14 +137,34 @@ export class BlockReleaser {
     return released;
   }
 
-  /** Removes the finalizer (re-reading on a stale version) and deletes the block by UID. */
-  private async releaseOne(b: NodeBlock): Promise<void> {
+  /**
+   * What the apiserver shows of `b` after a failed release that sent a write: `gone` (deleted, or
+   * its name taken by a newer block), `intact` (ours, not being deleted, our finalizer on it: the
+   * writes were not applied), `touched` (finalizer removed or deletion started), `unknown` (the
+   * read failed too).
+   */
+  private async stateOf(b: NodeBlock): Promise<'gone' | 'intact' | 'touched' | 'unknown'> {
+    try {
+      const now = await this.o.client.get(CoildKinds.AddressBlock, { name: b.name });
+      if (!now || (b.uid !== undefined && now.metadata?.uid !== b.uid)) return 'gone';
+      return !now.metadata?.deletionTimestamp && (now.metadata?.finalizers ?? []).includes(FIN_COIL) ? 'intact' : 'touched';
+    } catch {
+      return 'unknown';
+    }
+  }
+
+  /**
+   * Removes the finalizer (re-reading on a stale version) and deletes the block by UID.
+   * `progress.wrote` is set before the first write is sent.
+   */
+  private async releaseOne(b: NodeBlock, progress: { wrote: boolean }): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       const fresh = await this.o.client.get(CoildKinds.AddressBlock, { name: b.name });
       // Gone, or its name already reused by a newer block (released earlier by a try whose answer
       // was lost): never touch the successor, which may be serving pods.
       if (!fresh || (b.uid !== undefined && fresh.metadata?.uid !== b.uid)) return;
       try {
+        progress.wrote = true;
         await this.o.client.removeFinalizer(CoildKinds.AddressBlock, fresh, FIN_COIL);
         await this.o.client.delete(CoildKinds.AddressBlock, { name: b.name }, { uid: fresh.metadata!.uid! });
         return;

@@ -14,9 +14,15 @@
  * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the
  * create an answer to the old one can arrive and be mistaken for the new one (the same name,
  * another UID) or land on a block nobody waits for; with unique names every request is identified
- * by its UID, nothing is ever deleted by coild, and the controller's TTL removes answered requests
- * (`--blockrequest-ttl`). The node and pool are also labels, so coild's informer selects only its
- * own requests.
+ * by its UID. The node and pool are also labels, so coild's informer selects only its own requests.
+ *
+ * Clean-up: coild deletes each request it consumed, as Coil's coild does — Coil's controller
+ * never deletes an answered request (docs/compatibility.md "BlockRequests"), so under it (a cluster moving node
+ * by node) requests left to our controller's TTL would pile up until their Node goes. A request
+ * is deleted once answered and no longer waited on: settled (its block in the cache, or failed,
+ * or lost), or answered and not outstanding (left by an earlier coild run). Every delete names the
+ * request's UID as a precondition, so it can only ever remove the very request that was answered.
+ * The controller's TTL stays as a safety net for requests of a coild that is gone.
  */
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../api/v2/addressblock.js';
@@ -24,6 +30,7 @@ import { blockRequestResult, type BlockRequest } from '../api/v2/blockrequest.js
 import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
+import { isConflict } from '../runtime/errors.js';
 import { CoildKinds } from './kinds.js';
 
 /** How one wait for a block ended. */
@@ -82,6 +89,12 @@ interface Outstanding {
  */
 export class BlockRequester {
   private readonly outstanding = new Map<string, Outstanding>();
+  /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
+  private readonly askedPools = new Set<string>();
+  /** UIDs of consumed requests whose delete is in flight. */
+  private readonly deleting = new Set<string>();
+  /** UIDs of requests deleted (or found gone) that the cache may still show until the watch catches up. */
+  private readonly deleted = new Set<string>();
   private readonly unsubscribe: (() => void)[] = [];
   private pollTimer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
@@ -117,6 +130,14 @@ export class BlockRequester {
   }
 
   /**
+   * Every pool this node has asked for a block since start, with the creation time of its request
+   * in flight (ms since the epoch), or undefined when none is.
+   */
+  pendingSince(): Array<{ pool: string; sinceMs: number | undefined }> {
+    return [...this.askedPools].map((pool) => ({ pool, sinceMs: this.outstanding.get(pool)?.createdAtMs }));
+  }
+
+  /**
    * Waits up to `timeoutMs` for one more block of `pool`, creating a BlockRequest unless one is
    * already in flight.
    * @throws ApiError when the BlockRequest cannot be created (every waiter of that attempt gets it)
@@ -129,6 +150,7 @@ export class BlockRequester {
     if (o === undefined) {
       o = { pool, createdAtMs: this.now(), seen: false, waiters: new Set() };
       this.outstanding.set(pool, o);
+      this.askedPools.add(pool);
     }
     const out = o;
     const wait = new Promise<BlockRequestOutcome>((resolve, reject) => {
@@ -181,6 +203,45 @@ export class BlockRequester {
 
   private checkAll(): void {
     for (const o of [...this.outstanding.values()]) this.check(o);
+    this.sweep();
+  }
+
+  /**
+   * Deletes answered requests of this node nobody waits on. A pool whose request is still being
+   * created (no UID known yet) is skipped: its answer may be in the cache before the create returns.
+   */
+  private sweep(): void {
+    const waited = new Set<string>();
+    const creating = new Set<string>();
+    for (const o of this.outstanding.values()) {
+      if (o.uid === undefined) creating.add(o.pool);
+      else waited.add(o.uid);
+    }
+    const cached = this.o.cache.list<BlockRequest>(CoildKinds.BlockRequest);
+    const present = new Set(cached.map((br) => br.metadata?.uid));
+    for (const uid of this.deleted) if (!present.has(uid)) this.deleted.delete(uid);
+    for (const br of cached) {
+      const uid = br.metadata?.uid;
+      if (uid === undefined || waited.has(uid) || creating.has(br.spec.poolName) || br.spec.nodeName !== this.o.nodeName) continue;
+      if (blockRequestResult(br.status).kind !== 'pending') this.consume(br.metadata!.name!, uid);
+    }
+  }
+
+  /** Deletes one answered request, only if it still has `uid`; once, however often the cache still shows it. */
+  private consume(name: string, uid: string): void {
+    if (this.deleting.has(uid) || this.deleted.has(uid)) return;
+    this.deleting.add(uid);
+    this.o.client.delete(CoildKinds.BlockRequest, { name }, { uid }).then(
+      (deleted) => {
+        this.deleted.add(uid);
+        if (deleted) this.o.logger.debug({ request: name }, 'deleted a consumed BlockRequest');
+      },
+      (err: unknown) => {
+        // 409: the name now holds another request (the UID precondition held); nothing to do.
+        if (isConflict(err)) this.deleted.add(uid);
+        else this.o.logger.warn({ err, request: name }, 'cannot delete a consumed BlockRequest; retrying on the next check');
+      },
+    ).finally(() => this.deleting.delete(uid));
   }
 
   /** Level-triggered: reads the request and its block from the cache, whatever event woke us. */
@@ -209,6 +270,9 @@ export class BlockRequester {
 
   private settle(o: Outstanding, outcome: BlockRequestOutcome, report = true): void {
     if (this.outstanding.get(o.pool) === o) this.outstanding.delete(o.pool);
+    // Consumed: answered (or lost), and nobody waits on it any more. A timed-out request is not
+    // settled — it stays outstanding for the next ADD — and `stop` leaves requests to the next run.
+    if (report && o.name !== undefined && o.uid !== undefined) this.consume(o.name, o.uid);
     if (report && (outcome.kind === 'allocated' || outcome.kind === 'failed')) {
       this.o.onAnswered?.(o.pool, outcome.kind, this.now() - o.createdAtMs);
       this.o.logger.info({ pool: o.pool, request: o.name, outcome }, 'block request answered');

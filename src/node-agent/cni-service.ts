@@ -133,7 +133,6 @@ export class CniService implements CniHandler {
       // Coil §7.3: an egress client whose tunnels cannot be set up fails ADD (and is undone below).
       await this.o.egress?.onAdd(pod, { namespace, name, containerId: args.containerId, ifname: args.ifname, netns: args.netns,
         ips: [alloc.ipv4, alloc.ipv6].filter((a): a is string => !!a) });
-      this.o.ipam.markSettled(args.containerId, args.ifname);
       return { cniVersion: '1.1.0', interfaces: r.interfaces.map((i) => ({ ...i })), ips: r.ips.map((ip) => ({ ...ip })) };
     } catch (err) {
       // Coil frees on a failed setup; PodNetwork has already removed what it created, but not

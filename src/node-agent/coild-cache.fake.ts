@@ -66,9 +66,11 @@ export class FakeCoildCache {
   }
 }
 
-/** Records BlockRequest creations; `onCreate` plays the controller. */
+/** Records BlockRequest creations and deletions; `onCreate` plays the controller. */
 export class FakeBlockClient {
   readonly created: BlockRequest[] = [];
+  /** BlockRequest deletes asked for, with their UID precondition. */
+  readonly requestsDeleted: Array<{ name: string; uid?: string }> = [];
   private seq = 0;
 
   constructor(private readonly onCreate: (br: BlockRequest) => void = () => undefined) {}
@@ -89,6 +91,11 @@ export class FakeBlockClient {
     this.created.push(br);
     this.onCreate(br);
     return br as unknown as T;
+  }
+
+  async delete(_kind: KindDescriptor, key: { name: string }, opts: { uid?: string } = {}): Promise<boolean> {
+    this.requestsDeleted.push({ name: key.name, ...(opts.uid !== undefined && { uid: opts.uid }) });
+    return true;
   }
 }
 

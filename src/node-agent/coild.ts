@@ -24,7 +24,7 @@ import { CniService } from './cni-service.js';
 import type { CniHandler } from './cni-handler.js';
 import { EgressOnlyCniService } from './egress-only-cni-service.js';
 import type { CoildConfig } from './config.js';
-import { NodeGc } from './gc.js';
+import { NodeGc, type GcReport } from './gc.js';
 import { CniGrpcServer } from './grpc-server.js';
 import { IntrospectionServer, ipamSnapshot } from './introspection.js';
 import { KeyedMutex } from './keyed-mutex.js';
@@ -38,6 +38,7 @@ import { EgressWatcher } from './egress-watcher.js';
 import { allocationKey } from './node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
 import { NodeIpam } from './node-ipam.js';
+import { OriginatingOnly } from './originating-only.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { IpRouteExporter } from './route-export.js';
 import { recoverAllocations } from './recovery.js';
@@ -110,7 +111,10 @@ export class Coild {
       onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
     });
     this.exporter = new IpRouteExporter({ ...host, ip: kernel, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
-    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined));
+    this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined), {
+      pending: () => this.requester.pendingSince(),
+      ready: () => this.notReadyReason() === undefined,
+    });
     this.requester = new BlockRequester({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'block-request' }),
       onAnswered: (pool, result, waitMs) => this.metrics.observeBlockRequest(pool, result, waitMs),
@@ -127,7 +131,8 @@ export class Coild {
       const ip = kernel;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
-        egressClient: new EgressClient({ ip, port: cfg.egressPort }), logger: log.child({ logger: 'egress' }),
+        egressClient: new EgressClient({ ip, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
+        logger: log.child({ logger: 'egress' }),
         stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
         registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,
       });
@@ -203,7 +208,19 @@ export class Coild {
     await this.grpc.start();
     this.serving = true;
     if (cfg.enableIpam) this.gc.start();
-    log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports, ipam: cfg.enableIpam, egress: cfg.enableEgress }, 'coild running');
+    log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports, ipam: cfg.enableIpam, egress: cfg.enableEgress,
+      originatingOnly: cfg.enableOriginatingOnly, backend: cfg.backend }, 'coild running');
+  }
+
+  /**
+   * Runs a GC pass now, as the periodic one does (coild's SIGHUP: after fixing a node by hand, or
+   * to make a test's pass land where it wants). Joins a pass already running.
+   * @returns undefined, without a pass, before coild serves or with `--enable-ipam=false`
+   * @throws what the pass throws (PodNetworkError, NetlinkError, ApiError)
+   */
+  async runGc(): Promise<GcReport | undefined> {
+    if (!this.o.config.enableIpam || !this.serving) return undefined;
+    return this.gc.run();
   }
 
   /** Graceful shutdown; with `--clear-routes-on-shutdown`, flushes table 119 when the Node is gone (Coil #370). */

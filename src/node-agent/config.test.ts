@@ -30,6 +30,17 @@ describe('coild config', () => {
     assert.equal(c.logLevel, 'info');
   });
 
+  it("--enable-originating-only and --backend as Coil's (default off, iptables); a bad backend or an unimplemented Coil switch is refused", () => {
+    assert.deepEqual([parseConfig([], env).enableOriginatingOnly, parseConfig([], env).backend], [false, 'iptables']);
+    const c = parseConfig(['--enable-originating-only=true', '--backend=nftables'], env);
+    assert.deepEqual([c.enableOriginatingOnly, c.backend], [true, 'nftables']);
+    assert.equal(parseConfig(['--enable-originating-only'], env).enableOriginatingOnly, true);
+    assert.throws(() => parseConfig(['--backend=pf'], env), /--backend: expected "iptables" or "nftables", got "pf"/);
+    assert.throws(() => parseConfig(['--compat-calico=true'], env), /--compat-calico is not supported/);
+    assert.throws(() => parseConfig(['--register-from-main'], env), /--register-from-main is not supported/);
+    assert.equal(parseConfig(['--compat-calico=false'], env).enableIpam, true);
+  });
+
   it('refuses a missing COIL_NODE_NAME, unknown flags and bad values', () => {
     assert.throws(() => parseConfig([], {}), /COIL_NODE_NAME/);
     assert.throws(() => parseConfig(['--nope'], env), ConfigError);

@@ -4,8 +4,8 @@
  * `--flag=true`, `--flag=false`.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
-import { DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID } from '../api/v2/keys.js';
+import { ConfigError, parseBackend, parseBindAddress, parseDuration } from '../runtime/flags.js';
+import { DEFAULT_NETFILTER_BACKEND, DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coild process. */
@@ -53,6 +53,13 @@ export interface CoildConfig {
   readonly enableEgress: boolean;
   /** `--egress-port`, default 5555: FoU port; must equal coil-egress `--fou-port`. */
   readonly egressPort: number;
+  /**
+   * `--enable-originating-only`, default false as Coil's: in client pods, connections that came in
+   * through a pod link are answered through it, not through the egress tunnel (originating-only.ts).
+   */
+  readonly enableOriginatingOnly: boolean;
+  /** `--backend`, default `iptables` as Coil's: the netfilter backend of the originating-only connmark rules. */
+  readonly backend: NetfilterBackend;
   /** `--egress-state-dir` (ours), default `/run/coild/egress`: netns of each egress client, recorded at ADD. */
   readonly egressStateDir: string;
   /** `--log-level` (ours; `--zap-log-level` is accepted too), default `info`. */
@@ -109,9 +116,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
         ...Object.fromEntries(BOOLEAN_FLAGS.map((f) => [f, { type: 'boolean' as const }])),
         'egress-port': { type: 'string', default: String(FOU_PORT) },
         'egress-state-dir': { type: 'string', default: '/run/coild/egress' },
-        // Coil's iptables/nftables choice for originating-only mode, which coild does not have:
-        // accepted so Coil's manifests keep working.
-        backend: { type: 'string' },
+        backend: { type: 'string', default: DEFAULT_NETFILTER_BACKEND },
       },
     }).values;
   } catch (e) {
@@ -120,6 +125,9 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   const nodeName = env.COIL_NODE_NAME ?? '';
   if (!nodeName) throw new ConfigError('environment variable COIL_NODE_NAME is required');
   if (falseFlags.has('enable-ipam') && falseFlags.has('enable-egress')) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
+  // Accepted by name so Coil's manifests parse, but not implemented: refused when switched on.
+  if (v['compat-calico'] === true) throw new ConfigError('--compat-calico is not supported: coil names host-side veths its own way (Calico-compatible names are not implemented)');
+  if (v['register-from-main'] === true) throw new ConfigError('--register-from-main is not supported: it migrates from Coil 2.0.1, whose routes coil does not read');
   const level = (v['log-level'] ?? v['zap-log-level'] ?? 'info') as string;
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`invalid log level ${level}`);
   const str = (k: string): string => v[k] as string;
@@ -152,6 +160,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     netlinkAgent: !falseFlags.has('netlink-agent'),
     egressPort: integer('egress-port', str('egress-port'), 1, 65535),
     egressStateDir: str('egress-state-dir'),
+    enableOriginatingOnly: v['enable-originating-only'] === true,
+    backend: parseBackend(str('backend')),
   };
 }
 

@@ -15,6 +15,7 @@ import { addressFamily, parseCidr } from '../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../netlink/fou.js';
 import type { IpRunner } from '../netlink/ip-runner.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../netlink/policy-sync.js';
+import type { OriginatingOnly } from './originating-only.js';
 
 /** Lowest priority of the client rules; every rule from here to the max is ours. */
 export const EGRESS_RULE_PRIORITY_MIN = 1800;
@@ -124,6 +125,13 @@ export interface EgressClientOptions {
   port: number;
   /** Passed to initFou; `null` skips modprobe. Default `'modprobe'`. */
   modprobePath?: string | null;
+  /**
+   * Originating-only mode (coild `--enable-originating-only`): with `enabled`, every apply brings
+   * the pod's links to the mode for the families that have gateways; without, every apply and
+   * remove takes what the mode left (the mode was turned off, or Coil's coild had it on) away.
+   * Absent: the mode is not touched at all.
+   */
+  originatingOnly?: { enabled: boolean; applier: OriginatingOnly };
 }
 
 /**
@@ -143,6 +151,9 @@ export class EgressClient {
     if (plan.families.length === 0) return this.remove(netns);
     await this.applyTunnels(netns, plan);
     await this.applyRouting(netns, plan);
+    const oo = this.o.originatingOnly;
+    if (oo?.enabled) await oo.applier.apply(netns, plan.families);
+    else await oo?.applier.remove(netns);
   }
 
   /**
@@ -180,8 +191,8 @@ export class EgressClient {
 
   /**
    * Removes every egress rule and peer link (their routes go with them) from the pod netns — for
-   * a deleted Egress or a removed annotation, which Coil leaves in place (§12 item 8). The FoU
-   * port and flow devices stay: harmless, and shared by any later apply.
+   * a deleted Egress or a removed annotation, which Coil leaves in place (§12 item 8) — and the
+   * originating-only state. The FoU port and flow devices stay: harmless, and shared by any later apply.
    * @throws NetlinkError when iproute2 fails
    */
   async remove(netns: string): Promise<void> {
@@ -191,6 +202,7 @@ export class EgressClient {
     }
     const links = await readFouPeers(ip, { netns });
     if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
+    await this.o.originatingOnly?.applier.remove(netns);
   }
 }
 

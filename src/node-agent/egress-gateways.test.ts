@@ -19,4 +19,12 @@ describe('egress gateways', () => {
     ]);
     assert.deepEqual(gatewaysOf(egress, { spec: { clusterIP: 'None', clusterIPs: ['None'] } }), []);
   });
+
+  test("destinations as Go reads them, in canonical form (Coil's Egress may hold 10.0.0.1/24 or /0024)", () => {
+    const egress: Egress = { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['10.20.0.0/0016', '192.168.10.7/24', 'FD00:0::/0064', 'bogus', '10.0.0.0/33'], replicas: 1, sessionAffinity: 'ClientIP' } };
+    assert.deepEqual(gatewaysOf(egress, { spec: { clusterIPs: ['10.96.0.5', 'fd00:96::5'] } }).map((g) => g.destinations), [
+      ['10.20.0.0/16', '192.168.10.0/24'],
+      ['fd00::/64'],
+    ]);
+  });
 });

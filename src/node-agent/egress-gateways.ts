@@ -7,7 +7,8 @@ import type { V1Service } from '@kubernetes/client-node';
 import { ANN_EGRESS_PREFIX, GROUP, VERSION } from '../api/v2/keys.js';
 import type { Egress } from '../api/v2/egress.js';
 import { defineKind } from '../runtime/kind.js';
-import { addressFamily, parseCidr } from '../netlink/cidr.js';
+import { formatCidr, tryParseCidr } from '../ipam/cidr.js';
+import { addressFamily } from '../netlink/cidr.js';
 import type { EgressGateway } from './egress-client.js';
 
 /** Kind descriptors coild needs for egress: the Egress CR (cached) and core Services (read by key). */
@@ -40,6 +41,9 @@ export function egressRefsOf(annotations: Readonly<Record<string, string>> | und
 /**
  * One gateway per ClusterIP of the Egress's Service (the Service has the Egress's name), with the
  * Egress destinations of that ClusterIP's family. Headless or IP-less Services give none.
+ * Destinations are read as Coil reads them (Go's `net.ParseCIDR`: `10.0.0.1/24` is
+ * `10.0.0.0/24`, `10.0.0.0/0024` is `10.0.0.0/24`) and passed on in canonical form, the only
+ * form iproute2 reads the same way; text Go would refuse is dropped.
  */
 export function gatewaysOf(egress: Readonly<Egress>, service: Readonly<V1Service>): EgressGateway[] {
   const ref = `${egress.metadata?.namespace ?? ''}/${egress.metadata?.name ?? ''}`;
@@ -48,12 +52,10 @@ export function gatewaysOf(egress: Readonly<Egress>, service: Readonly<V1Service
   for (const clusterIp of ips) {
     const family = addressFamily(clusterIp);
     if (family === undefined) continue; // "None" (headless)
-    const destinations = (egress.spec?.destinations ?? []).filter((d) => {
-      try {
-        return parseCidr(d).family === family;
-      } catch {
-        return false; // the webhook refuses bad CIDRs; an old object may still hold one
-      }
+    // The webhook refuses bad CIDRs; an object admitted by another webhook may still hold one.
+    const destinations = (egress.spec?.destinations ?? []).flatMap((d) => {
+      const cidr = tryParseCidr(d);
+      return cidr?.family === family ? [formatCidr(cidr)] : [];
     });
     out.push({ egress: ref, clusterIp, destinations, isSourcePortAuto: egress.spec?.fouSourcePortAuto === true });
   }

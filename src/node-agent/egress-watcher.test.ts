@@ -61,20 +61,54 @@ describe('EgressWatcher', () => {
   async function watcher(w: ReturnType<typeof world>) {
     const dir = await mkdtemp(join(tmpdir(), 'egress-watcher-'));
     dirs.push(dir);
+    const locks = new KeyedMutex();
     const ew = new EgressWatcher({
-      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks: new KeyedMutex(),
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks,
       lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: dir, port: 5555, probe: async () => w.features, registry: new Registry(),
     });
     await ew.init();
-    return { ew, dir };
+    return { ew, dir, locks };
   }
 
-  test('ADD of a client applies the plan and records the netns; Egress edits re-apply; deletion removes everything', async () => {
+  /** Lets every pending promise continuation run (the update loop reaches its lock wait). */
+  const settle = () => new Promise<void>((r) => setImmediate(r));
+
+  /** A watcher whose pod p names Egress internet/nat, which exists with its Service. */
+  async function withClient() {
     const w = world();
     w.put('Egress', egress(['0.0.0.0/0']));
     w.put('Service', service);
     w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
-    const { ew, dir } = await watcher(w);
+    return { w, ...(await watcher(w)) };
+  }
+
+  test('an update waiting for the lock while a DEL and a new ADD of the key run applies the new record, and nothing after a DEL alone', async () => {
+    const { w, ew, locks } = await withClient();
+    const annotated = pod({ 'egress.coil.cybozu.com/internet': 'nat' });
+    await ew.onAdd(annotated, attachment);
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    await locks.run('c1:eth0', async () => {
+      w.put('Egress', egress(['192.168.0.0/24'])); // the loop takes the key and waits for this lock
+      await settle();
+      await ew.onDel('c1', 'eth0'); // DEL, then the runtime's ADD again, in another netns
+      await ew.onAdd(annotated, { ...attachment, netns: '/run/netns/q' });
+    });
+    await until(() => w.calls.length === 3);
+    assert.match(w.calls[2]!, /^apply \/run\/netns\/q /, `the update went to ${w.calls[2]}`);
+    await locks.run('c1:eth0', async () => {
+      w.put('Egress', egress(['0.0.0.0/0']));
+      await settle();
+      await ew.onDel('c1', 'eth0');
+    });
+    await settle();
+    assert.equal(w.calls.length, 3, 'an update ran for a deleted attachment');
+    stop.abort();
+    await running;
+  });
+
+  test('ADD of a client applies the plan and records the netns; Egress edits re-apply; deletion removes everything', async () => {
+    const { w, ew, dir } = await withClient();
     await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
     assert.deepEqual(w.calls, ['apply /run/netns/p {"118":[{"dst":"0.0.0.0/0","dev":"fou4_0a600005"}]}']);
     assert.deepEqual(await readdir(dir), ['c1_eth0.json']);

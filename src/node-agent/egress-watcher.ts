@@ -170,7 +170,12 @@ export class EgressWatcher implements Runnable {
         const a = this.attachments.get(key);
         if (!a) continue;
         try {
-          await this.o.locks.run(key, () => this.resync(key, a));
+          // Read again under the lock: a DEL, and maybe a new ADD of the key, may have run while
+          // this waited for it, and the record of the call that finished last is the one to apply.
+          await this.o.locks.run(key, async () => {
+            const current = this.attachments.get(key);
+            if (current) await this.resync(current);
+          });
         } catch (err) {
           this.o.logger.error({ err, pod: `${a.namespace}/${a.name}` }, 'egress update failed; retrying');
           await sleep(1_000, signal);
@@ -185,8 +190,7 @@ export class EgressWatcher implements Runnable {
   }
 
   /** Applies the current state of the pod's Egresses; removes everything when none is left. */
-  private async resync(key: string, a: EgressAttachment): Promise<void> {
-    if (!this.attachments.has(key)) return; // deleted while waiting for the lock
+  private async resync(a: EgressAttachment): Promise<void> {
     const pod = this.o.cache.get(CoildKinds.Pod, { namespace: a.namespace, name: a.name });
     if (!pod) {
       // DEL normally comes; a record whose netns is gone (GC'd sandbox, reboot) is dropped here.

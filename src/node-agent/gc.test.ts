@@ -29,7 +29,7 @@ function lab() {
   const releaser = new BlockReleaser({ ipam, client: client.asClient(), logger, graceMs: 1_000, now });
   const blockExport = new BlockExport({ cache: cache.asCache(), exporter, logger });
   const locks = new KeyedMutex();
-  const gc = new NodeGc({ ipam, podNetwork, releaser, exporter: blockExport, locks, logger, now });
+  const gc = new NodeGc({ ipam, podNetwork, releaser, exporter: blockExport, locks, logger });
   const wire = async (c: string) => {
     const a = await ipam.allocate({ pool: 'p', containerId: c, ifname: 'eth0' });
     await podNetwork.setup(`/run/netns/${c}`, { containerId: c, ifname: 'eth0', pool: 'p', ipv4: a.ipv4!, hostIPv4: '10.250.0.1' });
@@ -56,16 +56,25 @@ describe('NodeGc', () => {
     assert.notEqual((await t.ipam.allocate({ pool: 'p', containerId: 'next', ifname: 'eth0' })).ipv4, '10.8.0.0');
   });
 
-  it('leaves an allocation alone while its ADD is in flight or settled after the host was listed', async () => {
+  it('leaves an allocation alone while its ADD is in flight, and keeps it once the ADD has wired the pod', async () => {
     const t = lab();
-    await t.ipam.allocate({ pool: 'p', containerId: 'fresh', ifname: 'eth0' });
+    let wire!: () => void;
+    const add = t.locks.run('fresh:eth0', async () => {
+      await t.ipam.allocate({ pool: 'p', containerId: 'fresh', ifname: 'eth0' });
+      await new Promise<void>((r) => (wire = r));
+      await t.podNetwork.setup('/run/netns/fresh', { containerId: 'fresh', ifname: 'eth0', pool: 'p', ipv4: t.ipam.lookup('fresh', 'eth0')!.ipv4!, hostIPv4: '10.250.0.1' });
+    });
     assert.deepEqual((await t.gc.run()).freed, []);
-    t.clock.ms += 10;
-    let release!: () => void;
-    const held = t.locks.run('fresh:eth0', () => new Promise<void>((r) => (release = r)));
+    wire();
+    await add;
     assert.deepEqual((await t.gc.run()).freed, []);
-    release();
-    await held;
+    assert.ok(t.ipam.lookup('fresh', 'eth0'));
+  });
+
+  it('frees an allocation that no ADD holds and no veth carries', async () => {
+    const t = lab();
+    await t.ipam.allocate({ pool: 'p', containerId: 'lost', ifname: 'eth0' });
+    assert.deepEqual((await t.gc.run()).freed, ['lost:eth0']);
   });
 
   it('releases a block that has been empty past the grace period', async () => {

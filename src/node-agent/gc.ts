@@ -9,6 +9,15 @@
  * Both directions together make coild's state converge on the host's, level-triggered.
  * A failed pass is logged and the next one retries; it never stops coild (unlike Coil's
  * controller GC, STYLE.md §3).
+ *
+ * Whose truth: the host's links are the record of which pod holds which address (recovery.ts),
+ * and a key's ADD, DEL and CHECK change or read them under that key's lock. The pass's listing is
+ * only a list of candidates: by the time the pass looks at an entry, a DEL may have retired the
+ * veth, freed the address and let go of the lock (adopting it then would hold an address for a
+ * veth the reaper is about to delete), or an ADD may have wired a key the listing lacks (freeing
+ * it would hand a live pod's address out again). So each decision is taken under the key's lock,
+ * on a fresh read of that one link ({@link PodNetwork.inspect}), never on the listing and never
+ * on clocks.
  */
 import type Logger from 'bunyan';
 import type { BlockExport } from './block-export.js';
@@ -28,8 +37,6 @@ export interface NodeGcOptions {
   readonly logger: Logger;
   /** Pass interval. Default 300 000 ms. */
   readonly intervalMs?: number;
-  /** Clock, ms since the epoch. Default Date.now. */
-  readonly now?: () => number;
 }
 
 /** What one pass did. */
@@ -45,11 +52,8 @@ export interface GcReport {
 export class NodeGc {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<GcReport> | undefined;
-  private readonly now: () => number;
 
-  constructor(private readonly o: NodeGcOptions) {
-    this.now = o.now ?? Date.now;
-  }
+  constructor(private readonly o: NodeGcOptions) {}
 
   start(): void {
     this.timer = setInterval(() => {
@@ -70,18 +74,16 @@ export class NodeGc {
   }
 
   private async pass(): Promise<GcReport> {
-    const listedAtMs = this.now();
     const entries = await this.o.podNetwork.list();
-    const live = new Set(entries.map((e) => allocationKey(e.containerId, e.ifname)));
+    const listed = new Set(entries.map((e) => allocationKey(e.containerId, e.ifname)));
     const freed: string[] = [];
     for (const a of this.o.ipam.allocations()) {
       const key = allocationKey(a.containerId, a.ifname);
-      // An allocation settled after the listing began may have its veth created after the
-      // listing read the links; one with an ADD or DEL in flight is that call's business.
-      if (live.has(key) || a.settledAtMs >= listedAtMs || this.o.locks.isBusy(key)) continue;
+      // A key with an ADD, DEL or CHECK in flight is that call's business; the next pass sees it settled.
+      if (listed.has(key) || this.o.locks.isBusy(key)) continue;
       await this.o.locks.run(key, async () => {
-        const current = this.o.ipam.lookup(a.containerId, a.ifname);
-        if (!current || current.settledAtMs >= listedAtMs) return;
+        if (!this.o.ipam.lookup(a.containerId, a.ifname)) return;
+        if (await this.o.podNetwork.inspect(a.containerId, a.ifname)) return; // wired after the listing
         this.o.ipam.free(a.containerId, a.ifname);
         freed.push(key);
       });
@@ -91,9 +93,15 @@ export class NodeGc {
     for (const e of entries) {
       const key = allocationKey(e.containerId, e.ifname);
       if (this.o.locks.isBusy(key) || this.o.ipam.lookup(e.containerId, e.ifname)) continue;
-      const r = this.o.ipam.register(e);
-      if (r.ok) adopted.push(key);
-      else this.o.logger.warn({ key, reason: r.reason }, 'coil veth without an allocation cannot be adopted');
+      await this.o.locks.run(key, async () => {
+        if (this.o.ipam.lookup(e.containerId, e.ifname)) return;
+        // Retired by a DEL, rolled back by a failed ADD or deleted since the listing: no pod's.
+        const now = await this.o.podNetwork.inspect(e.containerId, e.ifname, e.hostIfname);
+        if (now === undefined) return;
+        const r = this.o.ipam.register(now);
+        if (r.ok) adopted.push(key);
+        else this.o.logger.warn({ key, reason: r.reason }, 'coil veth without an allocation cannot be adopted');
+      });
     }
     if (adopted.length > 0) this.o.logger.warn({ adopted }, 'adopted coil veths that held no allocation');
     const released = await this.o.releaser.release();

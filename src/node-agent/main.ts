@@ -3,7 +3,7 @@
  * [--health-addr host:port]` to print a running coild's IPAM state.
  *
  * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 on a start-up or shutdown failure,
- * 2 on a bad flag or environment.
+ * 2 on a bad flag or environment. SIGHUP runs a GC pass at once (see Coild.runGc).
  * @see coil-behaviour.md §1.2 (`coild`), §5.2
  */
 import 'reflect-metadata';
@@ -68,6 +68,9 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
+  process.on('SIGHUP', () => {
+    coild.runGc().catch((err: unknown) => log.error({ err }, 'node GC pass failed'));
+  });
   try {
     await coild.start();
   } catch (err) {

@@ -13,6 +13,7 @@ import { isReserved, poolOf, type AddressBlock } from '../api/v2/addressblock.js
 import { BlockAllocator, type AddressAllocation } from '../ipam/block.js';
 import type { Cache } from '../runtime/cache.js';
 import type { BlockRequester } from './block-request.js';
+import type { PodNetwork } from './pod-network.js';
 import { CoildKinds } from './kinds.js';
 
 /** One of this node's blocks. `reserved`, `releasing` and `deleting` blocks are never allocated from. */
@@ -51,8 +52,6 @@ export interface NodeAllocation extends AddressAllocation {
   readonly ifname: string;
   readonly podName?: string;
   readonly podNamespace?: string;
-  /** When the last ADD of this key finished wiring (or recovery found it); GC trusts older ones. */
-  settledAtMs: number;
 }
 
 /** What an ADD asks for. */
@@ -167,12 +166,6 @@ export class NodeIpam {
     return this.allocs.get(allocationKey(containerId, ifname));
   }
 
-  /** Records that the key's wiring is complete now (GC compares this with its host listing). */
-  markSettled(containerId: string, ifname: string): void {
-    const a = this.allocs.get(allocationKey(containerId, ifname));
-    if (a) a.settledAtMs = this.now();
-  }
-
   /**
    * Frees the key's address; it cools for `coolingMs`. @returns the freed allocation, or
    * undefined when the key held nothing (a repeated DEL)
@@ -193,8 +186,14 @@ export class NodeIpam {
   }
 
   /**
-   * Records an allocation found on the host at start-up (recovery). The block is the one of
-   * `pool` holding the address; the pool of the alias is trusted first, then any block.
+   * Records an allocation found on the host: by start-up recovery, or by GC adopting a veth that
+   * holds none. The block is the one of `pool` holding the address; the pool of the alias is
+   * trusted first, then any block. A block being released is refused: its release is already
+   * on its way to the apiserver and would take the address from under the pod.
+   *
+   * `entry` must be a read of the host that no ADD or DEL of the key can have overtaken: the
+   * recovery listing, taken before coild serves, or {@link PodNetwork.inspect} under the key's
+   * lock. A stale listing would register the veth of a finished DEL (PodNetwork.list).
    * @returns the block name, or a reason it could not be registered
    */
   register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string } {
@@ -205,10 +204,11 @@ export class NodeIpam {
     for (const b of candidates) {
       const offset = b.allocator.offsetOfAddress(address);
       if (offset === undefined) continue;
+      if (b.releasing) return { ok: false, reason: `${b.name} is being released` };
       const r = b.allocator.register(key, offset);
       if (r.kind !== 'registered' && r.kind !== 'already-registered') return { ok: false, reason: `${b.name}: ${r.kind}` };
       const described = b.allocator.get(key)!;
-      this.allocs.set(key, { ...described, pool: b.pool, blockName: b.name, containerId: entry.containerId, ifname: entry.ifname, settledAtMs: this.now() });
+      this.allocs.set(key, { ...described, pool: b.pool, blockName: b.name, containerId: entry.containerId, ifname: entry.ifname });
       b.emptySinceMs = undefined;
       return { ok: true, blockName: b.name };
     }
@@ -322,7 +322,6 @@ export class NodeIpam {
       const alloc: NodeAllocation = {
         ...a, pool: b.pool, blockName: b.name, containerId: req.containerId, ifname: req.ifname,
         ...(req.podName !== undefined && { podName: req.podName }), ...(req.podNamespace !== undefined && { podNamespace: req.podNamespace }),
-        settledAtMs: nowMs,
       };
       this.allocs.set(key, alloc);
       return alloc;

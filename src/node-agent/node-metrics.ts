@@ -7,7 +7,11 @@
  *   `coil_coild_cooling_addresses{pool}`, `coil_coild_blocks{pool}` (gauges, read at scrape time);
  * - `coil_coild_block_requests_total{pool,result}` (`allocated` | `failed`);
  * - `coil_coild_block_request_wait_seconds{pool}` (creation → answer);
- * - `coil_coild_cni_duration_seconds{command,result}` (ADD/DEL as coild handles them, locks included).
+ * - `coil_coild_cni_duration_seconds{command,result}` (ADD/DEL as coild handles them, locks included);
+ * - `coil_coild_block_request_oldest_pending_seconds{pool}` (age of the request in flight, 0 when
+ *   none is, for every pool asked for since start; read at scrape time) — a request nobody
+ *   answers never reaches the wait histogram;
+ * - `coil_coild_ready` (1 when `/readyz` would answer OK, else 0).
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { NodeIpam } from './node-ipam.js';
@@ -21,8 +25,22 @@ export class NodeAgentMetrics {
   readonly blockRequestWait: Histogram<'pool'>;
   readonly cniDuration: Histogram<'command' | 'result'>;
 
-  constructor(registry: Registry, ipam: () => NodeIpam | undefined) {
+  constructor(registry: Registry, ipam: () => NodeIpam | undefined, o: { pending?: () => Array<{ pool: string; sinceMs: number | undefined }>; ready?: () => boolean } = {}) {
     const registers = [registry];
+    new Gauge({
+      name: 'coil_coild_block_request_oldest_pending_seconds', help: 'Age of the BlockRequest in flight, per pool asked for since start (0 when none is in flight)', labelNames: ['pool'], registers,
+      collect() {
+        this.reset();
+        const now = Date.now();
+        for (const p of o.pending?.() ?? []) this.set({ pool: p.pool }, p.sinceMs === undefined ? 0 : Math.max(0, (now - p.sinceMs) / 1000));
+      },
+    });
+    new Gauge({
+      name: 'coil_coild_ready', help: '1 when coild can serve CNI ADD (its readiness), else 0', registers,
+      collect() {
+        this.set(o.ready?.() === false ? 0 : 1);
+      },
+    });
     const perPool = (name: string, help: string, value: (ipam: NodeIpam, pool: string, nowMs: number) => number): void => {
       new Gauge({
         name, help, labelNames: ['pool'], registers,

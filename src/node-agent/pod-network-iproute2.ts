@@ -8,11 +8,11 @@ import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { readAddrs } from '../netlink/addr.js';
 import { canonicalAddress, routeKeyOfDst } from '../netlink/cidr.js';
 import { IpRunner } from '../netlink/ip-runner.js';
-import { link, readLinks } from '../netlink/link.js';
+import { link, readLinks, type IpLink } from '../netlink/link.js';
 import { LinkReaper } from '../netlink/link-reaper.js';
 import { detectMtu } from '../netlink/mtu.js';
 import { NetlinkError, isNetlinkErrno } from '../netlink/netlink-error.js';
-import { readRoutesBothFamilies } from '../netlink/route.js';
+import { readRoutesBothFamilies, type IpRoute } from '../netlink/route.js';
 import { readRules, rule } from '../netlink/rule.js';
 import { writeSysctl } from '../netlink/sysctl.js';
 import {
@@ -235,18 +235,38 @@ export class IpRoutePodNetwork implements PodNetwork {
         readLinks(this.ip, host),
         readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }),
       ]);
-      return links.flatMap((l) => {
-        const a = l.ifalias === undefined || this.reaper.isRetired(l) ? undefined : parseAlias(l.ifalias);
-        if (a === undefined || a.pool === '') return [];
-        const mine = routes.filter((r) => r.dev === l.ifname).map((r) => routeKeyOfDst(r.dst));
-        const ipv4 = mine.find((k) => !k.includes('/') && !k.includes(':'));
-        const ipv6 = mine.find((k) => !k.includes('/') && k.includes(':'));
-        return [{ ...a, hostIfname: l.ifname, ...(ipv4 ? { ipv4 } : {}), ...(ipv6 ? { ipv6 } : {}),
-          ...(l.link_netnsid !== undefined ? { netnsId: l.link_netnsid } : {}) }];
-      });
+      return links.flatMap((l) => this.podEntryOf(l, routes) ?? []);
     } catch (err) {
       throw new PodNetworkError('listing pod interfaces failed', { kind: 'kernel', containerId: '', ifname: '', cause: err });
     }
+  }
+
+  async inspect(containerId: string, ifname: string, hostIfname = hostVethName(containerId, ifname)): Promise<PodNetworkEntry | undefined> {
+    const host = { netns: this.hostNetns };
+    try {
+      // Link first, routes after: a DEL between the two reads would be seen by the route read as
+      // a pod without routes, never as routes of a retired veth.
+      const [l] = await readLinks(this.ip, { ...host, dev: hostIfname }).catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV') ? [] : Promise.reject(e)));
+      if (l === undefined) return undefined;
+      const e = this.podEntryOf(l, await readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }));
+      return e?.containerId === containerId && e.ifname === ifname ? e : undefined;
+    } catch (err) {
+      throw new PodNetworkError(`inspecting ${containerId}:${ifname} failed`, { kind: 'kernel', containerId, ifname, cause: err });
+    }
+  }
+
+  /**
+   * The one test of "a pod's interface" shared by {@link list} and {@link inspect}: a link whose
+   * coil alias names a pool and that is not retired to the reaper, with its pod-table routes.
+   */
+  private podEntryOf(l: IpLink, routes: readonly IpRoute[]): PodNetworkEntry | undefined {
+    const a = l.ifalias === undefined || this.reaper.isRetired(l) ? undefined : parseAlias(l.ifalias);
+    if (a === undefined || a.pool === '') return undefined;
+    const mine = routes.filter((r) => r.dev === l.ifname).map((r) => routeKeyOfDst(r.dst));
+    const ipv4 = mine.find((k) => !k.includes('/') && !k.includes(':'));
+    const ipv6 = mine.find((k) => !k.includes('/') && k.includes(':'));
+    return { ...a, hostIfname: l.ifname, ...(ipv4 ? { ipv4 } : {}), ...(ipv6 ? { ipv6 } : {}),
+      ...(l.link_netnsid !== undefined ? { netnsId: l.link_netnsid } : {}) };
   }
 
   async reap(): Promise<void> {

@@ -68,6 +68,13 @@ export class FakePodNetwork implements PodNetwork {
   async list(): Promise<PodNetworkEntry[]> {
     return [...this.pods.values()].map(({ netnsPath: _, ...entry }) => entry);
   }
+
+  async inspect(containerId: string, ifname: string, hostIfname?: string): Promise<PodNetworkEntry | undefined> {
+    const pod = this.pods.get(`${containerId}:${ifname}`);
+    if (pod === undefined || (hostIfname !== undefined && pod.hostIfname !== hostIfname)) return undefined;
+    const { netnsPath: _, ...entry } = pod;
+    return entry;
+  }
 }
 
 function fakeMac(seed: string): string {

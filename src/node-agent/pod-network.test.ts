@@ -12,6 +12,7 @@ import { readSysctl, writeSysctl } from '../netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../netlink/test-netns.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { PodNetworkError, hostVethName, type PodSetupOptions } from './pod-network.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
 const NODE_V4 = '192.168.50.1';
 const NODE_V6 = 'fd50::1';
@@ -19,7 +20,7 @@ const NODE_V6 = 'fd50::1';
 // Both ways coild applies the wiring: `ip -batch` processes, and the netlink agent (coild's default).
 const agent = new NetlinkAgent();
 for (const variant of ['ip processes', 'netlink agent'] as const) {
-  const skip = netnsSkipReason() ?? (variant === 'netlink agent' && !agent.isUsable ? 'netlink agent not built: run hack/build-cni.sh' : undefined);
+  const skip = prerequisite(netnsSkipReason() ?? (variant === 'netlink agent' && !agent.isUsable ? 'netlink agent not built: run hack/build-cni.sh' : undefined));
   describe(`IpRoutePodNetwork in real network namespaces (${variant})`, { skip }, () => {
     const ip = new IpRunner();
     const kernel = variant === 'netlink agent' ? new IpRunner({ agent }) : ip;

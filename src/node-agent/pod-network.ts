@@ -131,11 +131,30 @@ export interface PodNetwork {
    */
   reap(): Promise<void>;
   /**
-   * Every coil pod interface on the host, for start-up recovery (Coil rebuilds IPAM from this).
-   * Egress-only aliases (`COIL::<uid>:<ifname>`, empty pool) are left out.
+   * Every pod interface on the host: each link whose coil alias names a pool, with its pod-table
+   * routes. Left out: links retired to the reaper (a DEL's veth waiting for its group delete, which
+   * is no pod's any more however long it waits) and egress-only aliases (`COIL::<uid>:<ifname>`).
+   *
+   * A snapshot, stale as soon as it returns: a DEL may retire a listed veth, a failed ADD roll one
+   * back, an ADD wire one the snapshot lacks. So only two readers may act on it directly:
+   * start-up recovery, which runs before coild serves any CNI call or starts a loop (nothing else
+   * changes the host then), and the invariant checker, which reads at quiescent points. Any other
+   * decision about one key (GC adopting or freeing it) is taken under that key's lock, after
+   * {@link inspect} has read the key's link again (gc.ts).
    * @throws PodNetworkError
    */
   list(): Promise<PodNetworkEntry[]>;
+  /**
+   * One key's pod interface as the host holds it now, read afresh; the same test as {@link list}.
+   * Call it under the key's lock, so that no ADD or DEL of the key can change the answer before
+   * the caller acts on it.
+   * @param hostIfname the link to read; default {@link hostVethName}. Pass the name a listing
+   *   reported for links Coil (Go) named at random before a migration.
+   * @returns undefined when the host holds no pod interface of the key: no link, a link retired to
+   *   the reaper (a DEL ran), or a link whose alias names another key
+   * @throws PodNetworkError when the kernel cannot be read
+   */
+  inspect(containerId: string, ifname: string, hostIfname?: string): Promise<PodNetworkEntry | undefined>;
 }
 
 /** Why a PodNetwork call failed: bad input, a foreign link in the way, or the kernel refused. */

@@ -5,6 +5,11 @@
  * the block allocator holding its address, as Coil does (coil-behaviour.md §5.2 step 4). Empty
  * blocks are released right after (Coil #176/#177, and the restart workaround of Coil #202).
  *
+ * Registering straight from a listing is sound here and nowhere else: recovery runs before the
+ * gRPC server and the GC start, so no ADD or DEL can change the host between the read and the
+ * registration (a veth a DEL retired before the restart is not listed: PodNetwork.list). GC adopts
+ * only under the key's lock, on a fresh read (gc.ts).
+ *
  * Known limit (coil-behaviour.md §12 item 6): a veth whose route is missing cannot be registered;
  * it is reported, and its block is kept only if some other pod holds an address in it.
  */

@@ -5,8 +5,9 @@ import { IpRunner } from '../netlink/ip-runner.js';
 import { readRoutes } from '../netlink/route.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../netlink/test-netns.js';
 import { IpRouteExporter } from './route-export.js';
+import { prerequisite } from '../../test/support/prerequisite.js';
 
-describe('IpRouteExporter in a real network namespace', { skip: netnsSkipReason() }, () => {
+describe('IpRouteExporter in a real network namespace', { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   let host: TestNetns;

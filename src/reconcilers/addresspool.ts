@@ -4,8 +4,17 @@
  * `status.allocatedBlocks`/`status.maxBlocks` and the gauges, and holds the `coil.cybozu.com`
  * finalizer until no AddressBlock of the pool remains.
  *
- * @see coil-behaviour.md §4.1, §4.2, §9
+ * The status is ours (Coil's AddressPool has none), so writing it must never get in a client's way:
+ * - it is written only once the spec has settled (`poolStatusSettleMs` after the reconciler first
+ *   saw the current generation), so a client updating the object its create returned — Coil's own
+ *   tests do — never meets a 409 caused by us;
+ * - it is written only when the apiserver serves `addresspools/status` (API discovery, asked again
+ *   every `crdProbeIntervalMs`): on Coil's CRD, left in place by `helm install` over Coil, a
+ *   status write is a 404, which would otherwise be retried forever. Gauges work either way.
+ *
+ * @see docs/compatibility.md "AddressPool status"
  */
+import type Logger from 'bunyan';
 import { inject } from 'inversify';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import { FIN_COIL, INDEX_BLOCK_BY_POOL } from '../api/v2/keys.js';
@@ -15,8 +24,10 @@ import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
 import { PermanentError, type Result } from '../runtime/errors.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
+import { TOKENS } from '../runtime/tokens.js';
 import { Kinds } from './kinds.js';
 import { blockPoolIndex } from './block-indexes.js';
+import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 import { PoolManager } from './pool-manager.js';
 
 /** While a block of a deleting pool is still being created (not yet cached), look again this soon. */
@@ -51,12 +62,21 @@ const STATUS_MIN_INTERVAL_MS = 1_000;
 export class AddressPoolReconciler implements Reconcile {
   /** When each pool's status was last written (ms since the epoch); one worker, so no lock. */
   private readonly statusWrittenAt = new Map<string, number>();
+  /** Per pool: the generation last seen and since when (ms since the epoch). */
+  private readonly generationSeen = new Map<string, { generation: number; sinceMs: number }>();
+  /** Last discovery answer about `addresspools/status`. */
+  private statusProbe: { served: boolean; atMs: number } | undefined;
+  private readonly log: Logger;
 
   constructor(
     @inject(Cache) private readonly cache: Cache,
     @inject(Client) private readonly client: Client,
     @inject(PoolManager) private readonly pools: PoolManager,
-  ) {}
+    @inject(IPAM_OPTIONS) private readonly options: IpamOptions,
+    @inject(TOKENS.Logger) logger: Logger,
+  ) {
+    this.log = logger.child({ reconciler: 'addresspool' });
+  }
 
   /**
    * @throws PermanentError when the spec cannot be laid out (only a pool created without the webhook)
@@ -66,6 +86,8 @@ export class AddressPoolReconciler implements Reconcile {
     const pool = this.cache.get(Kinds.AddressPool, req);
     if (!pool) {
       this.pools.drop(req.name);
+      this.statusWrittenAt.delete(req.name);
+      this.generationSeen.delete(req.name);
       return {};
     }
     if (pool.metadata?.deletionTimestamp) return this.cleanup(pool);
@@ -80,13 +102,37 @@ export class AddressPoolReconciler implements Reconcile {
     }
     const counts = this.syncState(pool);
     const status = { allocatedBlocks: counts.allocatedBlocks, maxBlocks: counts.maxBlocks.toString() };
-    if (pool.status?.allocatedBlocks === status.allocatedBlocks && pool.status?.maxBlocks === status.maxBlocks) return {};
     const name = pool.metadata!.name!;
-    const wait = (this.statusWrittenAt.get(name) ?? 0) + STATUS_MIN_INTERVAL_MS - Date.now();
+    const now = Date.now();
+    const settledAt = this.settledAt(name, pool.metadata?.generation ?? 0, now);
+    if (pool.status?.allocatedBlocks === status.allocatedBlocks && pool.status?.maxBlocks === status.maxBlocks) return {};
+    const wait = Math.max(settledAt, (this.statusWrittenAt.get(name) ?? 0) + STATUS_MIN_INTERVAL_MS) - now;
     if (wait > 0) return { requeueAfterMs: wait };
-    this.statusWrittenAt.set(name, Date.now());
+    if (!(await this.statusServed(now))) return { requeueAfterMs: this.options.crdProbeIntervalMs };
+    this.statusWrittenAt.set(name, now);
     await this.client.patchStatus(Kinds.AddressPool, { name }, status, { resourceVersion: pool.metadata!.resourceVersion! });
     return {};
+  }
+
+  /** When the pool's current generation will have been unchanged for `poolStatusSettleMs`. */
+  private settledAt(name: string, generation: number, nowMs: number): number {
+    let seen = this.generationSeen.get(name);
+    if (seen?.generation !== generation) this.generationSeen.set(name, (seen = { generation, sinceMs: nowMs }));
+    return seen.sinceMs + this.options.poolStatusSettleMs;
+  }
+
+  /** Discovery, cached for `crdProbeIntervalMs`; a missing subresource is logged once per change. */
+  private async statusServed(nowMs: number): Promise<boolean> {
+    const last = this.statusProbe;
+    if (last && nowMs - last.atMs < this.options.crdProbeIntervalMs) return last.served;
+    const served = await this.client.servesSubresource(Kinds.AddressPool, 'status');
+    this.statusProbe = { served, atMs: nowMs };
+    if (!served && last?.served !== false) {
+      this.log.warn('the AddressPool CRD has no status subresource (Coil\'s CRD, which `helm install` does not upgrade): pool status is not written until the CRDs are upgraded (docs/compatibility.md); allocation and metrics are unaffected');
+    } else if (served && last?.served === false) {
+      this.log.info('the AddressPool CRD now serves the status subresource: writing pool status');
+    }
+    return served;
   }
 
   /** coil-behaviour.md §4.1: the finalizer goes only when no AddressBlock carries the pool's label. */
@@ -105,6 +151,7 @@ export class AddressPoolReconciler implements Reconcile {
     await this.client.removeFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
     this.pools.drop(name);
     this.statusWrittenAt.delete(name);
+    this.generationSeen.delete(name);
     return {};
   }
 

@@ -28,7 +28,7 @@ describe('desiredDeployment', () => {
         name: 'egress',
         image: 'img:1',
         command: ['coil-egress'],
-        args: ['--fou-port=6000', '--backend=nftables', '--enable-sport-auto'],
+        args: ['--fou-port=6000', '--backend=iptables', '--enable-sport-auto'],
         env: [
           { name: 'COIL_POD_NAMESPACE', value: 'internet' },
           { name: 'COIL_EGRESS_NAME', value: 'nat' },

@@ -8,14 +8,14 @@ import type { V1ClusterRoleBinding, V1Deployment, V1PodDisruptionBudget, V1Servi
 import type { Egress } from '../api/v2/egress.js';
 import { EgressKind } from '../api/v2/egress.js';
 import { EGRESS_SERVICE_ACCOUNT } from '../api/v2/egress-validation.js';
-import { FOU_PORT } from '../api/v2/keys.js';
+import { DEFAULT_NETFILTER_BACKEND, FOU_PORT, type NetfilterBackend } from '../api/v2/keys.js';
 import { defineKind } from '../runtime/kind.js';
 
 /** Injection token of {@link EgressOptions}. */
 export const EGRESS_OPTIONS = Symbol.for('coil.reconcilers.EgressOptions');
 
 /** Netfilter backend coil-egress programs its NAT rules with. */
-export type NatBackend = 'iptables' | 'nftables';
+export type NatBackend = NetfilterBackend;
 
 /** Options of the Egress reconcilers. */
 export interface EgressOptions {
@@ -26,7 +26,7 @@ export interface EgressOptions {
   readonly image: string;
   /** FoU UDP port: the Service port and coil-egress `--fou-port` (`--egress-port`, default 5555). */
   readonly fouPort: number;
-  /** Passed to coil-egress as `--backend` (`--backend`, default `nftables`; Coil's default is iptables). */
+  /** Passed to coil-egress as `--backend` (`--backend`, default `iptables` as Coil's). */
   readonly backend: NatBackend;
   /** ClusterRole bound to every namespace's `coil-egress` ServiceAccount; the chart ships `coil-egress`. */
   readonly clusterRole: string;
@@ -42,7 +42,7 @@ export const FALLBACK_EGRESS_IMAGE = 'ghcr.io/coil-ts/coil:0.1.0';
 export const DEFAULT_EGRESS_OPTIONS: EgressOptions = Object.freeze({
   image: FALLBACK_EGRESS_IMAGE,
   fouPort: FOU_PORT,
-  backend: 'nftables',
+  backend: DEFAULT_NETFILTER_BACKEND,
   clusterRole: 'coil-egress',
 });
 

@@ -18,12 +18,14 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { inject } from 'inversify';
+import { Gauge } from 'prom-client';
 import type { Egress } from '../api/v2/egress.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
 import { ApiError, PermanentError, TransientError, type Result } from '../runtime/errors.js';
 import type { KindDescriptor, ObjectKey } from '../runtime/kind.js';
+import { Metrics } from '../runtime/metrics.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
 import { desiredDeployment, desiredPdb, desiredService, egressStatus, isControlledBy } from './egress-objects.js';
 import { EGRESS_OPTIONS, EgressKinds, type EgressOptions } from './egress-options.js';
@@ -54,11 +56,21 @@ const GC_WAIT_MS = 2_000;
   ],
 })
 export class EgressReconciler implements Reconcile {
+  /** `spec.replicas` per Egress (the dashboard and the "egress pods unavailable" alert compare the two). */
+  private readonly desiredReplicas: Gauge<'namespace' | 'egress'>;
+  /** The Deployment's available replicas per Egress (`status.replicas`). */
+  private readonly availableReplicas: Gauge<'namespace' | 'egress'>;
+
   constructor(
     @inject(Cache) private readonly cache: Cache,
     @inject(Client) private readonly client: Client,
     @inject(EGRESS_OPTIONS) private readonly opts: EgressOptions,
-  ) {}
+    @inject(Metrics) metrics: Metrics,
+  ) {
+    const registers = [metrics.registry];
+    this.desiredReplicas = new Gauge({ name: 'coil_controller_egress_desired_replicas', help: 'spec.replicas of each Egress', labelNames: ['namespace', 'egress'], registers });
+    this.availableReplicas = new Gauge({ name: 'coil_controller_egress_available_replicas', help: 'available NAT pods of each Egress (its Deployment\'s availableReplicas)', labelNames: ['namespace', 'egress'], registers });
+  }
 
   /**
    * @throws PermanentError when an object of the Egress's name exists but belongs to something else,
@@ -68,7 +80,12 @@ export class EgressReconciler implements Reconcile {
    */
   async reconcile(req: Request): Promise<Result> {
     const egress = this.cache.get(EgressKinds.Egress, req);
-    if (!egress || egress.metadata?.deletionTimestamp) return {};
+    if (!egress || egress.metadata?.deletionTimestamp) {
+      const labels = { namespace: req.namespace ?? '', egress: req.name };
+      this.desiredReplicas.remove(labels);
+      this.availableReplicas.remove(labels);
+      return {};
+    }
     await this.apply(EgressKinds.Deployment, egress, desiredDeployment(egress, this.opts));
     await this.apply(EgressKinds.Service, egress, desiredService(egress, this.opts));
     const pdb = desiredPdb(egress);
@@ -114,6 +131,9 @@ export class EgressReconciler implements Reconcile {
   private async syncStatus(egress: Readonly<Egress>): Promise<void> {
     const deployment = this.cache.get(EgressKinds.Deployment, keyOf(egress));
     const status = egressStatus(egress, deployment && isControlledBy(deployment, egress) ? deployment : undefined);
+    const labels = { namespace: egress.metadata?.namespace ?? '', egress: egress.metadata?.name ?? '' };
+    this.desiredReplicas.set(labels, egress.spec.replicas ?? 1);
+    this.availableReplicas.set(labels, status.replicas ?? 0);
     if (egress.status?.replicas === status.replicas && egress.status?.selector === status.selector) return;
     await this.client.patchStatus(EgressKinds.Egress, keyOf(egress), status, { resourceVersion: egress.metadata!.resourceVersion! });
   }

@@ -25,12 +25,28 @@ export interface IpamOptions {
   /** While a dead node's block still has pods, re-check this often. Default 60 000 ms. */
   readonly reclaimRecheckMs: number;
   /**
-   * Answered BlockRequests are deleted this long after their answer (Coil never deletes them,
-   * coil-behaviour.md §12 item 1). Default 300 000 ms: coild waits seconds for an answer and, after
+   * Answered BlockRequests are deleted this long after their answer (Coil's controller never
+   * deletes them, docs/compatibility.md "BlockRequests"). coild deletes the requests it consumed, as Coil's
+   * coild does, so this is the safety net for requests whose coild is gone or is Coil's.
+   * Default 300 000 ms: coild waits seconds for an answer and, after
    * a restart, finds its blocks by the `coil.cybozu.com/request` and node labels, so nothing reads
    * a request minutes after it was answered. 0 keeps them (Coil's behaviour).
    */
   readonly blockRequestTtlMs: number;
+  /**
+   * An AddressPool's status is written only once its spec has been unchanged this long (ms),
+   * so a client that updates the object its create (or update) returned does not meet a 409 from
+   * our status write (Coil writes no status; its own tests update right after create). Default
+   * 5 000 ms.
+   */
+  readonly poolStatusSettleMs: number;
+  /**
+   * How long the answer to "does the apiserver serve `addresspools/status`?" is trusted before
+   * discovery is asked again (ms). Coil's AddressPool CRD has no status subresource, and Helm never
+   * upgrades a chart's CRDs, so after installing over Coil the status cannot be written until the
+   * CRDs are upgraded (docs/compatibility.md). Default 300 000 ms.
+   */
+  readonly crdProbeIntervalMs: number;
 }
 
 /** The defaults documented on {@link IpamOptions}. */
@@ -39,4 +55,6 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   nodeNotReadyReclaimMs: 3_600_000,
   reclaimRecheckMs: 60_000,
   blockRequestTtlMs: 300_000,
+  poolStatusSettleMs: 5_000,
+  crdProbeIntervalMs: 300_000,
 });

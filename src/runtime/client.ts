@@ -123,6 +123,23 @@ export class Client {
     });
   }
 
+  /**
+   * Whether the apiserver serves subresource `sub` (e.g. `status`) of `kind`, from API discovery
+   * (`GET /apis/<group>/<version>`, readable by every authenticated user): a CRD installed by an
+   * older release may lack a subresource this code's CRD has, and a write to it would get 404.
+   * @returns false also when the group/version is not served at all
+   */
+  async servesSubresource(kind: KindDescriptor, sub: string): Promise<boolean> {
+    const path = kind.group === '' ? `/api/${kind.version}` : `/apis/${kind.group}/${kind.version}`;
+    try {
+      const list = await this.transport.request<{ resources?: Array<{ name: string }> }>({ method: 'GET', path });
+      return (list.resources ?? []).some((r) => r.name === `${kind.plural}/${sub}`);
+    } catch (e) {
+      if (isNotFound(e)) return false;
+      throw e;
+    }
+  }
+
   /** Merge-patches the status subresource: `{ status }`, guarded by `resourceVersion` when given. */
   patchStatus<T extends KubernetesObject>(kind: KindDescriptor<T>, key: ObjectKey, status: object, pre: Precondition = {}): Promise<T> {
     return this.mergePatch(kind, key, { status }, pre, 'status');

@@ -3,6 +3,7 @@
  * coil-migrator): Go-style durations and bind addresses, as Coil's cobra/pflag flags take them,
  * and the one error class a bad value raises.
  */
+import { NETFILTER_BACKENDS, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from './http-servers.js';
 
 /** A flag or environment value that cannot be used; the message names it. */
@@ -45,4 +46,13 @@ export function parseBindAddress(text: string): BindAddress | undefined {
   const port = Number(colon >= 0 ? text.slice(colon + 1) : text);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid address ${JSON.stringify(text)}`);
   return { host, port };
+}
+
+/**
+ * Parses `--backend` as Coil's programs take it: `iptables` or `nftables`.
+ * @throws ConfigError naming the flag and the accepted values on anything else
+ */
+export function parseBackend(text: string): NetfilterBackend {
+  if ((NETFILTER_BACKENDS as readonly string[]).includes(text)) return text as NetfilterBackend;
+  throw new ConfigError(`--backend: expected ${NETFILTER_BACKENDS.map((b) => JSON.stringify(b)).join(' or ')}, got ${JSON.stringify(text)}`);
 }

@@ -14,6 +14,7 @@ import fc from 'fast-check';
 import { LAB_DIR, StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { REPO_ROOT } from '../envtest/control-plane.js';
 import { kubectl } from '../envtest/tools.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const isRoot = process.getuid?.() === 0;
 const COIL = join(REPO_ROOT, 'dist/bin/coil');
@@ -45,7 +46,7 @@ function assertCniAnswer(o: Outcome, what: string): number | 'ok' {
   return body.code!;
 }
 
-describe('bad input corpus (e2e)', { skip: isRoot ? false : 'the lab needs root (network namespaces)' }, () => {
+describe('bad input corpus (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
   let lab: Lab;
   let socket: string;
   const table: { input: string; answer: string }[] = [];

@@ -30,6 +30,7 @@ import { defineKind } from '../../src/runtime/kind.js';
 import { eventually } from '../envtest/control-plane.js';
 import { kubectl } from '../envtest/tools.js';
 import { runMigrator, V1Etcd } from '../migrator/v1-etcd.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'default';
@@ -99,7 +100,7 @@ function ownerRef(owner: { name: string; uid: string }) {
   return { apiVersion: 'v1', kind: 'ConfigMap', name: owner.name, uid: owner.uid, controller: true, blockOwnerDeletion: false };
 }
 
-describe('coil-migrator replace in the lab', { skip: isRoot ? false : 'the lab needs root (network namespaces)' }, () => {
+describe('coil-migrator replace in the lab', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
   let lab: Lab;
   let etcd: V1Etcd;
   let client: Client;

@@ -12,6 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { canI } from '../../hack/lab/credentials.js';
 import { LAB_DIR, StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { kubectl } from '../envtest/tools.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const isRoot = process.getuid?.() === 0;
 
@@ -44,7 +45,7 @@ const MATRIX: Record<string, { allowed: [string, string][]; forbidden: [string, 
   },
 };
 
-describe('security checks (e2e)', { skip: isRoot ? false : 'the lab needs root (network namespaces)' }, () => {
+describe('security checks (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
   let lab: Lab;
 
   before(async () => {

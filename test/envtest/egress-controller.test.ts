@@ -62,7 +62,7 @@ describe('coil-controller with only the Egress part (child process)', () => {
     });
     const c = d.spec!.template.spec!.containers[0]!;
     assert.equal(c.image, 'example.com/coil:own');
-    assert.deepEqual(c.args, ['--fou-port=6000', '--backend=nftables']);
+    assert.deepEqual(c.args, ['--fou-port=6000', '--backend=iptables']);
     const svc = await eventually(() => client.get(EgressKinds.Service, { namespace: 'default', name: 'nat' }).then((x) => x ?? false));
     assert.deepEqual(svc.spec?.ports?.map((p) => [p.port, p.protocol]), [[6000, 'UDP']]);
     proc.child.kill('SIGTERM');

@@ -54,7 +54,7 @@ describe('Egress reconcilers with kube-controller-manager', () => {
     assert.deepEqual(d.spec?.selector.matchLabels, SELECTOR('nat'));
     assert.equal(d.spec?.template.spec?.serviceAccountName, 'coil-egress');
     assert.equal(d.spec?.template.spec?.containers[0]?.image, TEST_EGRESS_OPTIONS.image);
-    assert.deepEqual(d.spec?.template.spec?.containers[0]?.args, ['--fou-port=5555', '--backend=nftables']);
+    assert.deepEqual(d.spec?.template.spec?.containers[0]?.args, ['--fou-port=5555', '--backend=iptables']);
     const rs = await eventually(async () => (await client.list(ReplicaSet, { namespace: NS })).find((r) => r.metadata?.ownerReferences?.[0]?.uid === d.metadata?.uid) ?? false);
     assert.equal(rs.spec?.replicas, 2);
     // No scheduler or kubelet here: the pods exist (the ServiceAccount did) but stay Pending.

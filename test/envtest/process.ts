@@ -55,6 +55,11 @@ export class ManagedProcess {
     return this.child.pid;
   }
 
+  /** Sends `signal` (e.g. SIGHUP) to the process; nothing when it has exited. */
+  signal(signal: NodeJS.Signals): void {
+    if (!this.exited) this.child.kill(signal);
+  }
+
   /** True while the process has not exited. */
   get running(): boolean {
     return !this.exited;

@@ -16,6 +16,12 @@ export function toolsDir(): string {
   return join(cache, 'tools', 'kubectl-v32');
 }
 
+/** Path of promtool, unpacked by hack/setup.sh from Debian's prometheus package; undefined when absent. */
+export async function promtoolPath(): Promise<string | undefined> {
+  const path = join(toolsDir(), '..', 'prometheus', 'usr', 'bin', 'promtool');
+  return access(path).then(() => path, () => undefined);
+}
+
 /** Path of a tool (`kubectl` or `helm`). @throws Error telling to run hack/setup.sh when absent. */
 export async function toolPath(name: 'kubectl' | 'helm'): Promise<string> {
   const path = join(toolsDir(), name);

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type CoilRun, type LabNode, type LabPod } from './node-lab.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const COILD_ARGS = ['--cooling-period=1s', '--block-release-grace=1s', '--addressblock-gc-interval=1h'];
 
@@ -18,7 +19,7 @@ function ipv4Of(r: CoilRun): string {
   return ips[0]!.address.split('/')[0]!;
 }
 
-describe('coild burst and crash on a fresh node', { skip: labSkipReason() }, () => {
+describe('coild burst and crash on a fresh node', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   const pods: LabPod[] = [];

@@ -20,10 +20,11 @@ import { TestNetnsSet } from '../../src/netlink/test-netns.js';
 import { EgressClientKinds } from '../../src/node-agent/egress-gateways.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const run = promisify(execFile);
 const PTP = '/usr/lib/cni/ptp';
-const skip = labSkipReason() ?? (existsSync(PTP) ? undefined : `${PTP} missing (Debian package containernetworking-plugins; hack/setup.sh installs it)`);
+const skip = prerequisite(labSkipReason() ?? (existsSync(PTP) ? undefined : `${PTP} missing (Debian package containernetworking-plugins; hack/setup.sh installs it)`));
 
 describe('coild in egress-only mode (--enable-ipam=false), chained after ptp + host-local', { skip }, () => {
   let lab: NodeLab;

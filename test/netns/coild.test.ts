@@ -8,9 +8,12 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
+import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 interface ResultIp { address: string; gateway?: string; version?: string; interface?: number }
 interface Route { dst: string; dev?: string; gateway?: string; protocol?: string }
@@ -18,7 +21,7 @@ interface AddrInfo { ifname: string; addr_info: { local: string; prefixlen: numb
 
 const GATEWAY = '10.250.0.1';
 
-describe('coild on a netns node', { skip: labSkipReason() }, () => {
+describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   const added: { pod: LabPod; ipv4: string; ipv6: string }[] = [];
@@ -133,13 +136,28 @@ describe('coild on a netns node', { skip: labSkipReason() }, () => {
     await eventually(async () => !(await lab.snapshot(node)).allocations.some((a) => a.containerId === pod.containerId), { timeoutMs: 15_000 });
   }));
 
-  it('BlockRequests are owned by the Node, so Kubernetes GC removes them with it', track(async () => {
-    const res = await lab.cp.request('GET', '/apis/coil.cybozu.com/v2/blockrequests?labelSelector=coil.cybozu.com%2Fnode%3Dnode-a');
-    const items = (JSON.parse(res.body) as { items: { metadata: { name: string; ownerReferences?: { kind: string; name: string }[] } }[] }).items;
-    assert.ok(items.length > 0);
-    for (const br of items) {
-      assert.match(br.metadata.name, /^req-default-node-a-|^req-tiny-node-a-/);
-      assert.deepEqual(br.metadata.ownerReferences?.map((o) => `${o.kind}/${o.name}`), ['Node/node-a']);
+  it('BlockRequests are owned by the Node (Kubernetes GC removes one whose coild is gone), and coild deletes each it consumed', track(async () => {
+    // coild deletes a request as soon as its block arrives, so its creation is watched for.
+    const seen: BlockRequest[] = [];
+    const stop = new AbortController();
+    const transport = new ApiTransport(lab.cp.kubeConfig);
+    const watching = transport.watch({ path: '/apis/coil.cybozu.com/v2/blockrequests', query: { labelSelector: 'coil.cybozu.com/node=node-a' } }, stop.signal,
+      (type, object) => { if (type === 'ADDED') seen.push(object as BlockRequest); }).catch(() => undefined);
+    try {
+      await lab.createPool('owned', { subnets: [{ ipv4: '10.210.0.0/24' }], blockSizeBits: 4 });
+      await lab.createNamespace('ownedns', 'owned');
+      const pod = await lab.createPod(node, 'ownedns', 'owned-0');
+      assert.equal((await lab.runCoil(node, 'ADD', pod)).code, 0);
+      const br = await eventually(() => seen.find((b) => b.spec.poolName === 'owned') ?? false, { timeoutMs: 10_000 });
+      assert.match(br.metadata!.name!, /^req-owned-node-a-/);
+      assert.deepEqual(br.metadata!.ownerReferences?.map((o) => `${o.kind}/${o.name}`), ['Node/node-a']);
+      await eventually(async () => (await lab.admin.list(Kinds.BlockRequest, { labelSelector: 'coil.cybozu.com/node=node-a' })).length === 0, { timeoutMs: 10_000 });
+      assert.equal((await lab.runCoil(node, 'DEL', pod)).code, 0);
+      // Its block goes after cooling and grace; the tests after this one compare block lists.
+      await eventually(async () => !(await lab.blocksOf(node)).some((b) => b.startsWith('owned-')), { timeoutMs: 15_000 });
+    } finally {
+      stop.abort();
+      await watching;
     }
   }));
 

@@ -20,8 +20,9 @@ import { Client } from '../../src/runtime/client.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
 import { wire } from './egress-peer.js';
+import { prerequisite } from '../support/prerequisite.js';
 
-describe('coil-egress against a real API server', { skip: netnsSkipReason() }, () => {
+describe('coil-egress against a real API server', { skip: prerequisite(netnsSkipReason()) }, () => {
   let cp: ControlPlane;
   let admin: Client;
   const stop = new AbortController();
@@ -79,7 +80,7 @@ describe('coil-egress against a real API server', { skip: netnsSkipReason() }, (
     await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'eth0']], { netns: e.path });
     const [metrics, health] = [await freePort(), await freePort()];
     const child = spawn('ip', ['netns', 'exec', e.name, process.execPath, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), '--kubeconfig', cp.kubeconfigPath,
-      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`], {
+      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'], {
       env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0' }, stdio: ['ignore', 'ignore', 'pipe'],
     });
     let log = '';

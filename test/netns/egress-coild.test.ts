@@ -16,8 +16,9 @@ import { EgressClientKinds } from '../../src/node-agent/egress-gateways.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { prerequisite } from '../support/prerequisite.js';
 
-describe('coild with an egress client pod', { skip: labSkipReason() }, () => {
+describe('coild with an egress client pod', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   let hasFou = false;

@@ -19,6 +19,7 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
 import { peerSeenBy, wire } from './egress-peer.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const ip = new IpRunner();
 
@@ -33,7 +34,7 @@ async function table(ns: TestNetns, family: 4 | 6, id: number): Promise<string[]
   return raw.map((r) => `${r.dst} dev ${r.dev} proto ${r.protocol ?? '?'}`).sort();
 }
 
-describe('egress data plane in network namespaces', { skip: netnsSkipReason() }, () => {
+describe('egress data plane in network namespaces', { skip: prerequisite(netnsSkipReason()) }, () => {
   const netns = new TestNetnsSet({ ip });
   let fouSkip: string | undefined;
   before(async () => {

@@ -1,6 +1,6 @@
 /**
  * The egress path end to end with real FoU tunnels, meant to run where the kernel has FoU, IPIP
- * and ip6tnl (inside the VM of egress-fou-vm.test.ts; `bench/fou-vm.sh -- node <this file>`).
+ * and ip6tnl (inside the VM of egress-fou-vm.test.ts; `hack/fou-vm.sh -- node <this file>`).
  * Prints `ok <step>` per step and exits 0, or prints `FAIL <step>: <why>` and exits 1.
  *
  * Four namespaces: a "node" N routing between a client pod C, an egress pod E and a target X.
@@ -14,6 +14,7 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet } from '../../src/netlink/test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
+import { originatingOnlySteps } from './egress-fou-originating-only.js';
 import { peerSeenBy, wire } from './egress-peer.js';
 
 const ip = new IpRunner({ timeoutMs: 60_000 });
@@ -80,7 +81,8 @@ async function main(): Promise<void> {
 
   // With per-flow source ports on both sides, a reply no longer matches N's DNAT conntrack entry,
   // so it arrives from the egress pod IP, which no peer link names: the flow-based device takes it.
-  await client.apply(c.path, planEgressClient({ podIps: ['10.1.0.2'], port: 5555, gateways: [{ ...gateway, isSourcePortAuto: true }] }));
+  const autoPlan = planEgressClient({ podIps: ['10.1.0.2'], port: 5555, gateways: [{ ...gateway, isSourcePortAuto: true }] });
+  await client.apply(c.path, autoPlan);
   await new FouServer({ ip, podAddresses: ['10.2.0.2'], port: 5555, isSourcePortAuto: true, outInterface: 'eth0', netns: e.path }).sync(new Set(['10.1.0.2']));
   const auto = (await readFouPeers(ip, { netns: c.path })).find((l) => l.family === 4);
   step('fouSourcePortAuto: the peer link was recreated with encap-sport auto', auto?.sourcePort === 0, JSON.stringify(auto));
@@ -88,6 +90,8 @@ async function main(): Promise<void> {
   const answered = await pings(c, '198.51.100.2');
   const afterAuto = await linkStats(c.path, 'coil_ipip4');
   step('ping answered; replies arrive on the flow-based device coil_ipip4', answered && afterAuto.rx > before.rx, `${answered} ${JSON.stringify({ before, afterAuto })}`);
+
+  await originatingOnlySteps({ ip, c, x, podIp: '10.1.0.2', outsideIp: '198.51.100.2', outsideGateway: '198.51.100.1', egressIp: '10.2.0.2', plan: autoPlan, port: 5555, step });
 
   await client.remove(c.path);
   step('after removal the client is routed directly and gets no answer', !(await pings(c, '198.51.100.2')));

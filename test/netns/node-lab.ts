@@ -82,14 +82,18 @@ export class NodeLab {
     this.admin = new Client(new ApiTransport(cp.kubeConfig), 'netns-test');
   }
 
-  /** Control plane with Coil's CRDs and the IPAM controller (no webhooks, no leader election). */
-  static async start(): Promise<NodeLab> {
+  /**
+   * Control plane with Coil's CRDs and the IPAM controller (no webhooks, no leader election).
+   * @param o.controllerArgs extra controller flags (e.g. `--blockrequest-ttl=0`: a controller that,
+   *   like Coil's, never deletes answered BlockRequests)
+   */
+  static async start(o: { controllerArgs?: readonly string[] } = {}): Promise<NodeLab> {
     const cp = await ControlPlane.start({ crds: coilCrds() });
     const lab = new NodeLab(cp, await mkdtemp(join(tmpdir(), 'coil-netns-')));
     try {
       lab.controller = await ManagedProcess.start({
         name: 'coil-controller', command: NODE, logFile: join(lab.dir, 'controller.log'),
-        args: [join(REPO_ROOT, 'dist/src/controller/main.js'), '--kubeconfig', cp.kubeconfigPath, '--enable-webhooks=false', '--leader-elect=false', '--metrics-addr=0', '--health-addr=0', '--node-notready-reclaim=0'],
+        args: [join(REPO_ROOT, 'dist/src/controller/main.js'), '--kubeconfig', cp.kubeconfigPath, '--enable-webhooks=false', '--leader-elect=false', '--metrics-addr=0', '--health-addr=0', '--node-notready-reclaim=0', ...(o.controllerArgs ?? [])],
       });
     } catch (err) {
       await lab.stop();
@@ -140,6 +144,11 @@ export class NodeLab {
   async stopController(): Promise<void> {
     await this.controller?.stop({ graceMs: 3_000 });
     this.controller = undefined;
+  }
+
+  /** A netns of the lab's own (removed by {@link stop}), e.g. for an egress pod. */
+  netnsOf(role: string): Promise<TestNetns> {
+    return this.netns.create(role);
   }
 
   /** A pod netns and a Pod object on `node`. */

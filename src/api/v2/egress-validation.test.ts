@@ -65,7 +65,9 @@ describe('validateEgressSpec', () => {
     ]);
   });
 
-  test('template annotations: keys checked, values free (Coil)', () => {
+  test("template annotations: Kubernetes' rule — keys checked lower-cased, values free, 256 KiB in all (Coil: ValidateLabelName)", () => {
+    // Kubernetes accepts an upper-case prefix on any object's annotations (Coil's webhook would not).
+    assert.deepEqual(messages({ template: { metadata: { annotations: { 'Example.COM/Note': 'x' } } } }), []);
     assert.deepEqual(messages({ template: { metadata: { annotations: { 'a/b/c': 'x', ok: 'new\nlines are fine' } } } }), [
       "spec.template.metadata.annotations: Invalid value: \"a/b/c\": a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName' or 'my.name' or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
     ]);

@@ -21,7 +21,8 @@ type IntOrString = number | string;
  * Validates a spec on CREATE and UPDATE (Coil has no immutable Egress field). Coil's rules:
  * - `spec.destinations[i]` parses as a CIDR (`invalid CIDR address: <s>`, Go's `net.ParseCIDR`);
  * - `spec.strategy.type` is `Recreate` or `RollingUpdate` when a strategy is given (NotSupported);
- * - `spec.template.metadata.labels` keys and values, annotation keys (and total size) are valid;
+ * - `spec.template.metadata.labels` keys and values are valid;
+ * - annotation keys are valid — by Kubernetes' rule, not Coil's (see validateAnnotations);
  * - `spec.podDisruptionBudget`: not both set; each a non-negative int or a percent, ≤ 100%.
  * Ours: no host bits in a destination, no duplicate destination; `spec.strategy.rollingUpdate`
  * absent with `Recreate`, its values int-or-percent and not both 0 (apps/v1's Deployment rules,
@@ -118,7 +119,14 @@ function validateLabels(labels: Readonly<Record<string, string>>, path: string):
   ]);
 }
 
-/** Coil's `validateAnnotations`: keys (lower-cased) are qualified names; values are free up to the total size. */
+/**
+ * Kubernetes' annotation rule (apimachinery `ValidateAnnotations`), the one the Deployment's pod
+ * template must pass when the reconciler writes it: each key, lower-cased, is a qualified name;
+ * values are free; keys and values together at most 256 KiB. This deliberately differs from
+ * Coil, which checks each key with `ValidateLabelName` (no lower-casing, no size limit), so Coil
+ * refuses `Example.COM/note`, which Kubernetes accepts on any object, and lets a template through
+ * that the Deployment write would then fail on (docs/compatibility.md, "Admission").
+ */
 function validateAnnotations(annotations: Readonly<Record<string, string>>, path: string): FieldError[] {
   const errors = Object.keys(annotations).flatMap((k) => isQualifiedName(k.toLowerCase()).map((m) => fieldError(path, m, 'Invalid', k)));
   const size = Object.entries(annotations).reduce((n, [k, v]) => n + Buffer.byteLength(k) + Buffer.byteLength(String(v)), 0);

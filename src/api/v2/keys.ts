@@ -78,3 +78,18 @@ export const LEADER_ELECTION_ID = 'coil-leader';
 export const INDEX_BLOCK_BY_NODE = 'addressblock.node';
 export const INDEX_BLOCK_BY_POOL = 'addressblock.pool';
 export const INDEX_BLOCK_BY_REQUEST = 'addressblock.request';
+
+/**
+ * Netfilter backends of `--backend` (coil-controller, coild, coil-egress), Coil's names: `iptables`
+ * runs the iptables/ip6tables commands (whichever variant, legacy or nft, the image's alternatives
+ * select), `nftables` loads nft rulesets.
+ */
+export const NETFILTER_BACKENDS = ['iptables', 'nftables'] as const;
+/** One of {@link NETFILTER_BACKENDS}. */
+export type NetfilterBackend = (typeof NETFILTER_BACKENDS)[number];
+/** Coil's default `--backend`. */
+export const DEFAULT_NETFILTER_BACKEND: NetfilterBackend = 'iptables';
+/** Priority of the originating-only rules `fwmark <ifindex> lookup 1000+<ifindex>` (Coil's). */
+export const ORIGINATING_ONLY_RULE_PRIO = 1000;
+/** Base of the originating-only tables: a pod link's routes are copied to table `1000 + ifindex`. */
+export const ORIGINATING_ONLY_TABLE_BASE = 1000;

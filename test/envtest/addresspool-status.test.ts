@@ -1,0 +1,117 @@
+/**
+ * The AddressPool status never gets in anyone's way (the status is ours: Coil's pool has none):
+ * - a client that updates the object its create returned — Coil's own webhook tests append subnets
+ *   that way — meets no 409 from the controller's status write;
+ * - on Coil's CRD (no status subresource; what `helm install` over Coil leaves in place), the
+ *   controller allocates and exports its gauges without a single failing status write, and starts
+ *   writing status once the CRDs are upgraded.
+ */
+import 'reflect-metadata';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { parse } from 'yaml';
+import type { AddressPool } from '../../src/api/v2/addresspool.js';
+import { blockRequestResult, isAnswered } from '../../src/api/v2/blockrequest.js';
+import { coilCrds } from '../../src/api/v2/crd.js';
+import { FIN_COIL } from '../../src/api/v2/keys.js';
+import { addIpam } from '../../src/controller/ipam-registry.js';
+import { Kinds } from '../../src/reconcilers/kinds.js';
+import type { Client } from '../../src/runtime/client.js';
+import { isConflict } from '../../src/runtime/errors.js';
+import type { Manager } from '../../src/runtime/manager.js';
+import { Registry } from '../../src/runtime/registry.js';
+import { ControlPlane, REPO_ROOT, eventually } from './control-plane.js';
+import { adminClient, createPool, createRequest, ipamManager, registerWebhooks } from './controller-support.js';
+import { metricValue, scrape } from './runtime-support.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('AddressPool status and clients that update what create returned', () => {
+  let cp: ControlPlane;
+  let mgr: Manager;
+  let client: Client;
+
+  before(async () => {
+    cp = await ControlPlane.start({ crds: coilCrds() });
+    mgr = await ipamManager(cp, { webhooks: true, addressPool: true, blockRequest: true }, { poolStatusSettleMs: 2_000 });
+    await mgr.start();
+    await registerWebhooks(cp, addIpam(new Registry(), { addressPool: false, blockRequest: false, gc: false }), mgr.ports.webhook!, 'coilv2-ipam');
+    client = adminClient(cp);
+    // The apiserver loads webhook configurations asynchronously; wait until the mutator acts.
+    let probes = 0;
+    await eventually(async () => {
+      const name = `probe-${++probes}`;
+      const p = await createPool(client, name, { subnets: [{ ipv4: `192.168.${probes}.0/24` }] });
+      // Read again: the object create returned may be stale by now (that is what this file tests).
+      await client.removeFinalizer(Kinds.AddressPool, (await client.get(Kinds.AddressPool, { name }))!, FIN_COIL);
+      await client.delete(Kinds.AddressPool, { name });
+      return p.metadata?.finalizers?.includes(FIN_COIL) === true;
+    });
+  });
+  after(async () => {
+    await mgr?.stop();
+    await cp?.stop();
+  });
+
+  test('create, then append a subnet to the returned object: 0 conflicts in 20 (Coil: 0 in 20)', async () => {
+    let conflicts = 0;
+    for (let i = 0; i < 20; i++) {
+      const created = await createPool(client, `append-${i}`, { subnets: [{ ipv4: `10.70.${i}.0/26` }] });
+      // A client that looks at what it got, then changes it: time enough for the controller to react.
+      await sleep(300);
+      const next: AddressPool = { ...created, spec: { ...created.spec, subnets: [...created.spec.subnets, { ipv4: `10.71.${i}.0/26` }] } };
+      try {
+        await client.update(Kinds.AddressPool, next);
+      } catch (e) {
+        if (!isConflict(e)) throw e;
+        conflicts++;
+      }
+    }
+    assert.equal(conflicts, 0);
+    // The status still comes, once the spec settled: 2 subnets of 2 blocks each.
+    await eventually(async () => (await client.get(Kinds.AddressPool, { name: 'append-19' }))?.status?.maxBlocks === '4');
+  });
+});
+
+describe("AddressPool reconciler on Coil's AddressPool CRD (no status subresource)", () => {
+  let cp: ControlPlane;
+  let mgr: Manager;
+  let client: Client;
+
+  before(async () => {
+    const coils = parse(await readFile(join(REPO_ROOT, 'test/envtest/fixtures/coil-v2.15-addresspools-crd.yaml'), 'utf8')) as { metadata: { name: string } };
+    const crds = coilCrds().map((c) => (c.metadata?.name === coils.metadata.name ? coils : c));
+    cp = await ControlPlane.start({ crds });
+    mgr = await ipamManager(cp, { addressPool: true, blockRequest: true }, { poolStatusSettleMs: 200, crdProbeIntervalMs: 1_000 });
+    await mgr.start();
+    client = adminClient(cp);
+  });
+  after(async () => {
+    await mgr?.stop();
+    await cp?.stop();
+  });
+
+  test('allocates and exports gauges with no failing status write; writes status once the CRD is upgraded', async () => {
+    await createPool(client, 'coils', { blockSizeBits: 4, subnets: [{ ipv4: '10.80.0.0/24' }] });
+    const req = await createRequest(client, 'coils', 'n1');
+    const br = await eventually(async () => {
+      const r = await client.get(Kinds.BlockRequest, { name: req.metadata!.name! });
+      return r && isAnswered(r.status) ? r : false;
+    });
+    assert.equal(blockRequestResult(br.status).kind, 'allocated');
+    await eventually(async () => metricValue(await scrape(mgr.ports.metrics!), 'coil_controller_allocated_blocks', { pool: 'coils' }) === 1);
+    // Well past the settle time: a status write would have been tried (and failed) by now.
+    await sleep(3_000);
+    const m = await scrape(mgr.ports.metrics!);
+    assert.equal(metricValue(m, 'controller_runtime_reconcile_errors_total', { controller: 'addresspool' }) ?? 0, 0, 'a status write failed');
+    assert.equal(metricValue(m, 'coil_controller_max_blocks', { pool: 'coils' }), 16);
+    assert.equal((await client.get(Kinds.AddressPool, { name: 'coils' }))?.status, undefined);
+
+    // The documented upgrade step: apply the chart's CRDs. Discovery is asked again, status follows.
+    await cp.installCrds(coilCrds().filter((c) => c.metadata?.name === 'addresspools.coil.cybozu.com'));
+    await client.create(Kinds.BlockRequest, { metadata: { name: 'req-coils-n2' }, spec: { nodeName: 'n2', poolName: 'coils' } });
+    await eventually(async () => (await client.get(Kinds.AddressPool, { name: 'coils' }))?.status?.allocatedBlocks === 2, { timeoutMs: 20_000 });
+  });
+});
