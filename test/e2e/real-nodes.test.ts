@@ -15,6 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import * as k8s from '@kubernetes/client-node';
 import { Cluster, POD_RANGE, type Leftovers } from '../../hack/lab/cluster.js';
 import { eventually, REPO_ROOT } from '../envtest/control-plane.js';
+import { prerequisite } from '../support/prerequisite.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
@@ -29,7 +30,7 @@ function inCidr(address: string, cidr: string): boolean {
   return Math.floor(toInt(address) / size) === Math.floor(toInt(base!) / size);
 }
 
-describe('the real-node lab (e2e)', { skip: isRoot ? false : 'the lab needs root (namespaces, cgroups, mounts)' }, () => {
+describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (namespaces, cgroups, mounts)') }, () => {
   let cluster: Cluster;
   let stopped = false;
 
@@ -122,7 +123,7 @@ describe('the real-node lab (e2e)', { skip: isRoot ? false : 'the lab needs root
   });
 });
 
-describe('a killed lab is removed by `npm run lab -- down`', { skip: isRoot ? false : 'the lab needs root (namespaces, cgroups, mounts)' }, () => {
+describe('a killed lab is removed by `npm run lab -- down`', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (namespaces, cgroups, mounts)') }, () => {
   test('SIGKILL while pods run, then down: nothing left behind', async () => {
     const node = join(REPO_ROOT, 'node_modules/.bin/node');
     const lab = spawn(node, [join(REPO_ROOT, 'dist/hack/lab.js'), '--nodes=1'], { stdio: ['ignore', 'pipe', 'inherit'] });
