@@ -1,5 +1,5 @@
 /**
- * A soak of the lab: randomised pod ADD/DEL from several workers, with faults interleaved, and
+ * A soak of the stand-in lab (stand-in-lab.ts): randomised pod ADD/DEL from several workers, with faults interleaved, and
  * the invariant checker after every phase. At the end every pod is deleted and every block must
  * be released. Used by test/e2e/soak.test.ts (short) and `npm run soak` (long).
  *
@@ -14,8 +14,8 @@ import type { Violation } from '../../test/invariants/check.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
 import { IpRunner, type BatchLine } from '../../src/netlink/ip-runner.js';
-import type { PluginObserver } from './kubelet.js';
-import { LAB_DIR, type Lab } from './lab.js';
+import type { PluginObserver } from './stand-in-kubelet.js';
+import { LAB_DIR, type StandInLab as Lab } from './stand-in-lab.js';
 import type { LabNode } from './topology.js';
 import { prng } from '../../test/support/prng.js';
 
@@ -56,6 +56,11 @@ export interface SoakReport {
   dels: number;
   /** ADDs answered with a CNI error (expected while a fault is active); each was DEL'd. */
   addFailures: number;
+  /**
+   * Why each failed ADD failed: `<fault in progress, or "no fault">: <first line of the error>` →
+   * count. An ADD that fails with no fault in progress is a defect the soak test reports.
+   */
+  addFailureReasons: Record<string, number>;
   faults: { name: FaultName; ms: number }[];
   phases: number;
   violations: (Violation & { phase: number })[];
@@ -170,7 +175,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
     at: Math.floor(((i + 1) * options.operations) / (faults.length * rounds + 1)),
     name: faults[i % faults.length]!,
   }));
-  const report: SoakReport = { seed, operations: 0, adds: 0, dels: 0, addFailures: 0, faults: [], phases: 0, violations: [], blocksLeaked: 0, addP50Ms: 0, addP95Ms: 0, durationMs: 0 };
+  const report: SoakReport = { seed, operations: 0, adds: 0, dels: 0, addFailures: 0, addFailureReasons: {}, faults: [], phases: 0, violations: [], blocksLeaked: 0, addP50Ms: 0, addP95Ms: 0, durationMs: 0 };
   const addTimes: number[] = [];
   const started = performance.now();
   const live = new Set<string>();
@@ -183,6 +188,14 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
   let faultIndex = 0;
   /** Set when the run fails: workers and the injector stop, so the process can exit. */
   let aborted = false;
+  /** The fault being injected, from its start until its phase check is done. */
+  let activeFault: FaultName | undefined;
+  const addFailed = (err: unknown) => {
+    report.addFailures++;
+    const line = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 200);
+    const key = `${activeFault ?? 'no fault'}: ${line}`;
+    report.addFailureReasons[key] = (report.addFailureReasons[key] ?? 0) + 1;
+  };
   const opLimit = () => (faultIndex < schedule.length ? schedule[faultIndex]!.at + FAULT_WINDOW_OPS : options.operations);
 
   await prepareSoak(lab);
@@ -222,8 +235,8 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
             addTimes.push(pod.addMs);
             live.add(name);
             report.adds++;
-          } catch {
-            report.addFailures++;
+          } catch (err) {
+            addFailed(err);
           }
           busy.delete(name);
         } else {
@@ -267,6 +280,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
       await eventually(() => aborted || report.operations >= fault.at, { timeoutMs: 3_600_000, intervalMs: 50 });
       if (aborted) return;
       const t0 = performance.now();
+      activeFault = fault.name;
       await injectFault(lab, fault.name, rand, log, {
         forget: (names) => names.forEach((n) => live.delete(n)),
         podsOn: (node) => [...live].filter((n) => lab.pods.get(n)?.node === node.name && !busy.has(n)),
@@ -282,14 +296,15 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
             await lab.addPod(node, name, NS, { observe });
             live.add(name);
             report.adds++;
-          } catch {
-            report.addFailures++;
+          } catch (err) {
+            addFailed(err);
           }
         },
         checkPhase,
       });
       report.faults.push({ name: fault.name, ms: Math.round(performance.now() - t0) });
       await quiesce(checkPhase);
+      activeFault = undefined;
       faultIndex++;
     }
   };

@@ -1,5 +1,6 @@
 /**
- * End to end in the local lab (hack/lab): 3 netns nodes with coild and BIRD, coil-controller,
+ * End to end in the STAND-IN lab (hack/lab/stand-in-lab.ts; the real-node lab's suite is
+ * test/e2e/real-nodes.test.ts): 3 netns nodes with coild and BIRD, coil-controller,
  * the chart's RBAC, pods made through the real `coil` executable. The scenarios follow Coil's
  * own e2e suite (coil-behaviour.md §10.2, IPAM 1–13 and 18), adapted to the lab.
  */
@@ -8,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { Lab } from '../../hack/lab/lab.js';
+import { StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { canI } from '../../hack/lab/credentials.js';
 import { listLabNetns } from '../../hack/lab/topology.js';
 import { eventually } from '../envtest/control-plane.js';
@@ -20,7 +21,7 @@ const isRoot = process.getuid?.() === 0;
 
 type Block = { metadata: { name: string; labels: Record<string, string> }; ipv4?: string };
 
-describe('the local lab (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
+describe('the stand-in lab (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (network namespaces)') }, () => {
   let lab: Lab;
   let objects: k8s.CustomObjectsApi;
 
