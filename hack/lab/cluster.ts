@@ -203,26 +203,18 @@ export class Cluster {
   }
 
   /**
-   * Installs coil as an admin can today: `helm install` (no default pool, no --wait), then, once
-   * coil-controller serves its webhook, the AddressPool `default` of {@link POD_RANGE}; then waits
-   * for coild on every node and for the nodes to be Ready.
-   *
-   * Not the chart's `defaultPool.create=true`: its post-install hook fails without --wait (the
-   * webhook is not served yet), and with --wait helm waits for coild to be Ready before it runs
-   * the hook — while coild reports unready until an AddressPool exists — so the install hangs.
+   * Installs coil as README's "Install on a cluster" says: `helm install` with
+   * `defaultPool.create=true` (the AddressPool `default` of {@link POD_RANGE}, made by
+   * coil-controller once its webhook serves) and no `--wait`; then waits for coil-controller,
+   * coild on every node and the nodes to be Ready.
    */
   async installCoil(values: readonly string[] = []): Promise<void> {
-    this.log('helm install coil charts/coil -n kube-system');
-    await this.installChart(values, { wait: false });
+    this.log('helm install coil charts/coil -n kube-system --set defaultPool.create=true');
+    await this.installChart(['defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`, ...values], { wait: false });
     await this.waitRollout('deployment/coil-controller');
-    this.log('coil-controller is Ready; creating the AddressPool default');
-    await this.kubectl(['apply', '-f', '-'], JSON.stringify({
-      apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', metadata: { name: 'default' },
-      spec: { blockSizeBits: 5, subnets: [{ ipv4: POD_RANGE }] },
-    }));
     await this.waitRollout('daemonset/coild');
     await this.waitNodesReady();
-    this.log('coild is Ready on every node, and every node is Ready');
+    this.log('coil-controller and coild are Ready, the AddressPool default exists, every node is Ready');
   }
 
   /** `kubectl rollout status` of a release object in kube-system (5 min). */
@@ -438,6 +430,8 @@ const NODE_CONTROLLERS = [
   // kube-root-ca.crt in every namespace: kubelet mounts it into each pod's token volume.
   'root-ca-certificate-publisher-controller',
   'pod-garbage-collector-controller',
+  // Jobs: the chart's post-delete hook (coil-uninstall) is one.
+  'job-controller',
   'node-lifecycle-controller',
   'taint-eviction-controller',
 ];

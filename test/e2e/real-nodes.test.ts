@@ -13,7 +13,11 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as k8s from '@kubernetes/client-node';
+import { execFile } from 'node:child_process';
+import { copyFile, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { Cluster, POD_RANGE, type Leftovers } from '../../hack/lab/cluster.js';
+import { CRI_NAMESPACE } from '../../hack/lab/containerd.js';
 import { eventually, REPO_ROOT } from '../envtest/control-plane.js';
 import { prerequisite } from '../support/prerequisite.js';
 
@@ -113,6 +117,75 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     await cluster.api(k8s.CoreV1Api).deleteNamespacedPod({ name, namespace: NS });
     await eventually(async () => !(await listed()), { timeoutMs: 60_000, intervalMs: 500 });
     await cluster.waitForPods(NS, 'app=web', 6);
+  });
+
+  const runFile = promisify(execFile);
+  const coilImage = () => [...cluster.images.values()].find((i) => i.ref.startsWith('ghcr.io/coil-ts/coil:'))!;
+  type Snapshot = Map<string, { ip: string; node: string }>;
+  const snapshot = async (): Promise<Snapshot> =>
+    new Map((await pods(NS, 'app in (web,client)')).filter((p) => !p.metadata?.deletionTimestamp)
+      .map((p) => [p.metadata!.name!, { ip: p.status!.podIP!, node: p.spec!.nodeName! }]));
+  const crossNodePings = async (): Promise<void> => {
+    const clients = await cluster.waitForPods(NS, 'app=client', 3);
+    for (const from of clients) {
+      for (const to of clients.filter((p) => p.spec?.nodeName !== from.spec?.nodeName)) {
+        await cluster.waitForBgpRoute(from.spec!.nodeName!, to.status!.podIP!);
+        assert.ok(await cluster.ping(NS, from.metadata!.name!, to.status!.podIP!), `${from.metadata?.name} -> ${to.status?.podIP}`);
+      }
+    }
+  };
+
+  test('helm upgrade to a changed image restarts coild and the controller and keeps every pod\'s address and connectivity', async () => {
+    const before = await snapshot();
+    const { ref } = coilImage();
+    const tag = 'upgraded';
+    const upgraded = `${ref.slice(0, ref.lastIndexOf(':'))}:${tag}`;
+    for (const node of cluster.nodes) {
+      await runFile('ctr', ['--address', node.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'tag', '--force', ref, upgraded]);
+    }
+    await cluster.upgradeChart([`image.tag=${tag}`]);
+    const system = await pods('kube-system', 'app.kubernetes.io/name=coil');
+    for (const pod of system.filter((p) => !p.metadata?.deletionTimestamp)) {
+      assert.equal(pod.spec?.containers[0]?.image, upgraded, `${pod.metadata?.name} runs the new image`);
+    }
+    assert.deepEqual(await snapshot(), before, 'same pods, same addresses, same nodes');
+    for (const [name, { node }] of before) {
+      assert.ok((await cluster.node(node).http('127.0.0.1', 9385, '/ipam')).includes(name), `the new coild on ${node} recovered ${name}`);
+    }
+    await crossNodePings();
+  });
+
+  test('helm uninstall leaves every node ready for another CNI and no object on a finalizer; a ptp pod then starts', async () => {
+    await cluster.uninstallChart();
+    for (const node of cluster.nodes) {
+      await eventually(async () => {
+        await assert.rejects(stat(node.host.hostPath('/etc/cni/net.d/10-coil.conflist')));
+        return true;
+      }, { timeoutMs: 60_000, intervalMs: 500 });
+      for (const family of ['-4', '-6']) {
+        assert.equal((await node.host.exec(['ip', family, 'route', 'show', 'table', '119'])).trim(), '', `${node.name}: table 119 (${family})`);
+        assert.equal((await node.host.exec(['ip', family, 'route', 'show', 'table', '116'])).trim(), '', `${node.name}: table 116 (${family})`);
+        assert.doesNotMatch(await node.host.exec(['ip', family, 'rule', 'show']), /^2000:/m, `${node.name}: rule 2000 (${family})`);
+      }
+    }
+    const custom = cluster.api(k8s.CustomObjectsApi);
+    for (const plural of ['addresspools', 'addressblocks']) {
+      const items = ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural })) as { items: { metadata: { name: string; finalizers?: string[] } }[] }).items;
+      for (const o of items) assert.deepEqual(o.metadata.finalizers ?? [], [], `${plural}/${o.metadata.name} carries no finalizer`);
+    }
+    await cluster.kubectl(['delete', 'addressblocks.coil.cybozu.com', '--all', '--timeout=30s']);
+    await cluster.kubectl(['delete', 'addresspool.coil.cybozu.com', 'default', '--timeout=30s']);
+
+    // Another CNI: Debian's ptp + host-local (containernetworking-plugins) on one node.
+    const node = cluster.nodes[0]!;
+    for (const plugin of ['ptp', 'host-local']) await copyFile(`/usr/lib/cni/${plugin}`, node.host.hostPath(`/opt/cni/bin/${plugin}`));
+    await writeFile(node.host.hostPath('/etc/cni/net.d/20-ptp.conflist'), JSON.stringify({
+      cniVersion: '1.0.0', name: 'ptp-net',
+      plugins: [{ type: 'ptp', ipMasq: false, ipam: { type: 'host-local', ranges: [[{ subnet: '10.250.0.0/24' }]], routes: [{ dst: '0.0.0.0/0' }] } }],
+    }));
+    await cluster.createPod(NS, 'after-coil', { nodeName: node.name, labels: { app: 'after-coil' } });
+    const [pod] = await cluster.waitForPods(NS, 'app=after-coil', 1);
+    assert.ok(inCidr(pod!.status!.podIP!, '10.250.0.0/24'), `the ptp pod got ${pod!.status!.podIP}`);
   });
 
   test('stopping the lab leaves no namespace, mount, cgroup, process or file behind', async () => {
