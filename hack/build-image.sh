@@ -7,6 +7,7 @@
 #   hack/build-image.sh --import SOCKET    # also import every image into the containerd at SOCKET
 #                                          # (namespace k8s.io, where the CRI plugin looks); repeatable
 #   COIL_IMAGE=ghcr.io/coil-ts/coil:dev hack/build-image.sh    # another reference (default: the chart's)
+#   COIL_IMAGE_CACHE_DIR=/empty hack/build-image.sh            # another image cache (a cold build: hack/bench/pod-startup.ts)
 #
 # Prints the coil image's layers with their compressed and unpacked sizes, then one line per image:
 #   IMAGE <reference> <archive>
@@ -30,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}/image
+CACHE=${COIL_IMAGE_CACHE_DIR:-${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}/image}
 OUT=dist/image
 NODE=node_modules/.bin/node
 APP_VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/coil/Chart.yaml)

@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { readOciArchive, unpack, unpackedSize, type OciImage } from '../hack/image/oci.js';
 import { REPO_ROOT } from './envtest/control-plane.js';
+import { prerequisite } from './support/prerequisite.js';
 
 const run = promisify(execFile);
 const isRoot = process.getuid?.() === 0;
@@ -20,7 +21,7 @@ const isRoot = process.getuid?.() === 0;
 const MAX_UNPACKED = 300e6;
 const PROGRAMS = ['coil-controller', 'coild', 'coil-egress', 'coil-install-cni', 'coil-migrator'];
 
-describe('the coil image (hack/build-image.sh)', { skip: isRoot ? false : 'building the image needs root (mmdebstrap, chroot)' }, () => {
+describe('the coil image (hack/build-image.sh)', { skip: prerequisite(isRoot ? undefined : 'building the image needs root (mmdebstrap, chroot)') }, () => {
   let archive = '';
   let image: OciImage;
   let root = '';

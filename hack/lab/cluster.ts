@@ -210,7 +210,10 @@ export class Cluster {
    */
   async installCoil(values: readonly string[] = []): Promise<void> {
     this.log('helm install coil charts/coil -n kube-system --set defaultPool.create=true');
-    await this.installChart(['defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`, ...values], { wait: false });
+    await this.installChart([
+      'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
+      ...labChartValues(this.nodes.length), ...values,
+    ], { wait: false });
     await this.waitRollout('deployment/coil-controller');
     await this.waitRollout('daemonset/coild');
     await this.waitNodesReady();
@@ -419,6 +422,15 @@ export class Cluster {
     const dirExists = await readdir(dir).then(() => true, () => false);
     return { netns: await listLabNetns(prefix), mounts, cgroups: [...new Set(cgroups)], processes, dir: dirExists };
   }
+}
+
+/**
+ * `helm --set` values the lab's size needs (pure): coil-controller is hostNetwork with fixed
+ * ports, so a node runs at most one replica; with one node the chart's 2 replicas would leave one
+ * Pending forever (and the rollout never completes).
+ */
+export function labChartValues(nodes: number): string[] {
+  return nodes < 2 ? ['controller.replicas=1'] : [];
 }
 
 /** Controllers the nodes need beyond envtest's set (KCM_CONTROLLERS). */

@@ -202,10 +202,13 @@ describe('a killed lab is removed by `npm run lab -- down`', { skip: prerequisit
     const lab = spawn(node, [join(REPO_ROOT, 'dist/hack/lab.js'), '--nodes=1'], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     lab.stdout.on('data', (c: Buffer) => (out += c));
-    await eventually(() => out.includes('lab: running'), { timeoutMs: 600_000, intervalMs: 500 }).catch((err: unknown) => {
+    // The lab exiting before it runs fails at once (its output says why), not after the timeout.
+    const exited = once(lab, 'exit').then(([code]) => { throw new Error(`the lab exited (${String(code)}) before it ran`); });
+    await Promise.race([eventually(() => out.includes('lab: running'), { timeoutMs: 600_000, intervalMs: 500 }), exited]).catch((err: unknown) => {
       lab.kill('SIGKILL');
       throw new Error(`the lab did not come up:\n${out}`, { cause: err });
     });
+    exited.catch(() => undefined);
     lab.kill('SIGKILL');
     await once(lab, 'exit');
     const left = await Cluster.leftovers();
