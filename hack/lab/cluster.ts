@@ -35,6 +35,8 @@ import * as k8s from '@kubernetes/client-node';
 import { ControlPlane, KCM_CONTROLLERS, REPO_ROOT, eventually } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { kubectl, toolPath } from '../../test/envtest/tools.js';
+import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
+import { collectView, libcniCache } from '../../test/invariants/collect.js';
 import { readOciArchive } from '../image/oci.js';
 import { cgroupsWithPrefix, hierarchies } from './cgroups.js';
 import { KubeNode, NODE_APISERVER_PORT } from './kube-node.js';
@@ -239,6 +241,28 @@ export class Cluster {
     const node = this.nodes.find((n) => n.name === name);
     if (!node) throw new Error(`no lab node ${name}`);
     return node;
+  }
+
+  /**
+   * The observed state for the invariant checker: objects from the apiserver, coil veths from
+   * each node's netns, coild's allocations from its `GET /ipam`, container ids from each node's
+   * libcni cache (containerd keeps it in the node's /var/lib/cni).
+   */
+  view(): Promise<ClusterView> {
+    return collectView({
+      kubeConfig: this.cp.kubeConfig,
+      nodes: this.nodes.map((n) => ({ name: n.name, netnsPath: n.spec.node.netnsPath })),
+      containerIds: () => libcniCache(this.nodes.map((n) => n.host.hostPath('/var/lib/cni'))),
+      fetchIpam: async (name) => {
+        const body = await this.node(name).http('127.0.0.1', 9385, '/ipam');
+        return body.startsWith('{') ? body : undefined;
+      },
+    });
+  }
+
+  /** Checks every invariant now; `afterGc` adds "no block without a user". */
+  async check(options: { afterGc?: boolean } = {}): Promise<Violation[]> {
+    return checkInvariants(await this.view(), options);
   }
 
   /** kubectl with the admin kubeconfig. */

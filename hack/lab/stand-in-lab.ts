@@ -31,7 +31,7 @@ import { applyChart, LAB_NAMESPACE, serviceAccountKubeconfig } from './credentia
 import { StandInKubelet, type LabPod, type PluginObserver } from './stand-in-kubelet.js';
 import { unixToTcp } from './relay.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
-import { collectView } from '../../test/invariants/collect.js';
+import { collectView, standInCniCache } from '../../test/invariants/collect.js';
 import { createTopology, destroyTopology, ip, labNodes, type LabNode } from './topology.js';
 
 /** Where the lab keeps its files (kubeconfigs, sockets, logs, BIRD configs). */
@@ -358,7 +358,7 @@ export class StandInLab {
     return collectView({
       kubeConfig: this.cp.kubeConfig,
       nodes: this.nodes,
-      cniCacheDir: join(LAB_DIR, 'cni-cache'),
+      containerIds: () => standInCniCache(join(LAB_DIR, 'cni-cache')),
       fetchIpam: async (name) => {
         const body = await this.nodeHttp(this.nodes.find((n) => n.name === name)!, 9385, '/ipam');
         return body.startsWith('{') ? body : undefined;

@@ -15,13 +15,43 @@ export interface CollectOptions {
   readonly kubeConfig: k8s.KubeConfig;
   /** Node name → its network namespace path. */
   readonly nodes: readonly { name: string; netnsPath: string }[];
-  /** The lab kubelet's CNI cache (pod → container id). */
-  readonly cniCacheDir: string;
+  /** Pod (`namespace/name`) → the container id its CNI ADD carried: {@link standInCniCache} or {@link libcniCache}. */
+  readonly containerIds: () => Promise<Map<string, string>>;
   /** Fetches coild's `GET /ipam` body on a node; undefined when coild does not answer. */
   readonly fetchIpam: (node: string) => Promise<string | undefined>;
 }
 
 type Block = { metadata: { name: string; labels?: Record<string, string> }; ipv4?: string; ipv6?: string };
+
+/** The stand-in kubelet's CNI cache in `dir`: one file per pod, `{pod: {namespace, name, containerId}}`. */
+export async function standInCniCache(dir: string): Promise<Map<string, string>> {
+  const ids = new Map<string, string>();
+  for (const file of await readdir(dir).catch(() => [] as string[])) {
+    const cached = JSON.parse(await readFile(join(dir, file), 'utf8')) as { pod: { namespace: string; name: string; containerId: string } };
+    ids.set(`${cached.pod.namespace}/${cached.pod.name}`, cached.pod.containerId);
+  }
+  return ids;
+}
+
+/**
+ * libcni's result cache of real nodes (`<dir>/results/<network>-<containerID>-<ifname>`, what
+ * containerd's CRI plugin keeps in /var/lib/cni): each holds the ADD's `containerId` and its
+ * `cniArgs`, among them K8S_POD_NAMESPACE and K8S_POD_NAME.
+ */
+export async function libcniCache(dirs: readonly string[]): Promise<Map<string, string>> {
+  const ids = new Map<string, string>();
+  for (const dir of dirs) {
+    const results = join(dir, 'results');
+    for (const file of await readdir(results).catch(() => [] as string[])) {
+      const cached = JSON.parse(await readFile(join(results, file), 'utf8').catch(() => '{}')) as { containerId?: string; cniArgs?: [string, string][] };
+      const args = new Map(cached.cniArgs ?? []);
+      const ns = args.get('K8S_POD_NAMESPACE');
+      const name = args.get('K8S_POD_NAME');
+      if (cached.containerId && ns && name) ids.set(`${ns}/${name}`, cached.containerId);
+    }
+  }
+  return ids;
+}
 
 /** Reads the whole view. */
 export async function collectView(options: CollectOptions): Promise<ClusterView> {
@@ -32,11 +62,7 @@ export async function collectView(options: CollectOptions): Promise<ClusterView>
     core.listPodForAllNamespaces(),
     custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks' }) as Promise<{ items: Block[] }>,
   ]);
-  const containerIds = new Map<string, string>();
-  for (const file of await readdir(options.cniCacheDir).catch(() => [] as string[])) {
-    const cached = JSON.parse(await readFile(join(options.cniCacheDir, file), 'utf8')) as { pod: { namespace: string; name: string; containerId: string } };
-    containerIds.set(`${cached.pod.namespace}/${cached.pod.name}`, cached.pod.containerId);
-  }
+  const containerIds = await options.containerIds();
   const nodes = await Promise.all(options.nodes.map(async (node) => {
     const veths = (await new IpRoutePodNetwork({ hostNetns: node.netnsPath }).list()).map((e) => ({
       hostIfname: e.hostIfname, containerId: e.containerId, ifname: e.ifname, pool: e.pool,
