@@ -20,9 +20,16 @@ import { Cluster, POD_RANGE, type Leftovers } from '../../hack/lab/cluster.js';
 import { CRI_NAMESPACE } from '../../hack/lab/containerd.js';
 import { eventually, REPO_ROOT } from '../envtest/control-plane.js';
 import { prerequisite } from '../support/prerequisite.js';
+import { checkInvariants } from '../invariants/check.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
+/** Namespace of the fault tests' pods (pool default). */
+const FAULTS_NS = 'e2e-faults';
+/** Namespace of pool `faults` (FAULTS_RANGE), made by the leader-delete test. */
+const POOL_NS = 'e2e-pool';
+const FAULTS_RANGE = '10.121.0.0/24';
+const EGRESS_NS = 'e2e-egress';
 
 type Block = { metadata: { name: string; labels: Record<string, string> }; ipv4?: string };
 
@@ -119,6 +126,123 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     await cluster.waitForPods(NS, 'app=web', 6);
   });
 
+  /** Every invariant holds (test/invariants/check.ts), the lab's pods all counted. */
+  const assertInvariants = async (options: { afterGc?: boolean } = {}): Promise<void> => {
+    const view = await cluster.view();
+    for (const node of view.nodes) assert.ok(node.allocations, `coild on ${node.name} answered /ipam`);
+    assert.equal(view.nodes.flatMap((n) => n.allocations ?? []).length, view.pods.length, 'one allocation per pod with an address');
+    for (const p of view.pods) assert.ok(p.containerId, `${p.namespace}/${p.name} is in its node's libcni cache`);
+    assert.deepEqual(checkInvariants(view, options), []);
+  };
+
+  /** A new bare pod on `node` in `namespace` starts, with an address of `range` (the namespace's pool). */
+  const podStartsOn = async (nodeName: string, name: string, namespace = FAULTS_NS, range = POD_RANGE): Promise<k8s.V1Pod> => {
+    await cluster.createPod(namespace, name, { nodeName, labels: { app: name } });
+    const [pod] = await cluster.waitForPods(namespace, `app=${name}`, 1);
+    assert.equal(pod!.spec?.nodeName, nodeName);
+    assert.ok(inCidr(pod!.status!.podIP!, range), `${name}: ${pod!.status!.podIP} in ${range}`);
+    return pod!;
+  };
+
+  test('the invariant checker finds nothing wrong on the real nodes (addresses, blocks, veths, coild\'s allocations)', async () => {
+    await assertInvariants();
+  });
+
+  test('an Egress becomes a Deployment and a Service; its NAT pod runs on a real node (FoU is not in this kernel, and its readyz says so)', async () => {
+    await cluster.kubectl(['apply', '-f', '-'], [
+      JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: EGRESS_NS } }),
+      JSON.stringify({ apiVersion: 'coil.cybozu.com/v2', kind: 'Egress', metadata: { name: 'nat', namespace: EGRESS_NS }, spec: { replicas: 1, destinations: ['0.0.0.0/0'] } }),
+    ].join('\n'));
+    const apps = cluster.api(k8s.AppsV1Api);
+    const deployment = await eventually(async () => apps.readNamespacedDeployment({ name: 'nat', namespace: EGRESS_NS }).catch(() => false as const), { timeoutMs: 60_000, intervalMs: 500 });
+    assert.equal(deployment.metadata?.ownerReferences?.[0]?.kind, 'Egress');
+    const service = await cluster.api(k8s.CoreV1Api).readNamespacedService({ name: 'nat', namespace: EGRESS_NS });
+    assert.deepEqual(service.spec?.ports?.map((p) => [p.port, p.protocol]), [[5555, 'UDP']]);
+    assert.match(service.spec?.clusterIP ?? '', /^10\.0\./);
+    const selector = 'app.kubernetes.io/instance=nat,app.kubernetes.io/component=egress';
+    const pod = await eventually(async () => {
+      const [p] = await pods(EGRESS_NS, selector);
+      return p?.status?.phase === 'Running' && p.status.podIP && p.status.containerStatuses?.[0]?.started ? p : false;
+    }, { timeoutMs: 120_000, intervalMs: 500 });
+    assert.equal(pod.spec?.containers[0]?.image, coilImage().ref, 'the NAT pod runs the controller\'s own image');
+    assert.ok(inCidr(pod.status!.podIP!, POD_RANGE), `the NAT pod got ${pod.status?.podIP} from coil`);
+    const node = cluster.node(pod.spec!.nodeName!);
+    const readyz = await eventually(async () => (await node.http(pod.status!.podIP!, 8081, '/readyz')) || false, { timeoutMs: 60_000, intervalMs: 500 });
+    assert.match(readyz, /fou/i, `readyz: ${readyz}`);
+    const egress = JSON.parse(await cluster.kubectl(['get', 'egress', '-n', EGRESS_NS, 'nat', '-o', 'json'])) as { status?: { selector?: string; replicas?: number } };
+    assert.match(egress.status?.selector ?? '', /app\.kubernetes\.io\/instance=nat/);
+    await cluster.kubectl(['delete', 'namespace', EGRESS_NS, '--timeout=120s']);
+  });
+
+  test("fault: coild's container killed — kubelet restarts it, it recovers every allocation, and a new pod on that node starts", async () => {
+    const node = cluster.nodes[0]!;
+    const [coild] = (await pods('kube-system', 'app.kubernetes.io/component=coild')).filter((p) => p.spec?.nodeName === node.name);
+    const restarts = coild!.status?.containerStatuses?.find((c) => c.name === 'coild')?.restartCount ?? 0;
+    await node.killContainer('kube-system', coild!.metadata!.name!, 'coild');
+    await eventually(async () => {
+      const [p] = (await pods('kube-system', 'app.kubernetes.io/component=coild')).filter((x) => x.spec?.nodeName === node.name);
+      const c = p?.status?.containerStatuses?.find((x) => x.name === 'coild');
+      return (c?.restartCount ?? 0) > restarts && c?.ready === true;
+    }, { timeoutMs: 120_000, intervalMs: 500 });
+    await podStartsOn(node.name, 'after-coild-kill');
+    await assertInvariants();
+  });
+
+  test('fault: a node\'s kubelet restarted — its pods keep their addresses, and a new pod there starts', async () => {
+    const node = cluster.nodes[1]!;
+    const before = await snapshot();
+    await node.restart('kubelet');
+    await cluster.waitNodesReady();
+    assert.deepEqual(await snapshot(), before);
+    await podStartsOn(node.name, 'after-kubelet-restart');
+    await assertInvariants();
+  });
+
+  test('fault: the leading controller pod deleted — another takes the lease and allocates the blocks a new pool needs', async () => {
+    const leases = cluster.api(k8s.CoordinationV1Api);
+    const holder = (await leases.readNamespacedLease({ name: 'coil-leader', namespace: 'kube-system' })).spec?.holderIdentity ?? '';
+    const leader = holder.slice(0, holder.lastIndexOf('_'));
+    assert.ok(leader, `lease holder ${holder}`);
+    await cluster.api(k8s.CoreV1Api).deleteNamespacedPod({ name: leader, namespace: 'kube-system' });
+    await eventually(async () => {
+      const h = (await leases.readNamespacedLease({ name: 'coil-leader', namespace: 'kube-system' })).spec?.holderIdentity ?? '';
+      return h !== '' && !h.startsWith(`${leader}_`);
+    }, { timeoutMs: 90_000, intervalMs: 500 });
+    // A pool of its own for the namespace: its first block can only come from the new leader.
+    await cluster.kubectl(['apply', '-f', '-'], [
+      JSON.stringify({ apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', metadata: { name: 'faults' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: FAULTS_RANGE }] } }),
+      JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: POOL_NS, annotations: { 'coil.cybozu.com/pool': 'faults' } } }),
+    ].join('\n'));
+    await podStartsOn(cluster.nodes[2]!.name, 'after-leader-delete', POOL_NS, FAULTS_RANGE);
+    await cluster.waitRollout('deployment/coil-controller');
+    await assertInvariants();
+  });
+
+  test('fault: kube-apiserver and etcd restarted — coild and the controller carry on, and new pods start', async () => {
+    await cluster.cp.stopApiServer();
+    await cluster.cp.startApiServer();
+    await podStartsOn(cluster.nodes[0]!.name, 'after-apiserver-restart');
+    await cluster.cp.stopEtcd();
+    await cluster.cp.startEtcd();
+    await podStartsOn(cluster.nodes[1]!.name, 'after-etcd-restart');
+    await assertInvariants();
+  });
+
+  test('fault: a node removed (its machine gone, its Node deleted) — the controller collects its blocks, its pods move, the rest keep working', async () => {
+    const gone = cluster.nodes[2]!.name;
+    const blocksOf = async (node: string) =>
+      ((await cluster.api(k8s.CustomObjectsApi).listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks', labelSelector: `coil.cybozu.com/node=${node}` })) as { items: Block[] }).items;
+    assert.ok((await blocksOf(gone)).length > 0, `${gone} holds blocks`);
+    await cluster.removeNode(gone);
+    // What the pod garbage collector does after its quarantine, at once: the pods bound to a
+    // Node that no longer exists are deleted (no kubelet is left to confirm it).
+    await cluster.kubectl(['delete', 'pods', '-A', `--field-selector=spec.nodeName=${gone}`, '--force', '--grace-period=0']);
+    await eventually(async () => (await blocksOf(gone)).length === 0, { timeoutMs: 60_000, intervalMs: 500 });
+    await cluster.waitForPods(NS, 'app=web', 6);
+    await cluster.waitRollout('deployment/coil-controller');
+    await assertInvariants();
+  });
+
   const runFile = promisify(execFile);
   const coilImage = () => [...cluster.images.values()].find((i) => i.ref.startsWith('ghcr.io/coil-ts/coil:'))!;
   type Snapshot = Map<string, { ip: string; node: string }>;
@@ -126,7 +250,7 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     new Map((await pods(NS, 'app in (web,client)')).filter((p) => !p.metadata?.deletionTimestamp)
       .map((p) => [p.metadata!.name!, { ip: p.status!.podIP!, node: p.spec!.nodeName! }]));
   const crossNodePings = async (): Promise<void> => {
-    const clients = await cluster.waitForPods(NS, 'app=client', 3);
+    const clients = await cluster.waitForPods(NS, 'app=client', cluster.nodes.length);
     for (const from of clients) {
       for (const to of clients.filter((p) => p.spec?.nodeName !== from.spec?.nodeName)) {
         await cluster.waitForBgpRoute(from.spec!.nodeName!, to.status!.podIP!);

@@ -43,7 +43,13 @@ export async function libcniCache(dirs: readonly string[]): Promise<Map<string, 
   for (const dir of dirs) {
     const results = join(dir, 'results');
     for (const file of await readdir(results).catch(() => [] as string[])) {
-      const cached = JSON.parse(await readFile(join(results, file), 'utf8').catch(() => '{}')) as { containerId?: string; cniArgs?: [string, string][] };
+      // A file being written (or removed by a DEL) as we read it is skipped, not fatal.
+      let cached: { containerId?: string; cniArgs?: [string, string][] };
+      try {
+        cached = JSON.parse(await readFile(join(results, file), 'utf8')) as typeof cached;
+      } catch {
+        continue;
+      }
       const args = new Map(cached.cniArgs ?? []);
       const ns = args.get('K8S_POD_NAMESPACE');
       const name = args.get('K8S_POD_NAME');
