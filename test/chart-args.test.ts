@@ -72,3 +72,9 @@ test('uninstall: coild knows its Pod and conflist; a post-delete hook Job (host 
   assert.equal(job.spec?.template?.spec?.hostNetwork, true, 'coil\'s pod network is gone when it runs');
   assert.deepEqual(job.spec?.template?.spec?.containers?.[0]?.command?.slice(0, 2), ['coil-controller', 'release-finalizers']);
 });
+
+test('coil-controller (hostNetwork, fixed ports) rolls one replica at a time, never a surge pod that no node could take', async () => {
+  const docs = (await render([])) as (Doc & { spec?: { strategy?: { type?: string; rollingUpdate?: { maxSurge?: number; maxUnavailable?: number } } } })[];
+  const deployment = docs.find((d) => d.kind === 'Deployment' && d.metadata?.name === 'coil-controller')!;
+  assert.deepEqual(deployment.spec?.strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } });
+});

@@ -226,8 +226,11 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     // A pool of its own for the namespace: its first block can only come from the new leader.
     await cluster.kubectl(['apply', '-f', '-'], [
       JSON.stringify({ apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', metadata: { name: 'faults' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: FAULTS_RANGE }] } }),
-      JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: POOL_NS, annotations: { 'coil.cybozu.com/pool': 'faults' } } }),
+      JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: POOL_NS } }),
     ].join('\n'));
+    // Not in the applied object: createPod applies the Namespace again, and `kubectl apply`
+    // would remove an annotation its previous apply set.
+    await cluster.kubectl(['annotate', 'namespace', POOL_NS, 'coil.cybozu.com/pool=faults']);
     await podStartsOn(cluster.nodes[2]!.name, 'after-leader-delete', POOL_NS, FAULTS_RANGE);
     await cluster.waitRollout('deployment/coil-controller');
     await assertInvariants();
