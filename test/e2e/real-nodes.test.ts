@@ -21,6 +21,7 @@ import { CRI_NAMESPACE } from '../../hack/lab/containerd.js';
 import { eventually, REPO_ROOT } from '../envtest/control-plane.js';
 import { prerequisite } from '../support/prerequisite.js';
 import { checkInvariants } from '../invariants/check.js';
+import { canI } from '../../hack/lab/credentials.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
@@ -161,6 +162,19 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
 
   test('the invariant checker finds nothing wrong on the real nodes (addresses, blocks, veths, coild\'s allocations)', async () => {
     await assertInvariants();
+  });
+
+  test('each program runs with least privilege: the service accounts its real pods run as (RBAC, by impersonation)', async () => {
+    const system = await pods('kube-system', 'app.kubernetes.io/name=coil');
+    const account = (component: string) => system.find((p) => p.metadata?.labels?.['app.kubernetes.io/component'] === component)!.spec!.serviceAccountName!;
+    const coild = account('coild');
+    const controller = account('coil-controller');
+    assert.equal(await canI(cluster.cp, coild, 'create', 'blockrequests.coil.cybozu.com'), true);
+    assert.equal(await canI(cluster.cp, coild, 'create', 'addressblocks.coil.cybozu.com'), false, 'only the controller creates blocks');
+    assert.equal(await canI(cluster.cp, coild, 'delete', 'addresspools.coil.cybozu.com'), false);
+    assert.equal(await canI(cluster.cp, coild, 'get', 'secrets'), false);
+    assert.equal(await canI(cluster.cp, controller, 'create', 'addressblocks.coil.cybozu.com'), true);
+    assert.equal(await canI(cluster.cp, controller, 'create', 'pods'), false);
   });
 
   test('an Egress becomes a Deployment and a Service; its NAT pod runs on a real node (FoU is not in this kernel, and its readyz says so)', async () => {
