@@ -43,7 +43,7 @@ function lab(o: { failRequests?: boolean; notReady?: string } = {}) {
     containerId, netns: `/run/netns/${containerId}`, ifname: 'eth0', path: '', stdinData: Buffer.from('{}'), ips: [], interfaces: {}, validAttachments: [],
     args: { K8S_POD_NAMESPACE: 'lab', K8S_POD_NAME: 'web' }, ...extra,
   });
-  return { service, ipam, podNetwork, events, args, done: () => requester.stop() };
+  return { service, ipam, podNetwork, events, args, cache, client, done: () => requester.stop() };
 }
 
 const cniCode = (code: number, msg?: RegExp) => (e: unknown) => e instanceof CniError && e.code === code && (msg === undefined || msg.test(e.message));
@@ -66,6 +66,18 @@ describe('CniService', () => {
     await assert.rejects(t.service.add(t.args('c1', { args: { K8S_POD_NAMESPACE: 'lab', K8S_POD_NAME: 'ghost' } })), cniCode(3, /pod not found/));
     await assert.rejects(t.service.add(t.args('c1', { args: { K8S_POD_NAMESPACE: 'lost', K8S_POD_NAME: 'web' } })), cniCode(7, /AddressPool "nope" does not exist/));
     assert.deepEqual(t.ipam.allocations(), []);
+    t.done();
+  });
+
+  it("ADD in a namespace the cache has not seen yet takes the pool of the namespace's annotation, read from the API server", async () => {
+    const t = lab();
+    t.cache.put(CoildKinds.AddressPool, { metadata: { name: 'fresh' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.9.0.0/24' }] } } as never);
+    t.cache.put(CoildKinds.Pod, { metadata: { namespace: 'new', name: 'web' } } as never);
+    t.client.apiOnly.set('Namespace/new', { metadata: { name: 'new', annotations: { 'coil.cybozu.com/pool': 'fresh' } } });
+    // No block of `fresh` is ever granted here: the ADD times out, after asking for one.
+    await assert.rejects(t.service.add(t.args('c1', { args: { K8S_POD_NAMESPACE: 'new', K8S_POD_NAME: 'web' } })), CniError);
+    assert.deepEqual(t.client.created.map((br) => br.spec?.poolName), ['fresh']);
+    assert.deepEqual(t.ipam.allocations(), [], 'no address of the default pool was taken');
     t.done();
   });
 

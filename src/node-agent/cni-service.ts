@@ -113,7 +113,7 @@ export class CniService implements CniHandler {
     if (!name || !namespace) throw new CniError(CniErrorCode.INVALID_ENVIRONMENT_VARIABLES, 'missing pod name/namespace');
     const pod = await this.getPod(namespace, name);
     if (!pod) throw new CniError(CniErrorCode.UNKNOWN_CONTAINER, `pod not found: ${namespace}/${name}`);
-    const pool = this.poolOf(namespace);
+    const pool = await this.poolOf(namespace);
 
     let alloc: NodeAllocation;
     try {
@@ -148,9 +148,14 @@ export class CniService implements CniHandler {
     return this.o.cache.get<V1Pod>(CoildKinds.Pod, { namespace, name }) ?? (await this.o.client.get(CoildKinds.Pod, { namespace, name }));
   }
 
-  /** Namespace annotation `coil.cybozu.com/pool`, else `default`. @throws CniError 7 for a pool that does not exist */
-  private poolOf(namespace: string): string {
-    const ns = this.o.cache.get(CoildKinds.Namespace, { name: namespace });
+  /**
+   * Namespace annotation `coil.cybozu.com/pool`, else `default`. The namespace comes from the
+   * cache, else from the API server: a pod of a namespace created a moment ago must not fall to
+   * the default pool because the cache has not seen its namespace yet.
+   * @throws CniError 7 for a pool that does not exist
+   */
+  private async poolOf(namespace: string): Promise<string> {
+    const ns = this.o.cache.get(CoildKinds.Namespace, { name: namespace }) ?? (await this.o.client.get(CoildKinds.Namespace, { name: namespace }));
     const pool = ns?.metadata?.annotations?.[ANN_POOL] || DEFAULT_POOL;
     if (!this.o.cache.get(CoildKinds.AddressPool, { name: pool })) {
       const from = pool === DEFAULT_POOL ? 'the default pool' : `chosen by the ${ANN_POOL} annotation of namespace ${namespace}`;

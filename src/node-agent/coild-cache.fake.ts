@@ -79,9 +79,12 @@ export class FakeBlockClient {
     return this as unknown as Client;
   }
 
-  /** Uncached reads find nothing (the cache is the whole world here). */
-  async get(): Promise<undefined> {
-    return undefined;
+  /** Objects only the API server knows (the cache has not seen them yet), by `<kind>/<name>`. */
+  readonly apiOnly = new Map<string, KubernetesObject>();
+
+  /** Uncached reads find what {@link apiOnly} holds, else nothing. */
+  async get<T extends KubernetesObject>(kind: KindDescriptor<T>, key: { name: string }): Promise<T | undefined> {
+    return this.apiOnly.get(`${kind.kind}/${key.name}`) as T | undefined;
   }
 
   async create<T extends KubernetesObject>(_kind: KindDescriptor<T>, obj: T): Promise<T> {
