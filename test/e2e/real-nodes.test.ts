@@ -310,6 +310,10 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
       await runFile('ctr', ['--address', node.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'tag', '--force', ref, upgraded]);
     }
     await cluster.upgradeChart([`image.tag=${tag}`]);
+    // helm's --wait is satisfied once all but maxUnavailable replicas are ready (1 for both
+    // coil-controller and coild), with an old pod still running: wait for the whole rollout.
+    await cluster.waitRollout('deployment/coil-controller');
+    await cluster.waitRollout('daemonset/coild');
     const system = await pods('kube-system', 'app.kubernetes.io/name=coil');
     for (const pod of system.filter((p) => !p.metadata?.deletionTimestamp)) {
       assert.equal(pod.spec?.containers[0]?.image, upgraded, `${pod.metadata?.name} runs the new image`);

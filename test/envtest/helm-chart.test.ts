@@ -87,7 +87,9 @@ describe('Helm chart charts/coil', () => {
       const dep = await cp.kubeConfig.makeApiClient(k8s.AppsV1Api).readNamespacedDeployment({ name: 'coil-controller', namespace: ns });
       assert.ok(dep.spec?.template.spec?.containers[0]?.args?.includes('--default-pool={"blockSizeBits":5,"subnets":[{"ipv4":"10.244.0.0/16"}]}'));
     } finally {
-      await helm(['uninstall', 'coil', '--namespace', ns, '--wait'], cp.kubeconfigPath).catch(() => undefined);
+      // --no-hooks: no kubelet here runs the post-delete hook's Job (helm would wait 5 min for it);
+      // test/e2e/real-nodes.test.ts runs it on real nodes.
+      await helm(['uninstall', 'coil', '--namespace', ns, '--wait', '--no-hooks'], cp.kubeconfigPath).catch(() => undefined);
       await kubectl(cp.kubeconfigPath, ['delete', 'namespace', ns, '--wait=false']);
     }
   });
@@ -117,7 +119,7 @@ describe('Helm chart charts/coil', () => {
       .readValidatingWebhookConfiguration({ name: 'coil-validating-webhook-configuration' });
     assert.equal(validating.webhooks?.[0]?.clientConfig.caBundle, secretAfter.data?.['ca.crt'], 'caBundle matches the Secret CA');
 
-    await helm(['uninstall', 'coil', '--namespace', ns, '--wait'], cp.kubeconfigPath);
+    await helm(['uninstall', 'coil', '--namespace', ns, '--wait', '--no-hooks'], cp.kubeconfigPath); // no kubelet: see above
     await eventually(async () => {
       await assert.rejects(apps.readNamespacedDaemonSet({ name: 'coild', namespace: ns }));
       return true;
