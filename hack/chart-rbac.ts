@@ -8,7 +8,7 @@
 import { addEgress } from '../src/controller/egress-registry.js';
 import { addIpam } from '../src/controller/ipam-registry.js';
 import { COILD_RBAC } from '../src/node-agent/rbac.js';
-import { RELEASE_FINALIZERS_RBAC } from '../src/controller/release-finalizers.js';
+import { RELEASE_FINALIZERS_RBAC } from '../src/controller/rbac.js';
 import { DEFAULT_POOL_RBAC } from '../src/reconcilers/default-pool.js';
 import { EGRESS_AGENT_RBAC } from '../src/egress-agent/rbac.js';
 import { LEADER_ELECTION_RBAC, MANAGER_RBAC } from '../src/runtime/rbac.js';

@@ -17,13 +17,6 @@ import { sleep } from '../runtime/clock.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';
 import { defineKind, type KindDescriptor } from '../runtime/kind.js';
-import type { RbacRule } from '../runtime/registry.js';
-
-/** What the hook may do (the chart's `coil-uninstall` ClusterRole, generated from this). */
-export const RELEASE_FINALIZERS_RBAC: readonly RbacRule[] = [
-  { group: 'coil.cybozu.com', resources: ['addresspools', 'addressblocks'], verbs: ['get', 'list', 'update', 'patch'] },
-  { group: '', resources: ['pods'], verbs: ['list'] },
-];
 
 const PodKind = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
 

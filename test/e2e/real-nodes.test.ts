@@ -322,7 +322,9 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     // Recovered allocations carry no pod name (the veth alias holds pool, container and ifname:
     // recovery.ts), so the new coild's state is checked by address.
     for (const [name, { ip, node }] of before) {
-      const ipam = JSON.parse(await cluster.node(node).http('127.0.0.1', 9385, '/ipam')) as { allocations: { ipv4?: string }[] };
+      const body = await cluster.node(node).http('127.0.0.1', 9385, '/ipam');
+      assert.ok(body.startsWith('{'), `the new coild on ${node} answers /ipam: ${JSON.stringify(body)}`);
+      const ipam = JSON.parse(body) as { allocations: { ipv4?: string }[] };
       assert.ok(ipam.allocations.some((a) => a.ipv4 === ip), `the new coild on ${node} recovered ${name}'s ${ip}`);
     }
     await crossNodePings();
