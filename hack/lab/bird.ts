@@ -1,7 +1,7 @@
 /**
  * BIRD 2 on each lab node: imports kernel table 119 (where coild exports the node's
  * AddressBlocks, proto 30) and advertises it over an iBGP full mesh; routes learned from the
- * other nodes go into the node's main table. The wiring of ../shared/bench/bgp-lab.sh, with
+ * other nodes go into the node's main table (docs/real-nodes.md, "BGP between the nodes"), with
  * short timers so the lab converges in seconds.
  */
 import { writeFile } from 'node:fs/promises';

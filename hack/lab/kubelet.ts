@@ -1,221 +1,95 @@
 /**
- * The lab's "kubelet": makes pods the way a node does. A Pod object bound to the node, a
- * network namespace, the conflist's plugins executed as containerd's libcni executes them
- * (ADD in order with prevResult, DEL in reverse with the cached result, `CNI_*` environment,
- * config on stdin, run inside the node's namespace), then the Pod status patched with its IPs.
- *
- * @see CNI spec §"Execution of Network Configurations" (plugin chaining, prevResult)
+ * kubelet and kube-proxy of a real lab node (v1.36, built by hack/build-node.sh): their
+ * configuration and command lines (pure). Each runs inside the node's namespaces and talks to the
+ * apiserver through the node's relay at 127.0.0.1:6443 (node-relay in kube-node.ts).
  */
-import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import * as k8s from '@kubernetes/client-node';
-import { ip, LAB_PREFIX, type LabNode } from './topology.js';
+import { CONTAINERD_SOCKET } from './containerd.js';
 
-/** A pod made by the lab kubelet. */
-export interface LabPod {
-  readonly name: string;
-  readonly namespace: string;
-  readonly node: string;
-  readonly netns: string;
-  readonly containerId: string;
-  /** Pod addresses without prefix length. */
-  readonly ips: string[];
-  /** Milliseconds the CNI ADD chain took. */
-  readonly addMs: number;
-}
-
-interface CniResult {
-  ips?: { address: string }[];
+/** What differs between nodes. */
+export interface KubeletSpec {
+  readonly nodeName: string;
+  readonly nodeIp: string;
+  /** The node's cgroup (kubelet's cgroupRoot). */
+  readonly cgroupRoot: string;
+  /** CA of client certificates (the apiserver's, for `kubectl exec` and logs). */
+  readonly clientCaFile: string;
+  readonly tlsCertFile: string;
+  readonly tlsKeyFile: string;
+  /** Pods the node takes (kubelet's default is 110; the lab takes more for its system pods). */
+  readonly maxPods: number;
 }
 
 /**
- * Told when a plugin of the chain starts (`running` true) and when it has exited (false): the
- * soak lines coild's GC passes up with the moment coild serves a call.
+ * KubeletConfiguration (JSON, which kubelet reads as YAML) for a lab node. Settings this machine
+ * needs, or the lab chooses:
+ * - `failCgroupV1: false`, `cgroupDriver: cgroupfs`: the machine has cgroup v1 and no systemd;
+ * - `cgroupRoot`: one per node, so nodes never share pod cgroups;
+ * - `resolvConf: ""`: pods get no nameserver, so nothing in them resolves names outside the lab;
+ * - eviction and image garbage collection effectively off: the disk is shared with other work,
+ *   and an image removed from a node could not be pulled back (there is no registry);
+ * - authentication by client certificate of the lab's CA only (the apiserver's), authorization
+ *   always allow: only the apiserver reaches kubelet, through the lab's own network.
  */
-export type PluginObserver = (command: 'ADD' | 'DEL', plugin: string, running: boolean) => void;
-
-/** Options of {@link LabKubelet}. */
-export interface LabKubeletOptions {
-  readonly kubeConfig: k8s.KubeConfig;
-  /** The conflist (JSON text) as the chart renders it; each node's coild socket is set per node. */
-  readonly netconf: string;
-  /** Directory holding the CNI executables (coil, portmap, ...). */
-  readonly cniPath: string;
-  /** Per-node coild socket path. */
-  readonly socketOf: (node: LabNode) => string;
-  /** Where ADD results are cached (as libcni caches them under /var/lib/cni). */
-  readonly cacheDir: string;
+export function kubeletConfig(spec: KubeletSpec): Record<string, unknown> {
+  return {
+    apiVersion: 'kubelet.config.k8s.io/v1beta1',
+    kind: 'KubeletConfiguration',
+    failCgroupV1: false,
+    cgroupDriver: 'cgroupfs',
+    cgroupRoot: spec.cgroupRoot,
+    containerRuntimeEndpoint: `unix://${CONTAINERD_SOCKET}`,
+    address: spec.nodeIp,
+    port: 10250,
+    readOnlyPort: 0,
+    healthzBindAddress: '127.0.0.1',
+    healthzPort: 10248,
+    tlsCertFile: spec.tlsCertFile,
+    tlsPrivateKeyFile: spec.tlsKeyFile,
+    authentication: { anonymous: { enabled: false }, webhook: { enabled: false }, x509: { clientCAFile: spec.clientCaFile } },
+    authorization: { mode: 'AlwaysAllow' },
+    maxPods: spec.maxPods,
+    podLogsDirectory: '/var/log/pods',
+    resolvConf: '',
+    clusterDomain: 'cluster.local',
+    failSwapOn: false,
+    serializeImagePulls: false,
+    imageGCHighThresholdPercent: 100,
+    imageGCLowThresholdPercent: 99,
+    evictionHard: { 'memory.available': '10Mi', 'nodefs.available': '1%', 'imagefs.available': '1%', 'nodefs.inodesFree': '1%' },
+    // Status every 10 s (the default) but a fast sync of pod changes.
+    syncFrequency: '10s',
+  };
 }
 
-/** Runs one CNI plugin; resolves with stdout or rejects with the CNI error JSON text. */
-function execPlugin(node: LabNode, path: string, env: Record<string, string>, stdin: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('nsenter', [`--net=${node.netnsPath}`, path], { env: { PATH: process.env.PATH ?? '', ...env } });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c));
-    child.stderr.on('data', (c: Buffer) => (err += c));
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${env.CNI_COMMAND} ${path}: ${out.trim() || err.trim()} (exit ${code})`))));
-    child.stdin.end(stdin);
-  });
+/** kubelet's command line. */
+export function kubeletArgv(bin: string, spec: { nodeName: string; nodeIp: string; configFile: string; kubeconfig: string }): string[] {
+  return [
+    bin,
+    `--config=${spec.configFile}`,
+    `--kubeconfig=${spec.kubeconfig}`,
+    '--root-dir=/var/lib/kubelet',
+    `--hostname-override=${spec.nodeName}`,
+    `--node-ip=${spec.nodeIp}`,
+    '--v=1',
+  ];
 }
 
-/** Creates and deletes pods on lab nodes. Not safe for concurrent calls on one pod name. */
-export class LabKubelet {
-  constructor(private readonly options: LabKubeletOptions) {}
-
-  private conflist(node: LabNode): { cniVersion: string; name: string; plugins: Record<string, unknown>[] } {
-    const list = JSON.parse(this.options.netconf) as { cniVersion: string; name: string; plugins: Record<string, unknown>[] };
-    list.plugins = list.plugins.map((p) => (p.type === 'coil' ? { ...p, socket: this.options.socketOf(node) } : p));
-    return list;
-  }
-
-  private env(command: string, pod: { name: string; namespace: string; netns: string; containerId: string }): Record<string, string> {
-    return {
-      CNI_COMMAND: command,
-      CNI_CONTAINERID: pod.containerId,
-      CNI_NETNS: `/run/netns/${pod.netns}`,
-      CNI_IFNAME: 'eth0',
-      CNI_PATH: this.options.cniPath,
-      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name};K8S_POD_INFRA_CONTAINER_ID=${pod.containerId}`,
-    };
-  }
-
-  /**
-   * Creates Pod `namespace/name` on `node`, wires it through the CNI chain and marks it Running
-   * with its IPs.
-   * @throws Error with the CNI error when ADD fails (the Pod object and netns are removed).
-   */
-  async addPod(node: LabNode, name: string, namespace = 'default', options: { observe?: PluginObserver } = {}): Promise<LabPod> {
-    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    await core.createNamespacedPod({
-      namespace,
-      body: { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'main', image: 'lab.invalid/pause' }] } },
-    });
-    return this.runPod(node, name, namespace, options);
-  }
-
-  /**
-   * Runs an existing Pod bound to `node` (e.g. one a ReplicaSet made): network namespace, CNI
-   * ADD chain, Pod status Running with its IPs (Ready unless `ready` is false).
-   * @throws Error with the CNI error when ADD fails (the Pod object and netns are removed).
-   */
-  async runPod(node: LabNode, name: string, namespace: string, options: { ready?: boolean; observe?: PluginObserver } = {}): Promise<LabPod> {
-    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    const netns = `${LAB_PREFIX}${name}`;
-    const containerId = createHash('sha256').update(`${namespace}/${name}/${Date.now()}`).digest('hex');
-    const pod = { name, namespace, netns, containerId };
-    await ip(['netns', 'add', netns]);
-    await ip(['-n', netns, 'link', 'set', 'lo', 'up']);
-    const list = this.conflist(node);
-    const started = performance.now();
-    let prev: unknown;
-    try {
-      for (const plugin of list.plugins) {
-        const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prev ? { prevResult: prev } : {}) };
-        prev = JSON.parse(await this.exec(node, 'ADD', String(plugin.type), pod, conf, options.observe));
-      }
-    } catch (err) {
-      // As a container runtime does after a failed ADD: DEL the whole chain (without
-      // prevResult), so whatever the plugins had already allocated is released.
-      await this.delChain(node, pod, undefined, options.observe).catch(() => undefined);
-      await ip(['netns', 'del', netns]).catch(() => undefined);
-      await this.deletePodObject(name, namespace);
-      throw err;
-    }
-    const addMs = performance.now() - started;
-    await mkdir(this.options.cacheDir, { recursive: true });
-    await writeFile(join(this.options.cacheDir, `${namespace}_${name}.json`), JSON.stringify({ node: node.name, pod, result: prev }));
-    const ips = ((prev as CniResult).ips ?? []).map((i) => i.address.split('/')[0]!);
-    await this.setStatus(name, namespace, ips, options.ready ?? true);
-    return { name, namespace, node: node.name, netns, containerId, ips, addMs };
-  }
-
-  /**
-   * Patches the Pod status: Running with `ips`, and the Ready condition. Retries while the
-   * apiserver is unreachable, as a kubelet's status manager does (~60 s).
-   */
-  async setStatus(name: string, namespace: string, ips: readonly string[], ready: boolean): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.patchStatus(name, namespace, ips, ready);
-        return;
-      } catch (err) {
-        if (attempt >= 120) throw err;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-  }
-
-  private async patchStatus(name: string, namespace: string, ips: readonly string[], ready: boolean): Promise<void> {
-    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    await core.patchNamespacedPodStatus(
-      {
-        name,
-        namespace,
-        body: {
-          status: {
-            phase: 'Running',
-            podIP: ips[0],
-            podIPs: ips.map((i) => ({ ip: i })),
-            conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }],
-          },
-        },
-      },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
-  }
-
-  /** CNI DEL of every plugin in reverse order (CNI spec: DEL runs the list backwards). */
-  private async delChain(node: LabNode, pod: { name: string; namespace: string; netns: string; containerId: string }, prevResult: unknown, observe?: PluginObserver): Promise<void> {
-    const list = this.conflist(node);
-    for (const plugin of [...list.plugins].reverse()) {
-      const conf = { cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prevResult ? { prevResult } : {}) };
-      await this.exec(node, 'DEL', String(plugin.type), pod, conf, observe);
-    }
-  }
-
-  /** Runs one plugin of the chain, telling `observe` when it starts and when it has exited. */
-  private async exec(node: LabNode, command: 'ADD' | 'DEL', type: string, pod: { name: string; namespace: string; netns: string; containerId: string }, conf: object, observe?: PluginObserver): Promise<string> {
-    observe?.(command, type, true);
-    try {
-      return await execPlugin(node, join(this.options.cniPath, type), this.env(command, pod), JSON.stringify(conf));
-    } finally {
-      observe?.(command, type, false);
-    }
-  }
-
-  /** Tears a pod down: CNI DEL in reverse order, its netns, and the Pod object. Idempotent. */
-  async deletePod(node: LabNode, name: string, namespace = 'default', options: { observe?: PluginObserver } = {}): Promise<void> {
-    const cacheFile = join(this.options.cacheDir, `${namespace}_${name}.json`);
-    const cached = await readFile(cacheFile, 'utf8').then((t) => JSON.parse(t) as { pod: { name: string; namespace: string; netns: string; containerId: string }; result: unknown }).catch(() => undefined);
-    if (cached) {
-      await this.delChain(node, cached.pod, cached.result, options.observe);
-      await ip(['netns', 'del', cached.pod.netns]).catch(() => undefined);
-      await rm(cacheFile, { force: true });
-    }
-    await this.deletePodObject(name, namespace);
-  }
-
-  /**
-   * Deletes the Pod object, retrying while the apiserver is unreachable (a kubelet keeps
-   * trying too): a Pod left behind would hold an address coild has already released.
-   * @throws the last error after ~60 s of failures; NotFound counts as deleted.
-   */
-  private async deletePodObject(name: string, namespace: string): Promise<void> {
-    const core = this.options.kubeConfig.makeApiClient(k8s.CoreV1Api);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
-        return;
-      } catch (err) {
-        if (err instanceof k8s.ApiException && err.code === 404) return;
-        if (attempt >= 120) throw err;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-    }
-  }
+/**
+ * kube-proxy's command line, iptables mode. The conntrack flags of 0 leave the kernel's conntrack
+ * settings alone: they are not per network namespace, and writing nf_conntrack_max from a node's
+ * namespace is refused here.
+ */
+export function kubeProxyArgv(bin: string, spec: { nodeName: string; kubeconfig: string }): string[] {
+  return [
+    bin,
+    `--kubeconfig=${spec.kubeconfig}`,
+    `--hostname-override=${spec.nodeName}`,
+    '--proxy-mode=iptables',
+    '--conntrack-max-per-core=0',
+    '--conntrack-tcp-timeout-established=0',
+    '--conntrack-tcp-timeout-close-wait=0',
+    '--metrics-bind-address=127.0.0.1:10249',
+    '--healthz-bind-address=127.0.0.1:10256',
+    '--v=1',
+  ];
 }

@@ -7,8 +7,14 @@
  *
  * TLS passes through untouched, so the apiserver's certificate (SAN 127.0.0.1) still verifies.
  *
- *   node relay.js tcp-to-unix 127.0.0.1:6443 /path.sock      (run inside a node netns)
+ * The other way, the apiserver reaches into the lab's network — webhooks served by pods, kubelets
+ * for `kubectl exec` and logs — through its egress selector: an HTTP CONNECT proxy on a UNIX
+ * socket, run inside the lab's switch namespace, which has an address on the nodes' segment.
+ *
+ *   node relay.js tcp-to-unix 0.0.0.0:6443 /path.sock      (run inside a node netns)
+ *   node relay.js connect-proxy /path.sock                 (run inside the switch netns)
  */
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -39,13 +45,43 @@ export async function tcpToUnix(host: string, port: number, path: string): Promi
   return server;
 }
 
+/**
+ * An HTTP CONNECT proxy listening on the UNIX socket `path` (kube-apiserver's egress selector with
+ * `proxyProtocol: HTTPConnect` and a `uds` transport): each CONNECT host:port is dialled from this
+ * process's network namespace, answered 200, then piped both ways; a failed dial answers 502.
+ */
+export async function connectProxy(path: string): Promise<HttpServer> {
+  await rm(path, { force: true });
+  const server = createHttpServer((_req, res) => res.writeHead(405).end());
+  server.on('connect', (req, client: Socket, head: Buffer) => {
+    const target = /^\[?([^\]]+)\]?:(\d+)$/.exec(req.url ?? '');
+    if (!target) {
+      client.end('HTTP/1.1 400 Bad Request\r\n\r\n');
+      return;
+    }
+    const upstream = createConnection({ host: target[1]!, port: Number(target[2]) });
+    upstream.once('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\n\r\n'));
+    upstream.once('connect', () => {
+      client.write('HTTP/1.1 200 Connection established\r\n\r\n');
+      if (head.length > 0) upstream.write(head);
+      pipe(client, upstream);
+    });
+  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(path, resolve));
+  return server;
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [mode, listen, target] = process.argv.slice(2);
-  if (mode !== 'tcp-to-unix' || !listen || !target) {
-    console.error('usage: relay.js tcp-to-unix HOST:PORT SOCKET');
+  if (mode === 'connect-proxy' && listen) {
+    await connectProxy(listen);
+    console.log(`CONNECT proxy on ${listen}`);
+  } else if (mode === 'tcp-to-unix' && listen && target) {
+    const [host, port] = listen.split(':');
+    await tcpToUnix(host!, Number(port), target);
+    console.log(`relay ${listen} -> ${target}`);
+  } else {
+    console.error('usage: relay.js tcp-to-unix HOST:PORT SOCKET | relay.js connect-proxy SOCKET');
     process.exit(2);
   }
-  const [host, port] = listen.split(':');
-  await tcpToUnix(host!, Number(port), target);
-  console.log(`relay ${listen} -> ${target}`);
 }

@@ -1,5 +1,5 @@
 /**
- * A soak of the lab: randomised pod ADD/DEL from several workers, with faults interleaved, and
+ * A soak of the stand-in lab (stand-in-lab.ts): randomised pod ADD/DEL from several workers, with faults interleaved, and
  * the invariant checker after every phase. At the end every pod is deleted and every block must
  * be released. Used by test/e2e/soak.test.ts (short) and `npm run soak` (long).
  *
@@ -14,8 +14,8 @@ import type { Violation } from '../../test/invariants/check.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
 import { IpRunner, type BatchLine } from '../../src/netlink/ip-runner.js';
-import type { PluginObserver } from './kubelet.js';
-import { LAB_DIR, type Lab } from './lab.js';
+import type { PluginObserver } from './stand-in-kubelet.js';
+import { LAB_DIR, type StandInLab as Lab } from './stand-in-lab.js';
 import type { LabNode } from './topology.js';
 import { prng } from '../../test/support/prng.js';
 

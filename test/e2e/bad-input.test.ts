@@ -1,5 +1,5 @@
 /**
- * The bad-input corpus (issue 8): malformed CNI environments and netconfs (fuzzed) through the
+ * The bad-input corpus (issue 8), in the stand-in lab (hack/lab/stand-in-lab.ts): malformed CNI environments and netconfs (fuzzed) through the
  * real `coil` executable, garbage and oversized gRPC messages on coild's socket, annotations
  * naming absent pools, and oversized objects. Each must get a clear error; nothing may crash
  * or leak. The table of what was tried and how it was answered is printed.
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
-import { LAB_DIR, Lab } from '../../hack/lab/lab.js';
+import { LAB_DIR, StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { REPO_ROOT } from '../envtest/control-plane.js';
 import { kubectl } from '../envtest/tools.js';
 import { prerequisite } from '../support/prerequisite.js';

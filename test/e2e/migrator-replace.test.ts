@@ -1,5 +1,5 @@
 /**
- * `coil-migrator replace` in the local lab (root only): the v1 state is recreated as `dump` leaves
+ * `coil-migrator replace` in the stand-in lab (hack/lab/stand-in-lab.ts; root only): the v1 state is recreated as `dump` leaves
  * it — the program's own output for a v1 etcd whose blocks belong to the lab nodes, applied while
  * the controller and coild run — plus Pod objects still on v1 addresses. `replace` must move the
  * owned pods to v2 addresses, leave the bare pod (and its block) alone until `--delete-bare-pods`,
@@ -17,7 +17,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { Lab } from '../../hack/lab/lab.js';
+import { StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { ip } from '../../hack/lab/topology.js';
 import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { LABEL_POOL, LABEL_RESERVED } from '../../src/api/v2/keys.js';

@@ -1,5 +1,5 @@
 /**
- * Security checks in the lab (issue 8): coild's socket is private, the webhook server speaks
+ * Security checks in the stand-in lab (hack/lab/stand-in-lab.ts; issue 8): coild's socket is private, the webhook server speaks
  * only TLS ≥ 1.2, each ServiceAccount the chart creates can do what its program needs and
  * nothing else (checked by impersonation against the real apiserver), and no token or private
  * key appears in any program's log.
@@ -10,7 +10,7 @@ import { connect } from 'node:tls';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { canI } from '../../hack/lab/credentials.js';
-import { LAB_DIR, Lab } from '../../hack/lab/lab.js';
+import { LAB_DIR, StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { kubectl } from '../envtest/tools.js';
 import { prerequisite } from '../support/prerequisite.js';
 

@@ -1,5 +1,5 @@
 /**
- * A short soak in the lab (the long one is `npm run soak`): randomised pod ADD/DEL across 3
+ * A short soak in the stand-in lab (hack/lab/stand-in-lab.ts; the long one is `npm run soak`): randomised pod ADD/DEL across 3
  * nodes with every fault injected once, the invariant checker after every phase, and at the end
  * every block released. Figures are printed for the record. The seed is random and printed first;
  * `COIL_SOAK_SEED` replays one. A failing run saves the lab's logs and prints where.
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LAB_DIR, Lab } from '../../hack/lab/lab.js';
+import { LAB_DIR, StandInLab as Lab } from '../../hack/lab/stand-in-lab.js';
 import { FAULTS, soak, type SoakReport } from '../../hack/lab/soak.js';
 import { prerequisite } from '../support/prerequisite.js';
 

@@ -14,7 +14,7 @@
  */
 import { execFile } from 'node:child_process';
 import { request } from 'node:https';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,10 +43,31 @@ export interface ControlPlaneOptions {
    * that reach it through a relay on another address, as the lab's netns nodes do.
    */
   readonly apiServerSans?: readonly string[];
+  /**
+   * kube-apiserver flags that replace the defaults of the same name or add to them, e.g.
+   * `--authorization-mode=Node,RBAC` (the real-node lab: hack/lab/cluster.ts).
+   */
+  readonly apiServerArgs?: readonly string[];
+  /** kube-controller-manager flags that replace the defaults of the same name or add to them. */
+  readonly controllerManagerArgs?: readonly string[];
+  /** Directory for certificates, data and logs (created; removed by stop). Default: a new temp dir. */
+  readonly dir?: string;
+}
+
+/**
+ * `defaults` with each flag of `overrides` replacing the one of the same name (`--name=` prefix),
+ * or appended when there is none (pure).
+ */
+export function mergeFlags(defaults: readonly string[], overrides: readonly string[]): string[] {
+  const name = (flag: string) => flag.split('=')[0]!;
+  const replaced = new Map(overrides.map((f) => [name(f), f]));
+  const out = defaults.map((f) => replaced.get(name(f)) ?? f);
+  const present = new Set(defaults.map(name));
+  return [...out, ...overrides.filter((f) => !present.has(name(f)))];
 }
 
 /** Controllers run by the optional kube-controller-manager (real-control-plane.md §3.6). */
-const KCM_CONTROLLERS = [
+export const KCM_CONTROLLERS = [
   'garbage-collector-controller',
   'deployment-controller',
   'replicaset-controller',
@@ -104,6 +125,8 @@ export class ControlPlane {
   private webhookCerts = 0;
   /** etcd's peer port, kept across restarts (its data dir records the peer URL). */
   private etcdPeerPort = 0;
+  private apiServerArgs: readonly string[] = [];
+  private controllerManagerArgs: readonly string[] = [];
   /** Admin (system:masters) client configuration. */
   kubeConfig = new k8s.KubeConfig();
 
@@ -138,9 +161,12 @@ export class ControlPlane {
    */
   static async start(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
     const binDir = await controlPlaneBinDir();
-    const dir = await mkdtemp(join(tmpdir(), 'coil-envtest-'));
+    const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'coil-envtest-')));
+    await mkdir(dir, { recursive: true });
     const ca = await TestCA.create(join(dir, 'pki'));
     const cp = new ControlPlane(dir, binDir, ca, await freePort(), await freePort());
+    cp.apiServerArgs = options.apiServerArgs ?? [];
+    cp.controllerManagerArgs = options.controllerManagerArgs ?? [];
     try {
       await cp.prepare(options.apiServerSans ?? []);
       await cp.startEtcd();
@@ -159,6 +185,8 @@ export class ControlPlane {
       'IP:127.0.0.1', 'DNS:localhost', 'IP:10.0.0.1', 'DNS:kubernetes.default.svc', ...extraSans,
     ]);
     this.admin = await this.ca.issue('admin', '/O=system:masters/CN=admin', 'client');
+    // For kubelets (the real-node lab): `kubectl exec` and logs go from the apiserver to them.
+    await this.ca.issue('apiserver-kubelet-client', '/O=system:masters/CN=kube-apiserver-kubelet-client', 'client');
     this.saKeys = await createServiceAccountKeys(this.ca.dir);
     const b64 = (s: string) => Buffer.from(s).toString('base64');
     const kubeconfig = {
@@ -206,7 +234,7 @@ export class ControlPlane {
       name: 'kube-apiserver',
       command: join(this.binDir, 'kube-apiserver'),
       logFile: join(this.dir, 'kube-apiserver.log'),
-      args: [
+      args: mergeFlags([
         `--etcd-servers=${this.etcdEndpoint}`,
         '--bind-address=127.0.0.1', `--secure-port=${this.apiPort}`,
         '--advertise-address=127.0.0.1',
@@ -215,6 +243,8 @@ export class ControlPlane {
         `--cert-dir=${join(this.dir, 'apiserver-certs')}`,
         `--tls-cert-file=${join(pki, 'apiserver.crt')}`, `--tls-private-key-file=${join(pki, 'apiserver.key')}`,
         `--client-ca-file=${this.ca.caFile}`,
+        `--kubelet-client-certificate=${join(pki, 'apiserver-kubelet-client.crt')}`,
+        `--kubelet-client-key=${join(pki, 'apiserver-kubelet-client.key')}`,
         `--service-account-issuer=${this.server}/`,
         `--service-account-key-file=${this.saKeys!.pubFile}`,
         `--service-account-signing-key-file=${this.saKeys!.keyFile}`,
@@ -226,7 +256,7 @@ export class ControlPlane {
         // Burst tests create hundreds of objects at once; priority & fairness would only queue them.
         '--enable-priority-and-fairness=false', '--max-requests-inflight=0', '--max-mutating-requests-inflight=0',
         '--v=1',
-      ],
+      ], this.apiServerArgs),
     });
     await waitFor('kube-apiserver /readyz', () => this.get('/readyz').then((r) => r.status === 200), {
       process: this.apiserver,
@@ -251,7 +281,7 @@ export class ControlPlane {
       name: 'kube-controller-manager',
       command: join(this.binDir, 'kube-controller-manager'),
       logFile: join(this.dir, 'kube-controller-manager.log'),
-      args: [
+      args: mergeFlags([
         `--kubeconfig=${this.kubeconfigPath}`,
         '--leader-elect=false',
         // 0 = no HTTPS serving: parallel suites would clash on the default 10257.
@@ -261,7 +291,7 @@ export class ControlPlane {
         '--horizontal-pod-autoscaler-downscale-stabilization=0s',
         '--kube-api-qps=100', '--kube-api-burst=200',
         '--v=1',
-      ],
+      ], this.controllerManagerArgs),
     });
     await waitFor(
       'kube-controller-manager (default ServiceAccount)',

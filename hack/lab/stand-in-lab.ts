@@ -1,6 +1,7 @@
 /**
- * The local lab: the whole system on one machine, as a newcomer's first look and as the e2e
- * test bed.
+ * The STAND-IN lab: coil's programs on netns "nodes" without kubelet or containerd, kept for the
+ * e2e tests that still run on it (they move to the real-node lab, hack/lab/cluster.ts, next) and
+ * for tests that need a synthetic CNI call. `npm run lab` runs the real-node lab, not this one.
  *
  * - a real control plane (etcd, kube-apiserver, kube-controller-manager) with the chart's CRDs,
  *   ServiceAccounts, RBAC and webhook configurations (webhooks pointed at the local controller);
@@ -9,7 +10,8 @@
  * - N nodes (network namespaces on a bridge), each with a Node object, coild running inside the
  *   node's namespace as the chart's `coild` ServiceAccount, and BIRD advertising table 119 over
  *   iBGP to the other nodes;
- * - a lab kubelet that makes pods through the real `coil` executable.
+ * - a stand-in kubelet (stand-in-kubelet.ts) that makes pods through the real `coil` executable
+ *   as libcni would; no container runtime, no pod sandbox.
  *
  * Every process runs under `setpriv --pdeathsig SIGKILL` (envtest's ManagedProcess); `down()`
  * (also on Ctrl-C) stops them and deletes every namespace and file the lab made.
@@ -26,7 +28,7 @@ import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { kubectl } from '../../test/envtest/tools.js';
 import { prepareBird } from './bird.js';
 import { applyChart, LAB_NAMESPACE, serviceAccountKubeconfig } from './credentials.js';
-import { LabKubelet, type LabPod, type PluginObserver } from './kubelet.js';
+import { StandInKubelet, type LabPod, type PluginObserver } from './stand-in-kubelet.js';
 import { unixToTcp } from './relay.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
 import { collectView } from '../../test/invariants/collect.js';
@@ -42,7 +44,7 @@ const COIL = join(REPO_ROOT, 'dist/bin/coil');
 const SYSTEM_CNI_DIR = '/usr/lib/cni';
 const run = promisify(execFile);
 
-/** Options of {@link Lab.up}. */
+/** Options of {@link StandInLab.up}. */
 export interface LabOptions {
   readonly nodes?: number;
   /** Progress messages (default: none). */
@@ -55,15 +57,15 @@ export interface LabOptions {
   readonly controllers?: number;
 }
 
-/** A running lab. */
-export class Lab {
+/** A running stand-in lab. */
+export class StandInLab {
   readonly pods = new Map<string, LabPod>();
   private readonly coilds = new Map<string, ManagedProcess>();
   private readonly processes: ManagedProcess[] = [];
   private relay?: Server;
   /** coil-controller replicas (index → process); all share the Lease, one leads. */
   private readonly controllers = new Map<number, ManagedProcess>();
-  private kubelet!: LabKubelet;
+  private kubelet!: StandInKubelet;
   private controllerArgv: (replica: number) => string[] = () => [];
   private coildArgv = new Map<string, { args: string[]; env: NodeJS.ProcessEnv }>();
   /** Ports of each controller replica (index 0 serves the webhook the apiserver calls). */
@@ -80,14 +82,14 @@ export class Lab {
    * BIRD, and the default AddressPool. Does not create pods ({@link addPod}).
    * @throws Error after tearing down whatever was started.
    */
-  static async up(options: LabOptions = {}): Promise<Lab> {
+  static async up(options: LabOptions = {}): Promise<StandInLab> {
     const log = options.log ?? (() => undefined);
-    await Lab.down();
+    await StandInLab.down();
     await mkdir(LAB_DIR, { recursive: true });
     log('starting etcd, kube-apiserver and kube-controller-manager');
     const crds = await chartCrds();
     const cp = await ControlPlane.start({ controllerManager: true, crds });
-    const lab = new Lab(cp, labNodes(options.nodes ?? 3), log);
+    const lab = new StandInLab(cp, labNodes(options.nodes ?? 3), log);
     try {
       // For `npm run lab -- check` and kubectl from another shell.
       await copyFile(cp.kubeconfigPath, join(LAB_DIR, 'admin.kubeconfig'));
@@ -156,7 +158,7 @@ export class Lab {
       await this.startCoild(node);
       this.processes.push(await this.inNode(node, 'bird', await prepareBird(node, this.nodes, LAB_POD_RANGE, dir)));
     }
-    this.kubelet = new LabKubelet({
+    this.kubelet = new StandInKubelet({
       kubeConfig: this.cp.kubeConfig,
       netconf,
       cniPath: cniBin,
@@ -267,7 +269,7 @@ export class Lab {
     return stdout;
   }
 
-  /** Makes a pod on `node` through the lab kubelet; `observe` is told when each CNI plugin runs. */
+  /** Makes a pod on `node` through the stand-in kubelet; `observe` is told when each CNI plugin runs. */
   async addPod(node: LabNode, name: string, namespace = 'default', options: { observe?: PluginObserver } = {}): Promise<LabPod> {
     const pod = await this.kubelet.addPod(node, name, namespace, options);
     this.pods.set(name, pod);
@@ -315,7 +317,13 @@ export class Lab {
     ], { ...process.env, COIL_POD_NAMESPACE: namespace, COIL_EGRESS_NAME: name, COIL_POD_ADDRESSES: pod.ips.join(',') });
     this.processes.push(egress);
     await waitFor(`coil-egress of ${namespace}/${name}`, async () => (await this.nodeHttp(podNode, 8081, '/healthz')) !== '', { process: egress, timeoutMs: 60_000 });
-    const readyz = await this.nodeHttp(podNode, 8081, '/readyz');
+    // coil-egress serves its probes first, then probes the kernel, then installs its NAT rules: its
+    // state (readyz, the ruleset) is settled once the `nat` check passes. Read earlier, under load,
+    // the ruleset lacked the FORWARD rule and readyz could still say the kernel was not probed.
+    const readyz = await eventually(async () => {
+      const body = await this.nodeHttp(podNode, 8081, '/readyz');
+      return body !== '' && !body.includes('[-]nat failed') ? body : false;
+    }, { timeoutMs: 60_000, intervalMs: 100 });
     await this.kubelet.setStatus(podName, namespace, pod.ips, readyz.startsWith('ok'));
     const { stdout: nft } = await run('ip', ['netns', 'exec', pod.netns, 'nft', 'list', 'ruleset']);
     return { pod, readyz, nft };
@@ -387,7 +395,7 @@ export class Lab {
     for (const replica of [...this.controllers.keys()]) await this.stopController({ replica }).catch(() => undefined);
     this.relay?.close();
     await this.cp.stop().catch(() => undefined);
-    await Lab.down();
+    await StandInLab.down();
   }
 
   /**

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the node's Kubernetes binaries — kubelet, kube-proxy — and kube-scheduler from the Go
+# module proxy into a cache folder keyed by version, and skips the build when they are there.
+# The module is the control plane's (hack/lib/k8s-module.sh), so every Kubernetes binary of the
+# lab is of one release.
+#
+#   hack/build-node.sh                     # prints the bin dir on its last line
+#   K8S_VERSION=v1.36.3 COIL_CACHE_DIR=/somewhere hack/build-node.sh
+#
+# Why build: neither npm nor Debian ships a kubelet of a current release. The container runtime
+# (containerd, runc) and the CNI reference plugins come from Debian (hack/setup.sh).
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.36.3}
+CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}
+OUT="$CACHE/node/k8s-$K8S_VERSION"
+WORK="$CACHE/node/build"
+BINS=(kubelet kube-proxy kube-scheduler)
+
+have() { for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || return 1; done; }
+if have; then
+  echo "node binaries cached: $OUT" >&2
+  echo "$OUT"; exit 0
+fi
+# Parallel callers wait for one build instead of racing it.
+mkdir -p "$CACHE/node"
+exec 9>"$CACHE/node/.lock"
+flock 9
+if have; then echo "$OUT"; exit 0; fi
+command -v go >/dev/null || { echo "go is required (Go >= 1.26) to build kubelet" >&2; exit 1; }
+
+export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp" "$WORK/k8s"
+start=$(date +%s)
+# shellcheck source=lib/k8s-module.sh
+. "$(dirname "$0")/lib/k8s-module.sh"
+k8s_module "$WORK/k8s" "$K8S_VERSION"
+(
+  cd "$WORK/k8s"
+  pkgs=("${BINS[@]/#/k8s.io/kubernetes/cmd/}")
+  go get -tool "${pkgs[@]/%/@$K8S_VERSION}"
+  go mod tidy
+  go build -trimpath -pgo=off -ldflags "$(k8s_ldflags "$K8S_VERSION")" -o "$OUT.tmp/" "${pkgs[@]}"
+)
+"$OUT.tmp/kubelet" --version >&2
+rm -rf "$OUT"; mv "$OUT.tmp" "$OUT"
+echo "node binaries built in $(( $(date +%s) - start )) s: $(du -sh "$OUT" | cut -f1) in $OUT" >&2
+echo "$OUT"

@@ -1,0 +1,75 @@
+/**
+ * The real-node lab's configuration, as pure functions (hack/lab/*.ts): what each part is told,
+ * checked without running it. The lab itself runs in test/e2e/real-nodes.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { egressSelectorConfig, labChartValues } from '../hack/lab/cluster.js';
+import { containerdConfig } from '../hack/lab/containerd.js';
+import { kubeletConfig, kubeProxyArgv } from '../hack/lab/kubelet.js';
+import { NODE_DIRS, nodeMountScript } from '../hack/lab/node-host.js';
+import { labNodes } from '../hack/lab/topology.js';
+import { percentile } from '../hack/bench/pod-startup.js';
+import { mergeFlags } from './envtest/control-plane.js';
+
+describe('the real-node lab configuration', () => {
+  test('mergeFlags replaces flags of the same name and appends the others', () => {
+    assert.deepEqual(
+      mergeFlags(['--a=1', '--authorization-mode=RBAC', '--b'], ['--authorization-mode=Node,RBAC', '--c=3']),
+      ['--a=1', '--authorization-mode=Node,RBAC', '--b', '--c=3'],
+    );
+    assert.deepEqual(mergeFlags(['--disable-admission-plugins=ServiceAccount'], ['--disable-admission-plugins=']), ['--disable-admission-plugins=']);
+  });
+
+  test('one node gets one coil-controller replica (hostNetwork, fixed ports); more nodes the chart default', () => {
+    assert.deepEqual(labChartValues(1), ['controller.replicas=1']);
+    assert.deepEqual(labChartValues(2), []);
+    assert.deepEqual(labChartValues(3), []);
+  });
+
+  test('nodes are named by prefix, with one address each on the segment', () => {
+    const nodes = labNodes(3, 'x-');
+    assert.deepEqual(nodes.map((n) => [n.name, n.netnsPath, n.ipv4]), [
+      ['x-n1', '/run/netns/x-n1', '172.31.120.11'], ['x-n2', '/run/netns/x-n2', '172.31.120.12'], ['x-n3', '/run/netns/x-n3', '172.31.120.13'],
+    ]);
+  });
+
+  test("a node's mount namespace gets its own directories and a shared / (inside the namespace only)", () => {
+    const script = nodeMountScript('/lab/n1');
+    for (const [path, sub] of Object.entries(NODE_DIRS)) assert.ok(script.includes(`mount --bind /lab/n1/${sub} ${path}`), path);
+    for (const d of ['/etc', '/opt', '/var']) assert.match(script, new RegExp(`mount -t overlay overlay -o lowerdir=${d},upperdir=/lab/n1/overlay${d}/upper`));
+    assert.ok(script.trim().endsWith('mount --make-rshared /'));
+  });
+
+  test('containerd: restrict_oom_score_adj, cgroupfs, the sandbox image built here', () => {
+    const toml = containerdConfig({ sandboxImage: 'coil.local/pause:1' });
+    assert.match(toml, /restrict_oom_score_adj = true/);
+    assert.match(toml, /SystemdCgroup = false/);
+    assert.match(toml, /sandbox_image = "coil.local\/pause:1"/);
+  });
+
+  test('kubelet runs on cgroup v1 with cgroupfs under the node cgroup; kube-proxy leaves conntrack alone', () => {
+    const c = kubeletConfig({ nodeName: 'n1', nodeIp: '172.31.120.11', cgroupRoot: '/n1', clientCaFile: 'ca', tlsCertFile: 'c', tlsKeyFile: 'k', maxPods: 250 });
+    assert.equal(c.failCgroupV1, false);
+    assert.equal(c.cgroupDriver, 'cgroupfs');
+    assert.equal(c.cgroupRoot, '/n1');
+    assert.equal(c.maxPods, 250);
+    const argv = kubeProxyArgv('kube-proxy', { nodeName: 'n1', kubeconfig: 'k' });
+    for (const f of ['--conntrack-max-per-core=0', '--conntrack-tcp-timeout-established=0', '--conntrack-tcp-timeout-close-wait=0']) assert.ok(argv.includes(f), f);
+  });
+
+  test("the apiserver's cluster traffic goes through the lab's CONNECT proxy", () => {
+    const conf = JSON.parse(egressSelectorConfig('/lab/egress.sock')) as { egressSelections: { name: string; connection: { proxyProtocol: string; transport?: { uds?: { udsName: string } } } }[] };
+    const cluster = conf.egressSelections.find((s) => s.name === 'cluster')!;
+    assert.equal(cluster.connection.proxyProtocol, 'HTTPConnect');
+    assert.equal(cluster.connection.transport?.uds?.udsName, '/lab/egress.sock');
+  });
+
+  test('percentile is the nearest rank', () => {
+    const v = Array.from({ length: 20 }, (_, i) => i + 1);
+    assert.equal(percentile(v, 50), 10);
+    assert.equal(percentile(v, 95), 19);
+    assert.equal(percentile(v, 100), 20);
+    assert.equal(percentile([7], 95), 7);
+  });
+});
