@@ -140,6 +140,11 @@ export class NodeLab {
     node.coild = undefined;
   }
 
+  /** PID of the IPAM controller, while it runs. */
+  get controllerPid(): number | undefined {
+    return this.controller?.pid;
+  }
+
   /** Stops the IPAM controller (e.g. so its GC does not react to a Node deletion). */
   async stopController(): Promise<void> {
     await this.controller?.stop({ graceMs: 3_000 });
@@ -156,6 +161,12 @@ export class NodeLab {
     const ns = await this.netns.create('pod');
     await this.admin.create(Kinds.Pod, { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'c', image: 'pause' }] } });
     return { name, namespace, ns, containerId: randomBytes(32).toString('hex') };
+  }
+
+  /** Removes a pod made by {@link createPod}: its netns (and the veth end inside) and its Pod object. */
+  async dropPod(pod: LabPod): Promise<void> {
+    await this.netns.remove(pod.ns);
+    await this.admin.delete(Kinds.Pod, { namespace: pod.namespace, name: pod.name });
   }
 
   /**
