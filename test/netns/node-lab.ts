@@ -124,10 +124,12 @@ export class NodeLab {
 
   /** Starts coild for `node` and waits for `/readyz`. */
   async startCoild(node: LabNode, extraArgs: readonly string[] = []): Promise<void> {
+    const onBun = process.env.COIL_COILD_RUNTIME === 'bun';
     node.coild = await ManagedProcess.start({
-      name: `coild-${node.name}`, command: NODE, logFile: node.logFile, env: { ...process.env, COIL_NODE_NAME: node.name },
+      name: `coild-${node.name}`, command: onBun ? COIL_BIN : NODE, logFile: node.logFile,
+      env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}) },
       args: [
-        join(REPO_ROOT, 'dist/src/node-agent/main.js'), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
+        ...(onBun ? ['--no-install'] : []), join(REPO_ROOT, 'dist/src/node-agent/main.js'), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
         '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
       ],
     });
