@@ -23,7 +23,7 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
   const skip = prerequisite(netnsSkipReason() ?? (variant === 'netlink agent' && !agent.isUsable ? 'netlink agent not built: run hack/build-cni.sh' : undefined));
   describe(`IpRoutePodNetwork in real network namespaces (${variant})`, { skip }, () => {
     const ip = new IpRunner();
-    const kernel = variant === 'netlink agent' ? new IpRunner({ agent }) : ip;
+    const kernel = variant === 'netlink agent' ? new IpRunner({ rtnetlink: agent }) : ip;
     const netns = new TestNetnsSet({ ip });
     let host: TestNetns;
     let pn: IpRoutePodNetwork;
