@@ -122,9 +122,13 @@ export class NodeLab {
     return node;
   }
 
-  /** Starts coild for `node` and waits for `/readyz`. */
+  /**
+   * Starts coild for `node` and waits for `/readyz`. coild runs as it does in the image: on the Bun
+   * runtime inside the `coil` executable (README, "coild's runtime"); `COIL_COILD_RUNTIME=node`
+   * runs it on Node 24 with its helpers instead.
+   */
   async startCoild(node: LabNode, extraArgs: readonly string[] = []): Promise<void> {
-    const onBun = process.env.COIL_COILD_RUNTIME === 'bun';
+    const onBun = process.env.COIL_COILD_RUNTIME !== 'node';
     node.coild = await ManagedProcess.start({
       name: `coild-${node.name}`, command: onBun ? COIL_BIN : NODE, logFile: node.logFile,
       env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}) },
