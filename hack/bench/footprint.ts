@@ -111,7 +111,7 @@ async function startEgress(lab: NodeLab, clients: number): Promise<ManagedProces
     await lab.admin.patchStatus(Kinds.Pod, { namespace: 'app', name }, { phase: 'Running', podIP: ip, podIPs: [{ ip }] });
   }
   const ns = await lab.netnsOf('egress');
-  await lab.ip.batch([['link', 'add', 'eth0', 'type', 'dummy'], ['addr', 'add', '198.51.100.1/24', 'dev', 'eth0'], ['link', 'set', 'dev', 'eth0', 'up']], { netns: ns.path });
+  await lab.ip.batch([['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1'], ['addr', 'add', '198.51.100.1/24', 'dev', 'eth0'], ['link', 'set', 'dev', 'eth0', 'up'], ['link', 'set', 'dev', 'eth1', 'up']], { netns: ns.path });
   const [metrics, health] = [await freePort(), await freePort()];
   const proc = await ManagedProcess.start({
     name: 'coil-egress', command: 'ip', logFile: join(lab.dir, 'coil-egress.log'),
@@ -148,6 +148,11 @@ async function main(): Promise<void> {
   if (skip) throw new Error(skip);
   const lab = await NodeLab.start();
   const rows: [string, Mem[]][] = [];
+  // Each figure as soon as it is read, so a later failure loses nothing.
+  const note = (label: string, mems: Mem[]): void => {
+    rows.push([label, mems]);
+    process.stderr.write(`${table([[label, mems]])}\n`);
+  };
   try {
     await lab.createPool('default', { subnets: [{ ipv4: '10.100.0.0/16' }], blockSizeBits: 5 });
     await lab.createNamespace('bench');
@@ -158,15 +163,15 @@ async function main(): Promise<void> {
     if ((await lab.runCoil(node, 'ADD', first)).code !== 0 || (await lab.runCoil(node, 'DEL', first)).code !== 0) throw new Error(`first ADD/DEL failed\n${await lab.logs()}`);
     await lab.dropPod(first);
     await sleep(3_000);
-    rows.push(['coild / idle (after 1 ADD+DEL)', await treeMem(node.coild!.pid!)]);
+    note('coild / idle (after 1 ADD+DEL)', await treeMem(node.coild!.pid!));
     const c = await churn(lab, node, { adds: Number(values.n), live: Number(values.l), parallel: Number(values.p) });
     await sleep(3_000);
-    rows.push([`coild / after ${c.adds} ADD + ${c.dels} DEL`, await treeMem(node.coild!.pid!)]);
-    rows.push(['coil-controller / idle', await treeMem(lab.controllerPid!)]);
+    note(`coild / after ${c.adds} ADD + ${c.dels} DEL`, await treeMem(node.coild!.pid!));
+    note('coil-controller / idle', await treeMem(lab.controllerPid!));
     const egress = await startEgress(lab, Number(values.e));
     await sleep(3_000);
     // `ip netns exec` execs the program: the pid is coil-egress itself.
-    rows.push([`coil-egress / ${values.e} client pods`, await treeMem(egress.pid!)]);
+    note(`coil-egress / ${values.e} client pods`, await treeMem(egress.pid!));
     await egress.stop({ graceMs: 3_000 });
     const load = (await readFile('/proc/loadavg', 'utf8')).trim();
     process.stdout.write(`### footprint, ${new Date().toISOString()}, loadavg ${load}\n`
