@@ -19,13 +19,14 @@
  * own netns (deleted after its DEL, as a runtime does).
  *
  * Usage (root, after `npm run build && bash hack/build-cni.sh`):
- *   node dist/hack/bench/footprint.js [-n ADDS=1000] [-l LIVE=110] [-p PARALLEL=4] [-e CLIENTS=100] [-c 'EXTRA COILD FLAGS']
+ *   node dist/hack/bench/footprint.js [-n ADDS=1000] [-l LIVE=110] [-p PARALLEL=4] [-e CLIENTS=100] [-c 'EXTRA COILD FLAGS'] [-r EGRESS_RUNTIME=bun|node] [-s]
+ *   -s also prints each process's largest mappings (smaps), e.g. the runtime's binary vs its heaps
  * Output: a markdown table (MB = MiB), the load average and the wall time of the churn.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { NodeLab, labSkipReason, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
+import { COIL_BIN, NodeLab, labSkipReason, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 import { REPO_ROOT, freePort } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
@@ -45,6 +46,27 @@ async function memOf(pid: number): Promise<Mem | undefined> {
   } catch {
     return undefined; // exited meanwhile
   }
+}
+
+/**
+ * The mappings of `pid` that hold most of its RSS, from /proc/<pid>/smaps: one line per backing
+ * file (or [heap], [anon], …) with its RSS and anonymous MiB — where the memory goes.
+ */
+async function topMappings(pid: number, n = 8): Promise<string> {
+  const text = await readFile(`/proc/${pid}/smaps`, 'utf8').catch(() => '');
+  const by = new Map<string, { rss: number; anon: number; count: number }>();
+  let name = '';
+  for (const line of text.split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) { name = head[1] || '[anon]'; continue; }
+    const kv = /^(Rss|Anonymous):\s+(\d+) kB/.exec(line);
+    if (!kv) continue;
+    const e = by.get(name) ?? { rss: 0, anon: 0, count: 0 };
+    if (kv[1] === 'Rss') { e.rss += Number(kv[2]); e.count++; } else e.anon += Number(kv[2]);
+    by.set(name, e);
+  }
+  return [...by].sort((a, b) => b[1].rss - a[1].rss).slice(0, n)
+    .map(([k, e]) => `  ${(e.rss / 1024).toFixed(1).padStart(7)} MB rss ${(e.anon / 1024).toFixed(1).padStart(7)} MB anon ${String(e.count).padStart(5)} maps  ${k}`).join('\n');
 }
 
 /** `pid` and every live descendant (children of children too), from /proc/<pid>/stat. */
@@ -98,7 +120,7 @@ async function churn(lab: NodeLab, node: LabNode, o: { adds: number; live: numbe
 }
 
 /** Starts coil-egress in its own netns with `clients` client pods; returns its process. */
-async function startEgress(lab: NodeLab, clients: number): Promise<ManagedProcess> {
+async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node'): Promise<ManagedProcess> {
   await lab.createNamespace('internet');
   await lab.createNamespace('app');
   for (let i = 0; i < clients; i++) {
@@ -115,8 +137,8 @@ async function startEgress(lab: NodeLab, clients: number): Promise<ManagedProces
   const [metrics, health] = [await freePort(), await freePort()];
   const proc = await ManagedProcess.start({
     name: 'coil-egress', command: 'ip', logFile: join(lab.dir, 'coil-egress.log'),
-    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0' },
-    args: ['netns', 'exec', ns.name, NODE, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), '--kubeconfig', lab.cp.kubeconfigPath,
+    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...(runtime === 'bun' ? { BUN_BE_BUN: '1' } : {}) },
+    args: ['netns', 'exec', ns.name, ...(runtime === 'bun' ? [COIL_BIN, '--no-install', join(REPO_ROOT, 'dist/src/egress-agent/main.bundle.cjs')] : [NODE, join(REPO_ROOT, 'dist/src/egress-agent/main.js')]), '--kubeconfig', lab.cp.kubeconfigPath,
       `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'],
   });
   // Its ports live in the netns; its log says when the client pods are listed.
@@ -142,7 +164,8 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: {
     n: { type: 'string', short: 'n', default: '1000' }, l: { type: 'string', short: 'l', default: '110' },
     p: { type: 'string', short: 'p', default: '4' }, e: { type: 'string', short: 'e', default: '100' },
-    c: { type: 'string', short: 'c', default: '' },
+    c: { type: 'string', short: 'c', default: '' }, r: { type: 'string', short: 'r', default: 'bun' },
+    s: { type: 'boolean', short: 's', default: false },
   } });
   const skip = labSkipReason();
   if (skip) throw new Error(skip);
@@ -152,6 +175,7 @@ async function main(): Promise<void> {
   const note = (label: string, mems: Mem[]): void => {
     rows.push([label, mems]);
     process.stderr.write(`${table([[label, mems]])}\n`);
+    if (values.s) for (const m of mems) void topMappings(m.pid).then((t) => process.stderr.write(`${label}, ${m.comm} ${m.pid}, largest mappings:\n${t}\n`));
   };
   try {
     await lab.createPool('default', { subnets: [{ ipv4: '10.100.0.0/16' }], blockSizeBits: 5 });
@@ -168,10 +192,10 @@ async function main(): Promise<void> {
     await sleep(3_000);
     note(`coild / after ${c.adds} ADD + ${c.dels} DEL`, await treeMem(node.coild!.pid!));
     note('coil-controller / idle', await treeMem(lab.controllerPid!));
-    const egress = await startEgress(lab, Number(values.e));
+    const egress = await startEgress(lab, Number(values.e), values.r === 'node' ? 'node' : 'bun');
     await sleep(3_000);
     // `ip netns exec` execs the program: the pid is coil-egress itself.
-    note(`coil-egress / ${values.e} client pods`, await treeMem(egress.pid!));
+    note(`coil-egress / ${values.e} client pods, on ${values.r}`, await treeMem(egress.pid!));
     await egress.stop({ graceMs: 3_000 });
     const load = (await readFile('/proc/loadavg', 'utf8')).trim();
     process.stdout.write(`### footprint, ${new Date().toISOString()}, loadavg ${load}\n`

@@ -50,6 +50,11 @@ export interface CoildOptions {
   readonly config: CoildConfig;
   readonly kubeConfig: KubeConfig;
   readonly logger: Logger;
+  /**
+   * Directory holding the gRPC service definitions (`cnirpc.proto`, `health.proto`); by default
+   * `proto/` of the install, found from this module's URL (see CniGrpcServerOptions.protoDir).
+   */
+  readonly protoDir?: string;
 }
 
 /** One running coild. Not restartable: build a new one. */
@@ -207,7 +212,7 @@ export class Coild {
     }
     this.recovered = true;
     await this.egress?.init();
-    this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath });
+    this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath, protoDir: this.o.protoDir });
     await this.grpc.start();
     this.serving = true;
     if (cfg.enableIpam) this.gc.start();

@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +30,19 @@ import { ManagedProcess, waitFor } from '../envtest/process.js';
 
 /** The coil executable built by hack/build-cni.sh. */
 export const COIL_BIN = join(REPO_ROOT, 'dist/bin/coil');
+
+/**
+ * coild's bundle for the Bun runtime (hack/build-cni.sh), as the image runs it. Refused when it is
+ * older than tsc's output, so a test never runs yesterday's coild.
+ */
+export function coildBundle(): string {
+  const bundle = join(REPO_ROOT, 'dist/src/node-agent/main.bundle.cjs');
+  const main = join(REPO_ROOT, 'dist/src/node-agent/main.js');
+  if (!existsSync(bundle) || statSync(bundle).mtimeMs < statSync(main).mtimeMs) {
+    throw new Error(`${bundle} is missing or older than ${main}: run bash hack/build-cni.sh`);
+  }
+  return bundle;
+}
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
 
 /** One fake node: its host netns and coild. */
@@ -133,7 +146,7 @@ export class NodeLab {
       name: `coild-${node.name}`, command: onBun ? COIL_BIN : NODE, logFile: node.logFile,
       env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}) },
       args: [
-        ...(onBun ? ['--no-install'] : []), join(REPO_ROOT, 'dist/src/node-agent/main.js'), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
+        ...(onBun ? ['--no-install', ...(process.env.COIL_COILD_BUN_FLAGS ?? '').split(' ').filter(Boolean), process.env.COIL_COILD_SCRIPT || coildBundle()] : [join(REPO_ROOT, 'dist/src/node-agent/main.js')]), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
         '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
       ],
     });
