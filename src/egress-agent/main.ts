@@ -4,6 +4,7 @@
  * failure, 2 on a bad flag or environment.
  * @see coil-behaviour.md §1.2 (`coil-egress`), §7.5
  */
+import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
 import { KubeConfig } from '../runtime/kubeconfig.js';
 import { createLogger } from '../runtime/logging.js';

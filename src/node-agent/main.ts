@@ -6,6 +6,7 @@
  * 2 on a bad flag or environment. SIGHUP runs a GC pass at once (see Coild.runGc).
  * @see coil-behaviour.md §1.2 (`coild`), §5.2
  */
+import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
 import { realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
