@@ -26,7 +26,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { COIL_BIN, NodeLab, labSkipReason, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
+import { coilEgressCommand, NodeLab, labSkipReason, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 import { REPO_ROOT, freePort } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
@@ -135,10 +135,11 @@ async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node
   const ns = await lab.netnsOf('egress');
   await lab.ip.batch([['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1'], ['addr', 'add', '198.51.100.1/24', 'dev', 'eth0'], ['link', 'set', 'dev', 'eth0', 'up'], ['link', 'set', 'dev', 'eth1', 'up']], { netns: ns.path });
   const [metrics, health] = [await freePort(), await freePort()];
+  const program = coilEgressCommand(runtime);
   const proc = await ManagedProcess.start({
     name: 'coil-egress', command: 'ip', logFile: join(lab.dir, 'coil-egress.log'),
-    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...(runtime === 'bun' ? { BUN_BE_BUN: '1' } : {}) },
-    args: ['netns', 'exec', ns.name, ...(runtime === 'bun' ? [COIL_BIN, '--no-install', join(REPO_ROOT, 'dist/src/egress-agent/main.bundle.cjs')] : [NODE, join(REPO_ROOT, 'dist/src/egress-agent/main.js')]), '--kubeconfig', lab.cp.kubeconfigPath,
+    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...program.env },
+    args: ['netns', 'exec', ns.name, ...program.argv, '--kubeconfig', lab.cp.kubeconfigPath,
       `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'],
   });
   // Its ports live in the netns; its log says when the client pods are listed.

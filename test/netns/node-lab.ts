@@ -32,16 +32,31 @@ import { ManagedProcess, waitFor } from '../envtest/process.js';
 export const COIL_BIN = join(REPO_ROOT, 'dist/bin/coil');
 
 /**
- * coild's bundle for the Bun runtime (hack/build-cni.sh), as the image runs it. Refused when it is
- * older than tsc's output, so a test never runs yesterday's coild.
+ * coil-egress as the image runs it: its bundle (hack/build-cni.sh) on the Bun runtime inside
+ * `coil` (README, "coild's runtime"); `COIL_EGRESS_RUNTIME=node` runs tsc's output on Node 24.
+ * @returns the argv (program first) and the environment variables to add
  */
-export function coildBundle(): string {
-  const bundle = join(REPO_ROOT, 'dist/src/node-agent/main.bundle.cjs');
-  const main = join(REPO_ROOT, 'dist/src/node-agent/main.js');
+export function coilEgressCommand(runtime: 'bun' | 'node' = process.env.COIL_EGRESS_RUNTIME === 'node' ? 'node' : 'bun'): { argv: string[]; env: Record<string, string> } {
+  if (runtime === 'node') return { argv: [NODE, join(REPO_ROOT, 'dist/src/egress-agent/main.js')], env: {} };
+  return { argv: [COIL_BIN, '--no-install', freshBundle('egress-agent')], env: { BUN_BE_BUN: '1' } };
+}
+
+/** `dist/src/<program>/main.bundle.cjs`, refused when older than tsc's main.js (see coildBundle). */
+function freshBundle(program: string): string {
+  const bundle = join(REPO_ROOT, `dist/src/${program}/main.bundle.cjs`);
+  const main = join(REPO_ROOT, `dist/src/${program}/main.js`);
   if (!existsSync(bundle) || statSync(bundle).mtimeMs < statSync(main).mtimeMs) {
     throw new Error(`${bundle} is missing or older than ${main}: run bash hack/build-cni.sh`);
   }
   return bundle;
+}
+
+/**
+ * coild's bundle for the Bun runtime (hack/build-cni.sh), as the image runs it. Refused when it is
+ * older than tsc's output, so a test never runs yesterday's coild.
+ */
+export function coildBundle(): string {
+  return freshBundle('node-agent');
 }
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
 
