@@ -6,10 +6,11 @@
  *   (env + netconf on stdin, as containerd runs it) with up to 110 pods live (kubelet's default
  *   maxPods): RSS and peak RSS (VmHWM) of coild and of every process it started (its helpers).
  * - coil-egress in an egress pod netns, with 100 client pods naming its Egress (Pod objects with
- *   the opt-in annotation and pod IPs) in the API. This machine's kernel has no FoU, so coil-egress
- *   stays unready and starts neither its FoU server nor its client watch: the figure is the program
- *   with its servers, metrics and NAT table, without the client list (a stand-in for the real
- *   thing, which needs the FoU VM; the list is 100 small records).
+ *   the opt-in annotation and pod IPs) in the API; on Bun (its bundle, as the image should run it)
+ *   unless `-r node`. On a kernel with FoU it lists and watches those pods (the figure waits for its
+ *   initial sync); this machine's kernel has none, so here it stays unready and starts neither its
+ *   FoU server nor its client watch. The FoU VM runs the real thing:
+ *   `hack/fou-vm.sh -- node dist/hack/bench/footprint.js -n 0` (its row says which was measured).
  * - coil-controller idle (the lab's IPAM controller, no webhooks).
  *
  * Each figure is read from /proc/<pid>/status (VmRSS, VmHWM) and /proc/<pid>/smaps_rollup (the
@@ -120,7 +121,7 @@ async function churn(lab: NodeLab, node: LabNode, o: { adds: number; live: numbe
 }
 
 /** Starts coil-egress in its own netns with `clients` client pods; returns its process. */
-async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node'): Promise<ManagedProcess> {
+async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node'): Promise<{ proc: ManagedProcess; watch: string }> {
   await lab.createNamespace('internet');
   await lab.createNamespace('app');
   for (let i = 0; i < clients; i++) {
@@ -144,7 +145,15 @@ async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node
   });
   // Its ports live in the netns; its log says when the client pods are listed.
   await waitFor('coil-egress started', async () => /coil-egress started/.test(await proc.logTail(200)), { process: proc, timeoutMs: 30_000 });
-  return proc;
+  // With FoU (the FoU VM: hack/fou-vm.sh) it then lists and watches its client pods; without, it
+  // stays unready and starts no watch. The label says which was measured.
+  if (/the kernel lacks/.test(await proc.logTail(200))) return { proc, watch: 'no FoU here: no client watch' };
+  let synced = '';
+  await waitFor('coil-egress client sync', async () => {
+    synced = /"clients":(\d+),"pods":(\d+)[^\n]*initial client sync done/.exec(await proc.logTail(400))?.[1] ?? '';
+    return synced !== '';
+  }, { process: proc, timeoutMs: 60_000 });
+  return { proc, watch: `client watch active, ${synced} clients synced` };
 }
 
 function table(rows: [string, Mem[]][]): string {
@@ -193,10 +202,10 @@ async function main(): Promise<void> {
     await sleep(3_000);
     note(`coild / after ${c.adds} ADD + ${c.dels} DEL`, await treeMem(node.coild!.pid!));
     note('coil-controller / idle', await treeMem(lab.controllerPid!));
-    const egress = await startEgress(lab, Number(values.e), values.r === 'node' ? 'node' : 'bun');
+    const { proc: egress, watch } = await startEgress(lab, Number(values.e), values.r === 'node' ? 'node' : 'bun');
     await sleep(3_000);
     // `ip netns exec` execs the program: the pid is coil-egress itself.
-    note(`coil-egress / ${values.e} client pods, on ${values.r}`, await treeMem(egress.pid!));
+    note(`coil-egress / ${values.e} client pods, on ${values.r}, ${watch}`, await treeMem(egress.pid!));
     await egress.stop({ graceMs: 3_000 });
     const load = (await readFile('/proc/loadavg', 'utf8')).trim();
     process.stdout.write(`### footprint, ${new Date().toISOString()}, loadavg ${load}\n`
