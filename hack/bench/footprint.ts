@@ -30,6 +30,7 @@ import { parseArgs } from 'node:util';
 import { coilEgressCommand, NodeLab, labSkipReason, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 import { REPO_ROOT, freePort } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
+import { unixToTcp } from '../lab/relay.js';
 import { Kinds } from '../../src/reconcilers/kinds.js';
 
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
@@ -121,7 +122,7 @@ async function churn(lab: NodeLab, node: LabNode, o: { adds: number; live: numbe
 }
 
 /** Starts coil-egress in its own netns with `clients` client pods; returns its process. */
-async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node'): Promise<{ proc: ManagedProcess; watch: string }> {
+async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node'): Promise<{ proc: ManagedProcess; watch: string; stopRelay: () => Promise<void> }> {
   await lab.createNamespace('internet');
   await lab.createNamespace('app');
   for (let i = 0; i < clients; i++) {
@@ -135,6 +136,16 @@ async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node
   }
   const ns = await lab.netnsOf('egress');
   await lab.ip.batch([['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1'], ['addr', 'add', '198.51.100.1/24', 'dev', 'eth0'], ['link', 'set', 'dev', 'eth0', 'up'], ['link', 'set', 'dev', 'eth1', 'up']], { netns: ns.path });
+  // The apiserver listens on the root netns's loopback; the egress netns reaches it as a pod
+  // would reach its Service, here through a relay over a UNIX socket (hack/lab/relay.ts), on the
+  // same port inside the netns, so the lab's kubeconfig and certificate hold unchanged.
+  const sock = join(lab.dir, 'apiserver-egress.sock');
+  const rootSide = await unixToTcp(sock, '127.0.0.1', lab.cp.apiPort);
+  const relay = await ManagedProcess.start({
+    name: 'egress-apiserver-relay', command: 'ip', logFile: join(lab.dir, 'egress-relay.log'),
+    args: ['netns', 'exec', ns.name, NODE, join(REPO_ROOT, 'dist/hack/lab/relay.js'), 'tcp-to-unix', `127.0.0.1:${lab.cp.apiPort}`, sock],
+  });
+  await waitFor('egress apiserver relay', async () => /relay /.test(await relay.logTail(5)), { process: relay, timeoutMs: 20_000 });
   const [metrics, health] = [await freePort(), await freePort()];
   const program = coilEgressCommand(runtime);
   const proc = await ManagedProcess.start({
@@ -147,13 +158,17 @@ async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node
   await waitFor('coil-egress started', async () => /coil-egress started/.test(await proc.logTail(200)), { process: proc, timeoutMs: 30_000 });
   // With FoU (the FoU VM: hack/fou-vm.sh) it then lists and watches its client pods; without, it
   // stays unready and starts no watch. The label says which was measured.
-  if (/the kernel lacks/.test(await proc.logTail(200))) return { proc, watch: 'no FoU here: no client watch' };
+  const stopRelay = async (): Promise<void> => {
+    await relay.stop({ graceMs: 2_000 });
+    rootSide.close();
+  };
+  if (/the kernel lacks/.test(await proc.logTail(200))) return { proc, watch: 'no FoU here: no client watch', stopRelay };
   let synced = '';
   await waitFor('coil-egress client sync', async () => {
     synced = /"clients":(\d+),"pods":(\d+)[^\n]*initial client sync done/.exec(await proc.logTail(400))?.[1] ?? '';
     return synced !== '';
   }, { process: proc, timeoutMs: 60_000 });
-  return { proc, watch: `client watch active, ${synced} clients synced` };
+  return { proc, watch: `client watch active, ${synced} clients synced`, stopRelay };
 }
 
 function table(rows: [string, Mem[]][]): string {
@@ -202,11 +217,12 @@ async function main(): Promise<void> {
     await sleep(3_000);
     note(`coild / after ${c.adds} ADD + ${c.dels} DEL`, await treeMem(node.coild!.pid!));
     note('coil-controller / idle', await treeMem(lab.controllerPid!));
-    const { proc: egress, watch } = await startEgress(lab, Number(values.e), values.r === 'node' ? 'node' : 'bun');
+    const { proc: egress, watch, stopRelay } = await startEgress(lab, Number(values.e), values.r === 'node' ? 'node' : 'bun');
     await sleep(3_000);
     // `ip netns exec` execs the program: the pid is coil-egress itself.
     note(`coil-egress / ${values.e} client pods, on ${values.r}, ${watch}`, await treeMem(egress.pid!));
     await egress.stop({ graceMs: 3_000 });
+    await stopRelay();
     const load = (await readFile('/proc/loadavg', 'utf8')).trim();
     process.stdout.write(`### footprint, ${new Date().toISOString()}, loadavg ${load}\n`
       + `churn: ${c.adds} ADD + ${c.dels} DEL, ≤ ${values.l} live, ${values.p} at once, ${(c.ms / 1000).toFixed(1)} s\n\n${table(rows)}\n`);
