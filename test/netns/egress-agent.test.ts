@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ClientPodSource } from '../../src/egress-agent/client-pod-source.js';
@@ -18,7 +17,7 @@ import { Kinds } from '../../src/reconcilers/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { silentLogger } from '../../src/runtime/logging.js';
-import { ControlPlane, REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
+import { ControlPlane, eventually, freePort } from '../envtest/control-plane.js';
 import { wire } from './egress-peer.js';
 import { coilEgressCommand } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';

@@ -7,10 +7,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { EgressKinds } from '../../src/reconcilers/egress-options.js';
-import { REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
+import { eventually, freePort } from '../envtest/control-plane.js';
 import { PROMETHEUS_SERIES, queriedMetricNames } from '../support/promql.js';
 import { NodeLab, coilEgressCommand, labSkipReason, type LabNode } from './node-lab.js';
 import { wire } from './egress-peer.js';
