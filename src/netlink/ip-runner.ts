@@ -12,7 +12,7 @@
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
 import { spawn } from 'node:child_process';
-import { NetlinkError, classifyMessage, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
+import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
 import { formatRequest } from './rt-format.js';
 import type { RtBackend, RtBatchResult, RtRequest } from './rt-request.js';
 
@@ -115,6 +115,8 @@ interface Exit extends ProcessOutput {
   argv: readonly string[];
   exitCode: number | null;
   spawnError?: NodeJS.ErrnoException;
+  /** An rtnetlink backend's typed failures (numbered within the batch it was given). */
+  failures?: LineFailure[];
 }
 
 /** One failed line of an `ip -batch` run. */
@@ -247,7 +249,7 @@ export class IpRunner {
         res = this.backendExit(options, r?.[0]);
       }
       if (res.exitCode === 0) return;
-      const failures = parseBatchFailures(res.stderr).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
+      const failures = (res.failures ?? []).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
       const first = failures[0];
       const isRetryable = res.spawnError !== undefined || (failures.length > 0 && (isContinue
         ? failures.every((f) => isTransientErrno(f.errno))
@@ -265,7 +267,8 @@ export class IpRunner {
     if (r === undefined) {
       return { argv, stdout: '', stderr: 'rtnetlink backend exited', exitCode: null, spawnError: Object.assign(new Error('rtnetlink backend exited'), { code: 'EAGAIN' }) };
     }
-    return { argv, stdout: '', stderr: r.stderr, exitCode: r.exitCode };
+    const failures = r.failures.map((f) => ({ line: f.line, message: f.message, errno: errnoClass(f.errno) }));
+    return { argv, stdout: '', stderr: r.stderr, exitCode: r.exitCode, failures };
   }
 
   /** {@link batch}, whose first attempt may have run already (`firstRun`, in the agent). */

@@ -40,9 +40,22 @@ export interface RtBatch {
  * then `Command failed -:N` with its 1-based index), so the runner treats both paths alike.
  */
 export interface RtBatchResult {
+  /** The failures as `ip -batch` would print them (for messages and logs only: never parsed). */
   stderr: string;
   /** 0 = every request applied; 1 = a kernel refusal; 255 = the netns could not be entered. */
   exitCode: number;
+  /** Each refused request, typed; empty when the batch failed as a whole (exit 255, a crash). */
+  failures: RtFailure[];
+}
+
+/** One request of a batch that the kernel (or resolving one of its names) refused. */
+export interface RtFailure {
+  /** 1-based position of the request in its batch (as `ip -batch` numbers lines). */
+  line: number;
+  /** Positive errno, e.g. 17 (EEXIST), from the kernel's NLMSG_ERROR or the failed lookup. */
+  errno: number;
+  /** The kernel's extended-ack text or iproute2's wording for the errno. */
+  message: string;
 }
 
 /**

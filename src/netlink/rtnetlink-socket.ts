@@ -17,7 +17,7 @@
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
-import type { RtBatch, RtBatchResult, RtRequest } from './rt-request.js';
+import type { RtBatch, RtBatchResult, RtFailure, RtRequest } from './rt-request.js';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -93,7 +93,7 @@ function transact(fd: number, request: Uint8Array, seq: number): Ack {
 }
 
 /** Applies `ops` with `fd`, in the netns the calling thread is in now (for if_nametoindex). */
-function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr: string; failed: boolean } {
+function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr: string; failures: RtFailure[] } {
   const opened: number[] = [];
   const ctx = {
     ifindex: (name: string) => Number(libc.if_nametoindex(ptr(cString(name)))),
@@ -108,27 +108,27 @@ function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr:
     },
   };
   let stderr = '';
-  let failed = false;
+  const failures: RtFailure[] = [];
   try {
     for (let i = 0; i < ops.length; i++) {
-      let message: string | undefined;
+      let failure: RtFailure | undefined;
       try {
         const seq = (lastSeq = (lastSeq + 1) >>> 0);
         const ack = transact(fd, buildRequest(ops[i]!, seq, ctx), seq);
-        if (ack.errno !== 0) message = kernelMessage(ack.errno, ack.message);
+        if (ack.errno !== 0) failure = { line: i + 1, errno: ack.errno, message: kernelMessage(ack.errno, ack.message) };
       } catch (err) {
         if (!(err instanceof RequestError)) throw err;
-        message = err.message;
+        failure = { line: i + 1, errno: err.errno, message: err.message };
       }
-      if (message === undefined) continue;
-      stderr += `${message}\nCommand failed -:${i + 1}\n`;
-      failed = true;
+      if (failure === undefined) continue;
+      stderr += `${failure.message}\nCommand failed -:${failure.line}\n`;
+      failures.push(failure);
       if (!force) break;
     }
   } finally {
     for (const nsFd of opened) libc.close(nsFd);
   }
-  return { stderr, failed };
+  return { stderr, failures };
 }
 
 /** Applies one batch, in its netns if it names one. */
@@ -136,21 +136,21 @@ function runBatch(req: RtBatch): RtBatchResult {
   const ops = req.requests;
   if (req.netns === undefined) {
     const r = apply(hostSocket, ops, req.force);
-    return { stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
+    return { ...r, exitCode: r.failures.length > 0 ? 1 : 0 };
   }
   const nsFd = Number(libc.open(ptr(cString(req.netns)), O_RDONLY | O_CLOEXEC));
   if (nsFd < 0) {
     // iproute2's wording for `ip -n`; "No such file or directory" classifies as ENOENT.
-    return { stderr: `Cannot open network namespace "${req.netns}": ${strerror(errno())}\n`, exitCode: 255 };
+    return { stderr: `Cannot open network namespace "${req.netns}": ${strerror(errno())}\n`, exitCode: 255, failures: [] };
   }
   let fd = -1;
   try {
     if (Number(libc.setns(nsFd, CLONE_NEWNET)) !== 0) {
-      return { stderr: `setting the network namespace "${req.netns}" failed: ${strerror(errno())}\n`, exitCode: 255 };
+      return { stderr: `setting the network namespace "${req.netns}" failed: ${strerror(errno())}\n`, exitCode: 255, failures: [] };
     }
     fd = openNetlink();
     const r = apply(fd, ops, req.force);
-    return { stderr: r.stderr, exitCode: r.failed ? 1 : 0 };
+    return { ...r, exitCode: r.failures.length > 0 ? 1 : 0 };
   } finally {
     if (fd >= 0) libc.close(fd);
     libc.close(nsFd);
@@ -175,7 +175,7 @@ export function applyBatches(list: readonly RtBatch[]): RtBatchResult[] {
     try {
       r = runBatch(batch);
     } catch (err) {
-      r = { stderr: `rtnetlink: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 };
+      r = { stderr: `rtnetlink: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1, failures: [] };
     }
     results.push(r);
     if (r.exitCode !== 0) break;
