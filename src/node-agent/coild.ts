@@ -131,6 +131,7 @@ export class Coild {
       cache, requester: this.requester, logger: log.child({ logger: 'node-ipam' }),
       coolingMs: cfg.coolingMs, lowWaterMark: cfg.lowWaterMark, allocTimeoutMs: cfg.allocTimeoutMs,
       onBlocksChanged: () => this.releaser.schedule(),
+      exportSync: () => this.blockExport.syncUnlessStopped(),
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
