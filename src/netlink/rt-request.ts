@@ -73,15 +73,19 @@ export interface RtBackend {
   batches(list: readonly RtBatch[]): Promise<RtBatchResult[] | undefined>;
 }
 
-/** Options of {@link rt.veth}. */
+/** Options of {@link rt.veth} (and of link.addVeth, the iproute2 form of the same request). */
 export interface VethRequest {
+  /** Name of the end created in the runner's netns (≤ 15 bytes). */
   name: string;
+  /** Name of the peer end. */
   peerName: string;
-  /** netns file path the peer is created in. */
+  /** netns file path the peer is created in; iproute2 opens paths containing `/` as files. */
   peerNetns?: string;
-  /** MTU of both ends; undefined = kernel default. */
+  /** MTU of both ends; undefined = kernel default (1500). */
   mtuBytes?: number;
+  /** MAC of `name`; undefined = kernel-random. */
   mac?: string;
+  /** MAC of the peer; undefined = kernel-random. */
   peerMac?: string;
 }
 
