@@ -89,6 +89,20 @@ AGENT=dist/bin/netlink-agent.js
 "$BUN" build --target=bun --minify src/netlink/netlink-agent-main.ts --outfile "$AGENT.tmp" >/dev/null
 mv -f "$AGENT.tmp" "$AGENT"
 echo "built $AGENT ($(stat -c %s "$AGENT") bytes)" >&2
+# coild as one tree-shaken script for the same Bun runtime (`BUN_BE_BUN=1 coil main.bundle.cjs …`),
+# built from tsc's output (decorator metadata as tsc emits it). One file instead of ≈ 1,450 module
+# records, and only the parts of the libraries coild reaches (README, "coild's runtime").
+# It sits beside main.js so that paths taken from import.meta.url (proto/, dist/bin/) hold.
+# @dot-i/k8s-operator is loaded only for reconcilers/webhooks, which coild has none of; left
+# external, it is still found in node_modules if that ever changes. dtrace-provider is bunyan's
+# optional native module (bunyan goes on without it).
+[ -f dist/src/node-agent/main.js ] || { echo "missing dist/src/node-agent/main.js: run tsc -p tsconfig.json first" >&2; exit 1; }
+for entry in node-agent/main egress-agent/main; do
+  "$BUN" build --target=bun --format=cjs --external @dot-i/k8s-operator --external dtrace-provider \
+    "dist/src/$entry.js" --outfile "dist/src/$entry.bundle.cjs.tmp" >/dev/null
+  mv -f "dist/src/$entry.bundle.cjs.tmp" "dist/src/$entry.bundle.cjs"
+  echo "built dist/src/$entry.bundle.cjs ($(stat -c %s "dist/src/$entry.bundle.cjs") bytes)" >&2
+done
 
 [ "${1:-}" = --bench ] || exit 0
 

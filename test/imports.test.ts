@@ -4,7 +4,8 @@
  * imports an agent.
  */
 import assert from 'node:assert/strict';
-import { readFile, readdir } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
@@ -70,5 +71,60 @@ test('nothing imports an agent or the controller from outside it', async () => {
       const tooling = file.startsWith('hack/') && TOOLING_MAY_IMPORT.some((re) => re.test(target));
       assert.ok(!owner || file.startsWith(owner) || tooling, `${file} imports ${target} of ${owner}`);
     }
+  }
+});
+
+/** Every import specifier of a file, type-only and dynamic ones included. */
+async function allImports(base: string, file: string): Promise<string[]> {
+  const text = await readFile(join(base, file), 'utf8');
+  const specs: string[] = [];
+  for (const m of text.matchAll(/^\s*(?:import|export)\s+[^'";]*?from\s+['"]([^'"]+)['"]/gm)) specs.push(m[1]!);
+  for (const m of text.matchAll(/^\s*import\s+['"]([^'"]+)['"]/gm)) specs.push(m[1]!);
+  for (const m of text.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g)) specs.push(m[1]!);
+  return specs;
+}
+
+/** The first import circle among `files` (`.ts` paths relative to `base`), or undefined. */
+async function findCircle(base: string, files: readonly string[]): Promise<string[] | undefined> {
+  const edges = new Map<string, string[]>();
+  for (const f of files) {
+    edges.set(f, (await allImports(base, f)).filter((s) => s.startsWith('.'))
+      .map((s) => relative(base, join(base, f, '..', s)).replace(/\.js$/, '.ts')).filter((t) => files.includes(t)));
+  }
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const visit = (f: string): string[] | undefined => {
+    if (state.get(f) === 'done') return undefined;
+    if (state.get(f) === 'open') return [...path.slice(path.indexOf(f)), f];
+    state.set(f, 'open');
+    path.push(f);
+    for (const t of edges.get(f) ?? []) {
+      const c = visit(t);
+      if (c) return c;
+    }
+    path.pop();
+    state.set(f, 'done');
+    return undefined;
+  };
+  for (const f of files) {
+    const c = visit(f);
+    if (c) return c;
+  }
+  return undefined;
+}
+
+test('src/netlink has no import circle (type-only and dynamic imports count)', async () => {
+  assert.equal(await findCircle(root, await sources('src/netlink')), undefined);
+  // The walk finds the circle src/netlink had before the typed path (ip-runner → netlink-agent
+  // → ip-runner by types, ip-runner → rtnetlink → ip-runner), written out as files.
+  const dir = await mkdtemp(join(tmpdir(), 'coil-imports-'));
+  try {
+    await writeFile(join(dir, 'ip-runner.ts'), "import type { AgentBatch } from './netlink-agent.js';\nimport { AGENT_REFUSAL } from './rtnetlink.js';\n");
+    await writeFile(join(dir, 'netlink-agent.ts'), "import { x } from './json-line-child.js';\n");
+    await writeFile(join(dir, 'json-line-child.ts'), '');
+    await writeFile(join(dir, 'rtnetlink.ts'), "import type { BatchLine } from './ip-runner.js';\n");
+    assert.deepEqual(await findCircle(dir, ['ip-runner.ts', 'netlink-agent.ts', 'json-line-child.ts', 'rtnetlink.ts']), ['ip-runner.ts', 'rtnetlink.ts', 'ip-runner.ts']);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });

@@ -83,8 +83,10 @@ export async function bundle(out: string): Promise<void> {
     minifyWhitespace: true,
     minifySyntax: true,
     legalComments: 'none',
-    // bunyan's optional DTrace probes are a native addon; bunyan runs without them.
-    external: ['dtrace-provider'],
+    // bunyan's optional DTrace probes are a native addon; bunyan runs without them. `bun:ffi` is
+    // Bun's own module: coild imports the rtnetlink socket that needs it only when it runs on Bun
+    // (a dynamic import, so it lands in a chunk of its own that Node never loads).
+    external: ['dtrace-provider', 'bun:*'],
     banner: { js: BANNER },
     plugins: [etcd3Protos],
     logLevel: 'warning',

@@ -317,7 +317,13 @@ export class StandInLab {
     ], { ...process.env, COIL_POD_NAMESPACE: namespace, COIL_EGRESS_NAME: name, COIL_POD_ADDRESSES: pod.ips.join(',') });
     this.processes.push(egress);
     await waitFor(`coil-egress of ${namespace}/${name}`, async () => (await this.nodeHttp(podNode, 8081, '/healthz')) !== '', { process: egress, timeoutMs: 60_000 });
-    const readyz = await this.nodeHttp(podNode, 8081, '/readyz');
+    // coil-egress serves its probes first, then probes the kernel, then installs its NAT rules: its
+    // state (readyz, the ruleset) is settled once the `nat` check passes. Read earlier, under load,
+    // the ruleset lacked the FORWARD rule and readyz could still say the kernel was not probed.
+    const readyz = await eventually(async () => {
+      const body = await this.nodeHttp(podNode, 8081, '/readyz');
+      return body !== '' && !body.includes('[-]nat failed') ? body : false;
+    }, { timeoutMs: 60_000, intervalMs: 100 });
     await this.kubelet.setStatus(podName, namespace, pod.ips, readyz.startsWith('ok'));
     const { stdout: nft } = await run('ip', ['netns', 'exec', pod.netns, 'nft', 'list', 'ruleset']);
     return { pod, readyz, nft };

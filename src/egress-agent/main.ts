@@ -4,8 +4,9 @@
  * failure, 2 on a bad flag or environment.
  * @see coil-behaviour.md §1.2 (`coil-egress`), §7.5
  */
+import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '../runtime/kubeconfig.js';
 import { createLogger } from '../runtime/logging.js';
 import { EgressConfigError, parseEgressConfig, type EgressConfig } from './config.js';
 import { EgressAgent } from './egress-agent.js';
@@ -50,4 +51,8 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// No top-level await: the Bun bundle of this program is CommonJS (hack/build-cni.sh says why).
+main().catch((err: unknown) => {
+  process.stderr.write(`coil-egress: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

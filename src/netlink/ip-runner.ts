@@ -1,7 +1,8 @@
 /**
  * The one way coil talks to the kernel: iproute2 processes, started with argument arrays (never a
- * shell), on the host or inside a network namespace — or, for batches of the lines a pod's
- * wiring is made of, the netlink agent (netlink-agent.ts), which answers exactly as `ip -batch`.
+ * shell), on the host or inside a network namespace — and, for the typed rtnetlink requests a
+ * pod's wiring is made of (rt-request.ts), an rtnetlink backend (coild's own socket on Bun, the
+ * netlink agent on Node) or, without one, the same requests written as `ip -batch` lines.
  *
  * Why processes: a Node process cannot setns() safely (it is multi-threaded) and no npm netlink
  * package can work inside another netns (npm-ecosystem.md §7). One `ip -batch -` process per netns
@@ -11,9 +12,9 @@
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
 import { spawn } from 'node:child_process';
-import type { AgentBatch, NetlinkAgent } from './netlink-agent.js';
-import { NetlinkError, classifyMessage, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
-import { AGENT_REFUSAL, isTranslatableKind } from './rtnetlink.js';
+import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
+import { formatRequest } from './rt-format.js';
+import type { RtBackend, RtBatchResult, RtRequest } from './rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`, e.g. `['link', 'del', 'veth0']`. */
 export type BatchLine = readonly string[];
@@ -39,6 +40,12 @@ export interface BatchOptions extends RunTarget {
 export interface BatchStep {
   lines: readonly BatchLine[];
   options?: BatchOptions;
+}
+
+/** One step of {@link IpRunner.applySequence}: typed requests and where to apply them. */
+export interface ApplyStep {
+  requests: readonly RtRequest[];
+  options?: { netns?: string | undefined; onError?: 'stop' | 'continue' };
 }
 
 /** How {@link IpRunner.batchSequence} ended: every step applied, or the first that failed. */
@@ -78,13 +85,12 @@ export interface IpRunnerOptions {
    */
   spawner?: ProcessSpawner;
   /**
-   * Applies batches whose every line rtnetlink.ts can build in the netlink agent instead of an
-   * `ip` process (≈ 0.3 ms against ≈ 5 ms per batch here); other batches, reads and programs
-   * still run as processes. Only the kinds of lines are checked here; a batch the agent refuses
-   * for its arguments (before applying any of it) runs with `ip`. Ignored when the agent is not
-   * usable in this build.
+   * Applies typed requests ({@link IpRunner.apply}) through rtnetlink (≈ 0.3 ms against ≈ 5 ms
+   * per `ip` batch here). Without one, or when it is not usable in this build or runtime, the
+   * requests run as `ip -batch` lines (rt-format.ts). Text batches, reads and programs always run
+   * as processes.
    */
-  agent?: NetlinkAgent;
+  rtnetlink?: RtBackend;
 }
 
 /** What one spawned process produced; `spawnError` when it could not be started. */
@@ -109,6 +115,8 @@ interface Exit extends ProcessOutput {
   argv: readonly string[];
   exitCode: number | null;
   spawnError?: NodeJS.ErrnoException;
+  /** An rtnetlink backend's typed failures (numbered within the batch it was given). */
+  failures?: LineFailure[];
 }
 
 /** One failed line of an `ip -batch` run. */
@@ -135,11 +143,11 @@ export class IpRunner {
   private readonly timeoutMs: number;
   private readonly retry: RetryPolicy;
   private readonly spawner: ProcessSpawner;
-  private readonly agent: NetlinkAgent | undefined;
+  private readonly rtnetlink: RtBackend | undefined;
 
   constructor(options: IpRunnerOptions = {}) {
     this.spawner = options.spawner ?? spawnProcess;
-    this.agent = options.agent;
+    this.rtnetlink = options.rtnetlink;
     this.ipPath = options.ipPath ?? 'ip';
     this.nsenterPath = options.nsenterPath ?? 'nsenter';
     this.timeoutMs = options.timeoutMs ?? 10_000;
@@ -161,10 +169,7 @@ export class IpRunner {
 
   /**
    * Runs the steps' batches one after another, each exactly as {@link batch} would (retries
-   * included), and stops at the first that fails. With the netlink agent, all steps go to it in
-   * one round trip (a pod's host side and pod side: one fewer wake-up of each process per ADD);
-   * a step that failed there is then retried or reported by {@link batch}'s rules, and the steps
-   * after it run one by one.
+   * included), and stops at the first that fails.
    * @returns `{ ok: false, step, error }` with {@link batch}'s error for the first failed step
    *   (a TypeError for an unsafe token, see {@link batch}: then nothing has run)
    */
@@ -176,21 +181,94 @@ export class IpRunner {
         return { ok: false, step: i, error };
       }
     }
-    let shipped: (Exit | undefined)[] = [];
-    const forAgent = steps.map((st) => this.agentBatchOf(st.lines, st.options ?? {}));
-    if (this.agent !== undefined && forAgent.every((b) => b !== undefined)) {
-      const results = await this.agent.batches(forAgent);
-      // A refused step ran nothing: batchFrom runs it (and the rest) as if never shipped.
-      shipped = results.map((r, i) => (isRefusal(r) ? undefined : this.agentExit(steps[i]!.options ?? {}, r)));
-    }
     for (const [i, st] of steps.entries()) {
       try {
-        await this.batchFrom(st.lines, st.options ?? {}, shipped[i]);
+        await this.batchFrom(st.lines, st.options ?? {}, undefined);
       } catch (error) {
         return { ok: false, step: i, error };
       }
     }
     return { ok: true };
+  }
+
+  /**
+   * Applies typed requests in `options.netns`, with {@link batch}'s semantics (stop at the first
+   * failure, or `onError: 'continue'`), retries and errors: through the rtnetlink backend when it
+   * is usable, else as the `ip -batch` lines of rt-format.ts.
+   * @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index)
+   * @throws TypeError when a request's field would not fit an `ip -batch` token (fallback only)
+   */
+  async apply(requests: readonly RtRequest[], options: { netns?: string | undefined; onError?: 'stop' | 'continue' } = {}): Promise<void> {
+    const outcome = await this.applySequence([{ requests, options }]);
+    if (!outcome.ok) throw outcome.error;
+  }
+
+  /**
+   * Applies the steps in order and stops at the first that fails. With an rtnetlink backend all
+   * steps go to it in one call (a pod's host side and pod side: one round trip to the agent); a
+   * step that failed there is then retried or reported by {@link batch}'s rules, and the steps
+   * after it run one by one.
+   * @returns `{ ok: false, step, error }` for the first failed step
+   */
+  async applySequence(steps: readonly ApplyStep[]): Promise<SequenceOutcome> {
+    const backend = this.rtnetlink?.isUsable ? this.rtnetlink : undefined;
+    const opts = (st: ApplyStep): BatchOptions => ({ ...(st.options?.netns !== undefined ? { netns: st.options.netns } : {}), ...(st.options?.onError ? { onError: st.options.onError } : {}) });
+    let shipped: (Exit | undefined)[] = [];
+    if (backend) {
+      const results = await backend.batches(steps.map((st) => ({
+        requests: st.requests, force: st.options?.onError === 'continue', ...(st.options?.netns !== undefined ? { netns: st.options.netns } : {}),
+      })));
+      shipped = results === undefined ? [] : results.map((r, i) => this.backendExit(opts(steps[i]!), r));
+    }
+    for (const [i, st] of steps.entries()) {
+      try {
+        const lines = st.requests.map(formatRequest);
+        if (backend) await this.applyFrom(backend, st, lines, opts(st), shipped[i]);
+        else await this.batchFrom(lines, opts(st), undefined);
+      } catch (error) {
+        return { ok: false, step: i, error };
+      }
+    }
+    return { ok: true };
+  }
+
+  /**
+   * {@link batchFrom} for the rtnetlink backend: the first attempt may have run already
+   * (`firstRun`); retries go to the backend again with the pending requests. `lines` (the same
+   * requests as iproute2 text) only name the failed request in messages.
+   */
+  private async applyFrom(backend: RtBackend, st: ApplyStep, lines: readonly BatchLine[], options: BatchOptions, firstRun: Exit | undefined): Promise<void> {
+    const isContinue = options.onError === 'continue';
+    const text = lines.map((l) => l.join(' '));
+    let pending = st.requests.map((_, i) => i + 1);
+    for (let attempt = 1; ; attempt++) {
+      let res = attempt === 1 ? firstRun : undefined;
+      if (res === undefined) {
+        const batch = { requests: pending.map((n) => st.requests[n - 1]!), force: isContinue, ...(options.netns !== undefined ? { netns: options.netns } : {}) };
+        const r = await backend.batches([batch]);
+        res = this.backendExit(options, r?.[0]);
+      }
+      if (res.exitCode === 0) return;
+      const failures = (res.failures ?? []).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
+      const first = failures[0];
+      const isRetryable = res.spawnError !== undefined || (failures.length > 0 && (isContinue
+        ? failures.every((f) => isTransientErrno(f.errno))
+        : isTransientErrno(first?.errno)));
+      if (!isRetryable || attempt >= this.retry.attempts) throw this.batchError(res.argv, text, res, failures);
+      // A backend that died answered nothing: every pending request is tried again.
+      if (res.spawnError === undefined) pending = isContinue ? failures.map((f) => f.line) : pending.slice(pending.indexOf(first!.line));
+      await sleep(this.delayMs(attempt));
+    }
+  }
+
+  /** A backend's answer in the shape of an `ip` run (its argv names the path, for messages). */
+  private backendExit(options: BatchOptions, r: RtBatchResult | undefined): Exit {
+    const argv = ['rtnetlink', ...(options.netns !== undefined ? ['--netns', options.netns] : []), ...batchTail(options)];
+    if (r === undefined) {
+      return { argv, stdout: '', stderr: 'rtnetlink backend exited', exitCode: null, spawnError: Object.assign(new Error('rtnetlink backend exited'), { code: 'EAGAIN' }) };
+    }
+    const failures = r.failures.map((f) => ({ line: f.line, message: f.message, errno: errnoClass(f.errno) }));
+    return { argv, stdout: '', stderr: r.stderr, exitCode: r.exitCode, failures };
   }
 
   /** {@link batch}, whose first attempt may have run already (`firstRun`, in the agent). */
@@ -249,25 +327,9 @@ export class IpRunner {
     return { stdout, stderr };
   }
 
-  /** One `ip -batch` run of `lines` (`input` is their text): in the agent when it can, else `ip`. */
-  private async runBatch(options: BatchOptions, tail: readonly string[], lines: readonly BatchLine[], input: string): Promise<Exit> {
-    const b = this.agentBatchOf(lines, options);
-    if (this.agent === undefined || b === undefined) return this.spawnIp(options, tail, input);
-    const r = await this.agent.batch(b);
-    return isRefusal(r) ? this.spawnIp(options, tail, input) : this.agentExit(options, r);
-  }
-
-  /** `lines` as the netlink agent's batch, or undefined when the agent cannot apply them (see IpRunnerOptions.agent). */
-  private agentBatchOf(lines: readonly BatchLine[], options: BatchOptions): AgentBatch | undefined {
-    const agent = this.agent;
-    if (agent === undefined || options.family !== undefined || !agent.isUsable || !lines.every(isTranslatableKind)) return undefined;
-    return { lines, force: options.onError === 'continue', ...(options.netns !== undefined ? { netns: options.netns } : {}) };
-  }
-
-  /** An agent's answer in the shape of an `ip` run (its argv names the agent, for messages). */
-  private agentExit(options: BatchOptions, r: SpawnedProcess): Exit {
-    const argv = ['netlink-agent', ...(options.netns !== undefined ? ['--netns', options.netns] : []), ...batchTail(options)];
-    return { argv, stdout: r.stdout, stderr: r.stderr, exitCode: r.spawnError ? null : r.exitCode, ...(r.spawnError ? { spawnError: r.spawnError } : {}) };
+  /** One `ip -batch` run of `lines` (`input` is their text). */
+  private async runBatch(options: BatchOptions, tail: readonly string[], _lines: readonly BatchLine[], input: string): Promise<Exit> {
+    return this.spawnIp(options, tail, input);
   }
 
   /**
@@ -394,11 +456,3 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/**
- * Whether the agent refused a batch for a line outside its subset (it applied none of it). Translating
- * every line here first, only to learn that, cost each pod ADD ≈ 0.1 ms in coild (the agent
- * translates them anyway).
- */
-function isRefusal(r: SpawnedProcess): boolean {
-  return r.exitCode === 2 && r.stderr.startsWith(AGENT_REFUSAL);
-}

@@ -24,7 +24,7 @@ describe('LinkReaper in a real network namespace', { skip: prerequisite(netnsSki
   test('retired links are down and flagged at once, then deleted together after the delay', async () => {
     const reaper = new LinkReaper({ ip, netns: ns.path, delayMs: 20 });
     await ip.batch([0, 1, 2].map((i) => ['link', 'add', `ka${i}`, 'type', 'veth', 'peer', 'name', `kb${i}`]), { netns: ns.path });
-    await ip.batch([reaper.retire('ka0'), reaper.retire('ka1')], { netns: ns.path });
+    await ip.apply([reaper.retire('ka0'), reaper.retire('ka1')], { netns: ns.path });
     const ka0 = (await readLinks(ip, { netns: ns.path, dev: 'ka0' }))[0];
     assert.ok(ka0 && reaper.isRetired(ka0) && !ka0.flags.includes('UP'));
     reaper.schedule();

@@ -6,9 +6,10 @@
  * and the kernel flushes its routes at once) and the reaper deletes the group shortly after,
  * coalescing bursts of DELs.
  */
-import type { BatchLine, IpRunner } from './ip-runner.js';
+import type { IpRunner } from './ip-runner.js';
 import type { IpLink } from './link.js';
 import { isNetlinkErrno } from './netlink-error.js';
+import { rt, type RtRequest } from './rt-request.js';
 
 /** Default link group of retired links: "COIL" in ASCII, unlikely to be anyone else's. */
 export const DEFAULT_RETIRED_LINK_GROUP = 0x434f494c;
@@ -63,9 +64,9 @@ export class LinkReaper {
     this.onError = options.onError;
   }
 
-  /** Batch line retiring `name`: `link set dev <name> down group <G>`. Follow the batch with {@link schedule}. */
-  retire(name: string): BatchLine {
-    return ['link', 'set', 'dev', name, 'down', 'group', String(this.group)];
+  /** Request retiring `name` (`link set dev <name> down group <G>`); apply it, then {@link schedule}. */
+  retire(name: string): RtRequest {
+    return rt.linkSet(name, { up: false, group: this.group });
   }
 
   /** True when `l` (from `ip -json link show`) is retired and awaiting deletion. */
@@ -104,7 +105,7 @@ export class LinkReaper {
 
   private async deleteGroup(): Promise<void> {
     try {
-      await this.ip.batch([['link', 'del', 'group', String(this.group)]], { netns: this.netns });
+      await this.ip.apply([rt.linkDelGroup(this.group)], { netns: this.netns });
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) throw err;
     }

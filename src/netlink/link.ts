@@ -3,6 +3,7 @@
  * for {@link IpRunner.batch}.
  */
 import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+import type { VethRequest } from './rt-request.js';
 
 /** One entry of `ip -json [-d] link show` (the fields coil reads). */
 export interface IpLink {
@@ -24,21 +25,8 @@ export interface IpLink {
   linkinfo?: { info_kind?: string };
 }
 
-/** Options of {@link link.addVeth}. */
-export interface VethOptions {
-  /** Name of the end created in the runner's netns (≤ 15 bytes). */
-  name: string;
-  /** Name of the peer end. */
-  peerName: string;
-  /** netns file path the peer is created in; iproute2 opens paths containing `/` as files. */
-  peerNetns?: string;
-  /** MTU of both ends; undefined = kernel default (1500). */
-  mtuBytes?: number;
-  /** MAC of `name`; undefined = kernel-random. */
-  mac?: string;
-  /** MAC of the peer; undefined = kernel-random. */
-  peerMac?: string;
-}
+/** Options of {@link link.addVeth}: the typed path's veth request, one definition for both. */
+export type VethOptions = VethRequest;
 
 /** Options of {@link link.set}. */
 export interface LinkSetOptions {

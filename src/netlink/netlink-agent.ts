@@ -1,19 +1,18 @@
 /**
- * NetlinkAgent: coild's handle on the netlink agent process (netlink-agent-main.ts), which
- * applies `ip -batch` lines with rtnetlink requests instead of an `ip` process per batch.
+ * NetlinkAgent: the {@link RtBackend} of coild on Node — a handle on the netlink agent process
+ * (netlink-agent-main.ts, on the Bun runtime inside `coil`), which applies typed rtnetlink requests
+ * instead of an `ip` process per batch. (coild on Bun applies them in-process: rtnetlink-inprocess.ts.)
  *
- * IpRunner hands a batch to the agent when every line is in rtnetlink.ts's subset and runs `ip`
- * otherwise; the agent answers as `ip -batch` would, so errors, retries and line numbers are the
- * same either way. If the agent cannot be started (no Bun runtime in this build), the agent turns
- * itself off and every batch goes to `ip`; if it dies, calls in flight fail as spawn errors and
- * the next call starts a new one.
+ * The agent answers as `ip -batch` would, so errors, retries and line numbers are the same on
+ * every path. If the agent cannot be started (no Bun runtime in this build), it is not usable and
+ * the runner uses `ip`; if it dies, calls in flight answer undefined and the next call starts a new one.
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { BatchLine, SpawnedProcess } from './ip-runner.js';
 import { JsonLineChild } from './json-line-child.js';
+import type { RtBackend, RtBatch, RtBatchResult } from './rt-request.js';
 
 /** Constructor options of {@link NetlinkAgent}. */
 export interface NetlinkAgentOptions {
@@ -28,21 +27,12 @@ export interface NetlinkAgentOptions {
   readonly onExit?: (code: number | null, signal: string | null) => void;
 }
 
-/** What {@link NetlinkAgent.batch} runs. */
-export interface AgentBatch {
-  /** netns file path; undefined = the agent's own (coild's) netns. */
-  netns?: string;
-  lines: readonly BatchLine[];
-  /** `ip -force`: apply every line and report each failure, instead of stopping at the first. */
-  force: boolean;
-}
-
 const DEFAULT_RUNTIME = fileURLToPath(new URL('../../bin/coil', import.meta.url));
 const DEFAULT_SCRIPT = fileURLToPath(new URL('../../bin/netlink-agent.js', import.meta.url));
 
 /** A client of one agent process, started on first use; calls run in order of arrival. */
-export class NetlinkAgent {
-  private readonly channel: JsonLineChild<{ id: number; results: { stdout: string; stderr: string; exitCode: number }[] }>;
+export class NetlinkAgent implements RtBackend {
+  private readonly channel: JsonLineChild<{ id: number; results: RtBatchResult[] }>;
   private usable: boolean | undefined;
   readonly runtimePath: string;
   readonly scriptPath: string;
@@ -81,27 +71,9 @@ export class NetlinkAgent {
     return this.usable;
   }
 
-  /**
-   * Applies `b.lines` in the agent. Never rejects: a dead agent answers as a process that could
-   * not run (`spawnError`, code EAGAIN), which IpRunner reports without retrying the batch.
-   * @returns what `ip [-force] -batch -` would have printed and exited with
-   */
-  async batch(b: AgentBatch): Promise<SpawnedProcess> {
-    return (await this.batches([b]))[0]!;
-  }
-
-  /**
-   * Applies the batches in order in one round trip, up to and including the first that fails
-   * (a pod's host side, then its pod side). Never rejects, as {@link batch}.
-   * @returns one answer per batch that ran: all of them, or up to the failed one; a dead agent
-   *   gives one `spawnError` answer
-   */
-  async batches(list: readonly AgentBatch[]): Promise<SpawnedProcess[]> {
-    const r = await this.channel.call({ batches: list });
-    if (r === undefined) {
-      return [{ stdout: '', stderr: 'netlink agent exited', exitCode: null, spawnError: Object.assign(new Error('netlink agent exited'), { code: 'EAGAIN' }) }];
-    }
-    return r.results.map((x) => ({ stdout: x.stdout, stderr: x.stderr, exitCode: x.exitCode }));
+  /** Applies the batches in order in one round trip, up to and including the first that fails. */
+  async batches(list: readonly RtBatch[]): Promise<RtBatchResult[] | undefined> {
+    return (await this.channel.call({ batches: list }))?.results;
   }
 
   /** Ends the agent (its stdin closes); a later call starts a new one. */

@@ -26,6 +26,21 @@ const ERRNO_PATTERNS: ReadonlyArray<readonly [RegExp, NetlinkErrno]> = [
 
 const TRANSIENT: ReadonlySet<NetlinkErrno> = new Set(['EBUSY', 'EAGAIN', 'ENOBUFS', 'EINTR']);
 
+/** Linux errno numbers of the classes (asm-generic/errno-base.h, errno.h). */
+const ERRNO_NUMBERS: ReadonlyMap<number, NetlinkErrno> = new Map([
+  [17, 'EEXIST'], [19, 'ENODEV'], [3, 'ESRCH'], [2, 'ENOENT'], [16, 'EBUSY'], [11, 'EAGAIN'], [105, 'ENOBUFS'], [4, 'EINTR'],
+]);
+
+/**
+ * Maps a kernel errno number (an rtnetlink NLMSG_ERROR, a failed syscall) to its class: what the
+ * rtnetlink backends report, so no message text is matched for them.
+ * @param errno positive errno, e.g. 17
+ * @returns undefined for an errno outside the classes (treated as permanent)
+ */
+export function errnoClass(errno: number): NetlinkErrno | undefined {
+  return ERRNO_NUMBERS.get(errno);
+}
+
 /**
  * Maps an iproute2 message to its errno class.
  * @param message one failure's stderr text

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { addr } from './addr.js';
-import { link } from './link.js';
-import { route } from './route.js';
-import { buildRequest, kernelMessage, NLMSG_ERROR, parseAcks, RequestError, translateBatch, translateLine, type ResolveContext } from './rtnetlink.js';
+import { formatRequest } from './rt-format.js';
+import { rt, type RtRequest } from './rt-request.js';
+import { buildRequest, kernelMessage, NLMSG_ERROR, parseAcks, RequestError, type ResolveContext } from './rtnetlink.js';
 
 const ctx: ResolveContext = {
   ifindex: (name) => ({ h0: 7, eth0: 2 } as Record<string, number>)[name] ?? 0,
@@ -22,53 +21,32 @@ function attrs(msg: Uint8Array, offset: number): Array<[number, Buffer]> {
   return out;
 }
 
-describe('translateLine', () => {
-  it('translates every line the pod wiring writes', () => {
-    const lines = [
-      link.addVeth({ name: 'veth0123', peerName: 'eth0', peerNetns: '/run/netns/p', mac: '02:00:00:00:00:01', peerMac: '02:00:00:00:00:02', mtuBytes: 1450 }),
-      link.set('veth0123', { alias: 'COIL:default:0123:eth0', state: 'up' }),
-      addr.add({ cidr: '10.0.0.1/32', dev: 'veth0123' }),
-      addr.add({ cidr: 'fe80::1/64', dev: 'veth0123', isNoDad: true }),
-      route.add({ dst: '10.64.0.5/32', dev: 'veth0123', scope: 'link', protocol: 30, table: 116 }),
-      route.add({ dst: 'fd00::5/128', dev: 'veth0123', protocol: 30, table: 116 }),
-      route.add({ dst: 'default', via: '10.0.0.1', dev: 'eth0' }),
-      route.add({ dst: '::/0', via: 'fe80::1', dev: 'eth0' }),
-      ['link', 'set', 'dev', 'veth0123', 'down', 'group', '1129269580'],
-      ['link', 'del', 'group', '1129269580'],
-      link.del('veth0123'),
-    ];
-    assert.equal(translateBatch(lines)?.length, lines.length);
-    assert.deepEqual(translateLine(lines[0]!), {
-      kind: 'link-add-veth', name: 'veth0123', mtu: 1450, mac: Uint8Array.from([2, 0, 0, 0, 0, 1]),
-      peer: { name: 'eth0', mtu: 1450, mac: Uint8Array.from([2, 0, 0, 0, 0, 2]), netnsPath: '/run/netns/p' },
-    });
-    assert.deepEqual(translateLine(lines[8]!), { kind: 'link-set', dev: 'veth0123', group: 1129269580, up: false });
+describe('typed requests', () => {
+  it('refuse values no request may carry, with EINVAL, before any message is built', () => {
+    for (const r of [
+      rt.veth({ name: 'h0', peerName: 'p0', peerNetns: 'pod1' }),
+      rt.linkSet('a-name-far-too-long', { up: true }),
+      rt.addrAdd({ cidr: 'not-an-ip/32', dev: 'h0' }),
+      rt.routeAdd({ dst: 'default', dev: 'h0' }),
+      rt.routeAdd({ dst: '10.0.0.0/8', via: 'fe80::1', dev: 'h0' }),
+      rt.routeAdd({ dst: '10.0.0.0/8', dev: 'h0', protocol: 300 }),
+      rt.veth({ name: 'h0', peerName: 'p0', mac: 'zz:00:00:00:00:01' }),
+    ] as RtRequest[]) {
+      assert.throws(() => buildRequest(r, 1, ctx), (e: unknown) => e instanceof RequestError && e.errno === 22, JSON.stringify(r));
+    }
   });
 
-  it('leaves anything else to ip: unknown objects, kinds, options and name-style netns', () => {
-    for (const l of [
-      ['rule', 'add', 'priority', '2000', 'table', '116'],
-      ['link', 'add', 'fou0', 'type', 'ipip'],
-      ['link', 'add', 'h0', 'type', 'veth', 'peer', 'name', 'p0', 'netns', 'pod1'],
-      ['link', 'set', 'dev', 'h0', 'master', 'br0'],
-      ['link', 'set', 'dev', 'h0', 'up', 'down'],
-      ['addr', 'add', '10.0.0.1/32', 'dev', 'h0', 'peer', '10.0.0.2'],
-      ['route', 'add', 'default', 'dev', 'h0'],
-      ['route', 'add', '10.0.0.0/8', 'via', 'fe80::1'],
-      ['route', 'add', '10.0.0.0/8', 'dev', 'h0', 'proto', '300'],
-      ['route', 'replace', '10.0.0.0/8', 'dev', 'h0'],
-      ['addr', 'add', 'not-an-ip/32', 'dev', 'h0'],
-      ['link', 'set', 'dev', 'a-name-far-too-long', 'up'],
-    ]) {
-      assert.equal(translateLine(l), undefined, l.join(' '));
-    }
-    assert.equal(translateBatch([link.set('h0', { state: 'up' }), ['rule', 'add', 'priority', '1']]), undefined);
+  it('read in iproute2 words (rt-format.ts) as the lines ip -batch takes', () => {
+    assert.deepEqual(formatRequest(rt.veth({ name: 'veth0123', peerName: 'eth0', peerNetns: '/run/netns/p', mac: '02:00:00:00:00:01', peerMac: '02:00:00:00:00:02', mtuBytes: 1450 })).join(' '),
+      'link add veth0123 mtu 1450 address 02:00:00:00:00:01 type veth peer name eth0 mtu 1450 address 02:00:00:00:00:02 netns /run/netns/p');
+    assert.equal(formatRequest(rt.linkSet('veth0123', { up: false, group: 1129269580 })).join(' '), 'link set dev veth0123 down group 1129269580');
+    assert.equal(formatRequest(rt.linkDelGroup(1129269580)).join(' '), 'link del group 1129269580');
   });
 });
 
 describe('buildRequest', () => {
   it('builds addr add as iproute2 does: RTM_NEWADDR, CREATE|EXCL|ACK, IFA_LOCAL and IFA_ADDRESS', () => {
-    const msg = Buffer.from(buildRequest(translateLine(addr.add({ cidr: 'fd00::5/128', dev: 'eth0', isNoDad: true }))!, 9, ctx));
+    const msg = Buffer.from(buildRequest(rt.addrAdd({ cidr: 'fd00::5/128', dev: 'eth0', isNoDad: true }), 9, ctx));
     assert.equal(msg.readUInt32LE(0), msg.length);
     assert.deepEqual([msg.readUInt16LE(4), msg.readUInt16LE(6), msg.readUInt32LE(8)], [20, 0x1 | 0x4 | 0x200 | 0x400, 9]);
     assert.deepEqual([...msg.subarray(16, 20)], [10, 128, 0x02, 0]); // AF_INET6, /128, IFA_F_NODAD, universe
@@ -79,18 +57,18 @@ describe('buildRequest', () => {
   });
 
   it('gives a gatewayless route scope link and proto boot by default, and puts big tables in RTA_TABLE', () => {
-    const hostRoute = Buffer.from(buildRequest(translateLine(route.add({ dst: '10.64.0.5/32', dev: 'h0', protocol: 30, table: 116 }))!, 1, ctx));
+    const hostRoute = Buffer.from(buildRequest(rt.routeAdd({ dst: '10.64.0.5/32', dev: 'h0', protocol: 30, table: 116 }), 1, ctx));
     assert.deepEqual([...hostRoute.subarray(16, 24)], [2, 32, 0, 0, 116, 30, 253, 1]);
-    const viaMain = Buffer.from(buildRequest(translateLine(route.add({ dst: 'default', via: '10.0.0.1', dev: 'eth0' }))!, 1, ctx));
+    const viaMain = Buffer.from(buildRequest(rt.routeAdd({ dst: 'default', via: '10.0.0.1', dev: 'eth0' }), 1, ctx));
     assert.deepEqual([...viaMain.subarray(16, 24)], [2, 0, 0, 0, 254, 3, 0, 1]);
     assert.deepEqual(attrs(viaMain, 28).map(([t]) => t), [5, 4]); // RTA_GATEWAY, RTA_OIF; no RTA_DST for default
-    const big = Buffer.from(buildRequest(translateLine(route.add({ dst: '10.1.0.0/16', dev: 'h0', table: 1000 }))!, 1, ctx));
+    const big = Buffer.from(buildRequest(rt.routeAdd({ dst: '10.1.0.0/16', dev: 'h0', table: 1000 }), 1, ctx));
     assert.equal(big[20], 0);
     assert.deepEqual(attrs(big, 28)[0], [15, Buffer.from([0xe8, 0x03, 0, 0])]);
   });
 
   it('nests the veth peer with its own name, MAC, MTU and netns fd', () => {
-    const msg = Buffer.from(buildRequest(translateLine(link.addVeth({ name: 'h0', peerName: 'eth0', peerNetns: '/run/netns/p', mtuBytes: 1400 }))!, 1, ctx));
+    const msg = Buffer.from(buildRequest(rt.veth({ name: 'h0', peerName: 'eth0', peerNetns: '/run/netns/p', mtuBytes: 1400 }), 1, ctx));
     const top = attrs(msg, 32);
     assert.deepEqual(top.map(([t]) => t), [3, 4, 18]); // IFNAME, MTU, LINKINFO
     const info = attrs(top[2]![1], 0);
@@ -100,7 +78,7 @@ describe('buildRequest', () => {
   });
 
   it('fails like ip for a missing link: "Cannot find device", ENODEV', () => {
-    assert.throws(() => buildRequest(translateLine(link.set('nope', { state: 'up' }))!, 1, ctx),
+    assert.throws(() => buildRequest(rt.linkSet('nope', { up: true }), 1, ctx),
       (e: unknown) => e instanceof RequestError && e.errno === 19 && e.message === 'Cannot find device "nope"');
   });
 });

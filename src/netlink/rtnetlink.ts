@@ -1,19 +1,18 @@
 /**
- * rtnetlink messages for the `ip` batch lines coil writes on every pod ADD/DEL: creating a veth
- * pair, setting a link, adding addresses and routes. Pure: it turns batch lines into request
- * bytes and reply bytes into errnos; the netlink agent (netlink-agent-main.ts) does the I/O.
+ * rtnetlink messages for the typed requests of rt-request.ts that coil makes on every pod ADD/DEL:
+ * creating a veth pair, setting a link, adding addresses and routes. Pure: it turns requests into
+ * message bytes and reply bytes into errnos; rtnetlink-socket.ts does the I/O.
  *
- * Each line is translated exactly as iproute2 builds the same request (ip/iplink.c,
- * ip/ipaddress.c, ip/iproute.c of iproute2 6.x), including its defaults: `route add` without
- * `proto` is RTPROT_BOOT, a route without a gateway gets scope link, tables above 255 travel in
- * RTA_TABLE. Anything outside this subset translates to `undefined`, and the caller runs it
- * through `ip` instead, so the agent never guesses.
+ * Each request is encoded exactly as iproute2 builds the request of the same line
+ * (rt-format.ts; ip/iplink.c, ip/ipaddress.c, ip/iproute.c of iproute2 6.x), including its
+ * defaults: `route add` without `proto` is RTPROT_BOOT, a route without a gateway gets scope link,
+ * tables above 255 travel in RTA_TABLE. The equivalence tests apply both and compare the kernel.
  *
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html, include/uapi/linux/{netlink,
  *   rtnetlink,if_link,if_addr,veth}.h
  */
 import { tryParseAddress, type IpAddress } from '../ipam/ip-address.js';
-import type { BatchLine } from './ip-runner.js';
+import type { RtRequest } from './rt-request.js';
 
 // include/uapi/linux/netlink.h, rtnetlink.h
 const NLM_F_REQUEST = 0x1;
@@ -63,11 +62,8 @@ const RT_SCOPE_NOWHERE = 255;
 const NLMSG_HDRLEN = 16;
 const IFNAMSIZ = 16;
 
-/**
- * One translated batch line. Link names stay names: the agent resolves them with
- * if_nametoindex(3) in the target netns just before building the request.
- */
-export type RtOp =
+/** A request with its values decoded (addresses as numbers, MACs as bytes), ready to encode. */
+type RtOp =
   | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: Uint8Array; peer: { name: string; mtu?: number; mac?: Uint8Array; netnsPath?: string } }
   | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
   | { kind: 'link-del'; dev?: string; group?: number }
@@ -94,182 +90,94 @@ export class RequestError extends Error {
   }
 }
 
-// ------------------------------------------------------------------ translation of batch lines
+// ------------------------------------------------------------------ decoding of request values
 
-/**
- * Translates one batch line (tokens without the leading `ip`) into an {@link RtOp}, or returns
- * `undefined` when the line is outside the subset this module builds: the caller then runs the
- * whole batch through `ip -batch`.
- */
-export function translateLine(tokens: BatchLine): RtOp | undefined {
-  const [object, verb, ...rest] = tokens;
-  try {
-    if (object === 'link' && verb === 'add') return linkAdd(rest);
-    if (object === 'link' && verb === 'set') return linkSet(rest);
-    if (object === 'link' && verb === 'del') return linkDel(rest);
-    if (object === 'addr' && (verb === 'add' || verb === 'del')) return addrOp(verb, rest);
-    if (object === 'route' && (verb === 'add' || verb === 'del')) return routeOp(verb, rest);
-  } catch {
-    return undefined;
-  }
-  return undefined;
-}
-
-/**
- * Whether a line is of a kind this module translates (`link add|set|del`, `addr add|del`,
- * `route add|del`): a cheap first check for callers. Its arguments may still be outside the
- * subset; the agent then refuses the batch with {@link AGENT_REFUSAL}.
- */
-export function isTranslatableKind(tokens: BatchLine): boolean {
-  const [object, verb] = tokens;
-  if (object === 'link') return verb === 'add' || verb === 'set' || verb === 'del';
-  return (object === 'addr' || object === 'route') && (verb === 'add' || verb === 'del');
-}
-
-/**
- * What the netlink agent answers (on stderr, exit code 2) for a batch with a line outside the
- * subset, before applying any of it: the caller runs that batch with `ip` instead.
- */
-export const AGENT_REFUSAL = 'netlink-agent: a line outside the supported subset';
-
-/** Translates every line, or returns `undefined` if any line is outside the subset. */
-export function translateBatch(lines: readonly BatchLine[]): RtOp[] | undefined {
-  const ops: RtOp[] = [];
-  for (const l of lines) {
-    const op = translateLine(l);
-    if (op === undefined) return undefined;
-    ops.push(op);
-  }
-  return ops;
-}
-
-class Unsupported extends Error {}
-
-/** Walks `key value` pairs and bare flags of one line, refusing anything unknown. */
-function pairs(tokens: readonly string[], keys: readonly string[], flags: readonly string[] = []): Map<string, string> {
-  const out = new Map<string, string>();
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i]!;
-    if (flags.includes(t)) {
-      out.set(t, '');
-    } else if (keys.includes(t) && i + 1 < tokens.length && !out.has(t)) {
-      out.set(t, tokens[++i]!);
-    } else {
-      throw new Unsupported(t);
-    }
-  }
-  return out;
+/** A value outside what a request may carry (EINVAL, as the kernel or `ip` would refuse it). */
+function invalid(what: string): RequestError {
+  return new RequestError(`invalid ${what}`, 22);
 }
 
 function linkName(name: string | undefined): string {
-  if (name === undefined || name.length === 0 || name.length >= IFNAMSIZ || name.includes('/')) throw new Unsupported('name');
+  if (name === undefined || name.length === 0 || Buffer.byteLength(name) >= IFNAMSIZ || name.includes('/')) throw invalid(`link name "${name ?? ''}"`);
   return name;
 }
 
-function u32(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^\d{1,10}$/.test(text) || Number(text) > 0xffffffff) throw new Unsupported(text);
-  return Number(text);
+function u32(v: number | undefined, what: string): number | undefined {
+  if (v === undefined) return undefined;
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw invalid(`${what} ${v}`);
+  return v;
 }
 
 function mac(text: string | undefined): Uint8Array | undefined {
   if (text === undefined) return undefined;
-  if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(text)) throw new Unsupported(text);
+  if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(text)) throw invalid(`MAC ${text}`);
   return Uint8Array.from(text.split(':').map((h) => parseInt(h, 16)));
-}
-
-/** `link add <name> [mtu N] [address MAC] type veth peer name <peer> [mtu N] [address MAC] [netns PATH]` */
-function linkAdd(t: readonly string[]): RtOp {
-  const typeAt = t.indexOf('type');
-  if (typeAt < 1 || t[typeAt + 1] !== 'veth' || t[typeAt + 2] !== 'peer' || t[typeAt + 3] !== 'name') throw new Unsupported('type');
-  const own = pairs(t.slice(1, typeAt), ['mtu', 'address']);
-  const peer = pairs(t.slice(typeAt + 5), ['mtu', 'address', 'netns']);
-  const netnsPath = peer.get('netns');
-  // iproute2 reads a netns argument without '/' as a name under /run/netns or a PID: not ours.
-  if (netnsPath !== undefined && !netnsPath.startsWith('/')) throw new Unsupported('netns');
-  const opt = <T>(k: string, v: T | undefined) => (v === undefined ? {} : { [k]: v });
-  return {
-    kind: 'link-add-veth', name: linkName(t[0]), ...opt('mtu', u32(own.get('mtu'))), ...opt('mac', mac(own.get('address'))),
-    peer: { name: linkName(t[typeAt + 4]), ...opt('mtu', u32(peer.get('mtu'))), ...opt('mac', mac(peer.get('address'))), ...opt('netnsPath', netnsPath) },
-  };
-}
-
-/** `link set dev <name> [alias A] [mtu N] [up|down] [group G]` in any order after `dev <name>`. */
-function linkSet(t: readonly string[]): RtOp {
-  if (t[0] !== 'dev') throw new Unsupported('dev');
-  const p = pairs(t.slice(2), ['alias', 'mtu', 'group'], ['up', 'down']);
-  if (p.has('up') && p.has('down')) throw new Unsupported('up+down');
-  const alias = p.get('alias');
-  if (alias !== undefined && Buffer.byteLength(alias) >= 256) throw new Unsupported('alias'); // IFALIASZ
-  const mtu = u32(p.get('mtu'));
-  const group = u32(p.get('group'));
-  return {
-    kind: 'link-set', dev: linkName(t[1]),
-    ...(alias !== undefined ? { alias } : {}), ...(mtu !== undefined ? { mtu } : {}), ...(group !== undefined ? { group } : {}),
-    ...(p.has('up') ? { up: true } : p.has('down') ? { up: false } : {}),
-  };
-}
-
-/** `link del dev <name>` or `link del group <G>`. */
-function linkDel(t: readonly string[]): RtOp {
-  if (t.length !== 2) throw new Unsupported('del');
-  if (t[0] === 'dev') return { kind: 'link-del', dev: linkName(t[1]) };
-  if (t[0] === 'group') return { kind: 'link-del', group: u32(t[1])! };
-  throw new Unsupported('del');
 }
 
 function prefix(text: string): { address: IpAddress; bits: number } {
   const slash = text.indexOf('/');
   const address = tryParseAddress(slash < 0 ? text : text.slice(0, slash));
-  if (address === undefined) throw new Unsupported(text);
+  if (address === undefined) throw invalid(`address ${text}`);
   const width = address.family === 4 ? 32 : 128;
-  const bits = slash < 0 ? width : Number(text.slice(slash + 1));
-  if (!/^\d{1,3}$/.test(slash < 0 ? '0' : text.slice(slash + 1)) || bits > width) throw new Unsupported(text);
+  const bitsText = slash < 0 ? String(width) : text.slice(slash + 1);
+  const bits = Number(bitsText);
+  if (!/^\d{1,3}$/.test(bitsText) || bits > width) throw invalid(`prefix ${text}`);
   return { address, bits };
 }
 
-/** `addr add|del <cidr> dev <dev> [scope S] [nodad]` */
-function addrOp(verb: 'add' | 'del', t: readonly string[]): RtOp {
-  const { address, bits } = prefix(t[0] ?? '');
-  const p = pairs(t.slice(1), ['dev', 'scope'], ['nodad']);
-  const scope = p.get('scope');
-  if (scope !== undefined && !(scope in RT_SCOPE)) throw new Unsupported('scope');
-  return {
-    kind: 'addr', verb, address, prefixBits: bits, dev: linkName(p.get('dev')), isNoDad: p.has('nodad'),
-    ...(scope !== undefined ? { scope: scope as keyof typeof RT_SCOPE } : {}),
-  };
+function scopeOf(s: string | undefined): keyof typeof RT_SCOPE | undefined {
+  if (s === undefined) return undefined;
+  if (!(s in RT_SCOPE)) throw invalid(`scope ${s}`);
+  return s as keyof typeof RT_SCOPE;
 }
 
-/** `route add|del <dst>|default [via GW] [dev D] [scope S] [proto N] [table N]` */
-function routeOp(verb: 'add' | 'del', t: readonly string[]): RtOp {
-  const p = pairs(t.slice(1), ['via', 'dev', 'scope', 'proto', 'table']);
-  const via = p.has('via') ? tryParseAddress(p.get('via')!) : undefined;
-  if (p.has('via') && via === undefined) throw new Unsupported('via');
-  let family: 4 | 6;
-  let dst: IpAddress | undefined;
-  let dstBits = 0;
-  if (t[0] === 'default') {
-    if (via === undefined) throw new Unsupported('default without via'); // family would be a guess
-    family = via.family;
-  } else {
-    const d = prefix(t[0] ?? '');
-    family = d.address.family;
-    dst = d.address;
-    dstBits = d.bits;
-    if (d.bits === 0) dst = undefined;
+/** Decodes the values of `r`. @throws RequestError (EINVAL) for a value no request may carry */
+function decode(r: RtRequest): RtOp {
+  const opt = <T>(k: string, v: T | undefined) => (v === undefined ? {} : { [k]: v });
+  switch (r.kind) {
+    case 'link-add-veth': {
+      const p = r.peer;
+      if (p.netnsPath !== undefined && !p.netnsPath.startsWith('/')) throw invalid(`netns path ${p.netnsPath}`);
+      return {
+        kind: r.kind, name: linkName(r.name), ...opt('mtu', u32(r.mtu, 'mtu')), ...opt('mac', mac(r.mac)),
+        peer: { name: linkName(p.name), ...opt('mtu', u32(p.mtu, 'mtu')), ...opt('mac', mac(p.mac)), ...opt('netnsPath', p.netnsPath) },
+      };
+    }
+    case 'link-set':
+      if (r.alias !== undefined && Buffer.byteLength(r.alias) >= 256) throw invalid('alias'); // IFALIASZ
+      return { kind: r.kind, dev: linkName(r.dev), ...opt('alias', r.alias), ...opt('mtu', u32(r.mtu, 'mtu')), ...opt('up', r.up), ...opt('group', u32(r.group, 'group')) };
+    case 'link-del':
+      if ((r.dev === undefined) === (r.group === undefined)) throw invalid('link-del: one of dev and group');
+      return r.dev !== undefined ? { kind: r.kind, dev: linkName(r.dev) } : { kind: r.kind, group: u32(r.group, 'group')! };
+    case 'addr': {
+      const { address, bits } = prefix(r.cidr);
+      return { kind: r.kind, verb: r.verb, address, prefixBits: bits, dev: linkName(r.dev), isNoDad: r.isNoDad === true, ...opt('scope', scopeOf(r.scope)) };
+    }
+    case 'route': {
+      const via = r.via === undefined ? undefined : prefix(r.via);
+      if (via !== undefined && via.bits !== (via.address.family === 4 ? 32 : 128)) throw invalid(`gateway ${r.via ?? ''}`);
+      let family: 4 | 6;
+      let dst: IpAddress | undefined;
+      let dstBits = 0;
+      if (r.dst === 'default') {
+        if (via === undefined) throw invalid('default route without a gateway'); // its family would be a guess
+        family = via.address.family;
+      } else {
+        const d = prefix(r.dst);
+        family = d.address.family;
+        dstBits = d.bits;
+        dst = d.bits === 0 ? undefined : d.address;
+      }
+      if (via !== undefined && via.address.family !== family) throw invalid('gateway of another family'); // RTA_VIA: not ours
+      const protocol = u32(r.protocol, 'protocol');
+      if (protocol !== undefined && protocol > 255) throw invalid(`protocol ${protocol}`);
+      return {
+        kind: r.kind, verb: r.verb, family, dstBits, ...opt('dst', dst), ...opt('via', via?.address),
+        ...opt('dev', r.dev === undefined ? undefined : linkName(r.dev)), ...opt('scope', scopeOf(r.scope)),
+        ...opt('protocol', protocol), ...opt('table', u32(r.table, 'table')),
+      };
+    }
   }
-  if (via !== undefined && via.family !== family) throw new Unsupported('mixed families'); // RTA_VIA: not ours
-  const scope = p.get('scope');
-  if (scope !== undefined && !(scope in RT_SCOPE)) throw new Unsupported('scope');
-  const protocol = u32(p.get('proto'));
-  if (protocol !== undefined && protocol > 255) throw new Unsupported('proto');
-  const table = u32(p.get('table'));
-  const dev = p.get('dev');
-  return {
-    kind: 'route', verb, family, dstBits, ...(dst ? { dst } : {}), ...(via ? { via } : {}),
-    ...(dev !== undefined ? { dev: linkName(dev) } : {}), ...(scope !== undefined ? { scope: scope as keyof typeof RT_SCOPE } : {}),
-    ...(protocol !== undefined ? { protocol } : {}), ...(table !== undefined ? { table } : {}),
-  };
 }
 
 // ------------------------------------------------------------------ message building
@@ -338,11 +246,13 @@ function ifinfomsg(w: Writer, index: number, flags = 0, change = 0): void {
 }
 
 /**
- * Builds the request for `op` with sequence number `seq`, resolving link names in `ctx`.
+ * Builds the netlink message of `request` with sequence number `seq`, resolving link names in `ctx`.
  * @returns one netlink message (nlmsghdr + payload) asking for an ACK
- * @throws RequestError when a named link does not exist (errno ENODEV), as `ip` would fail
+ * @throws RequestError when a named link does not exist (errno ENODEV), as `ip` would fail, or a
+ *   value is invalid (EINVAL: a malformed address, MAC or name)
  */
-export function buildRequest(op: RtOp, seq: number, ctx: ResolveContext): Uint8Array {
+export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContext): Uint8Array {
+  const op = decode(request);
   const w = new Writer();
   const header = (type: number, flags: number): void => {
     w.u32(0); w.u16(type); w.u16(NLM_F_REQUEST | NLM_F_ACK | flags); w.u32(seq); w.u32(0);

@@ -36,6 +36,13 @@ export class TestNetnsSet {
     return ns;
   }
 
+  /** Deletes one namespace created here (before {@link cleanup}). @throws NetlinkError */
+  async remove(ns: TestNetns): Promise<void> {
+    const i = this.made.indexOf(ns);
+    if (i >= 0) this.made.splice(i, 1);
+    await this.ip.exec([this.ip.ipPath, 'netns', 'del', ns.name]);
+  }
+
   /** Deletes every namespace created here (links inside go with them); never throws. */
   async cleanup(): Promise<void> {
     const all = this.made.splice(0);

@@ -77,6 +77,11 @@ export class BlockExport {
     }
   }
 
+  /** {@link sync}, except after {@link stop}: a block appearing late must not re-export what {@link clear} flushed. */
+  async syncUnlessStopped(): Promise<void> {
+    if (!this.stopped) await this.sync();
+  }
+
   /** Flushes the export table (Coil #370: the Node is gone, stop advertising its blocks). */
   async clear(): Promise<void> {
     await this.stop();

@@ -32,6 +32,7 @@ import { CoildKinds } from './kinds.js';
 import { probeFeatures } from '../netlink/features.js';
 import { IpRunner } from '../netlink/ip-runner.js';
 import { NetlinkAgent } from '../netlink/netlink-agent.js';
+import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress-client.js';
 import { EgressClientKinds } from './egress-gateways.js';
 import { EgressWatcher } from './egress-watcher.js';
@@ -50,6 +51,11 @@ export interface CoildOptions {
   readonly config: CoildConfig;
   readonly kubeConfig: KubeConfig;
   readonly logger: Logger;
+  /**
+   * Directory holding the gRPC service definitions (`cnirpc.proto`, `health.proto`); by default
+   * `proto/` of the install, found from this module's URL (see CniGrpcServerOptions.protoDir).
+   */
+  readonly protoDir?: string;
 }
 
 /** One running coild. Not restartable: build a new one. */
@@ -74,7 +80,7 @@ export class Coild {
   private grpc: CniGrpcServer | undefined;
   private recovered = false;
   private serving = false;
-  /** Starts coild's `ip` processes (see spawn-helper.ts); undefined with `--spawn-helper=false`. */
+  /** Starts coild's `ip` processes (see spawn-helper.ts); undefined with `--spawn-helper=false`, and by default under Bun. */
   private readonly spawnHelper: SpawnHelper | undefined;
   private readonly netlinkAgent: NetlinkAgent | undefined;
   /** Tells an uninstall from a restart; undefined outside a Pod (no COIL_POD_NAMESPACE/NAME). */
@@ -104,12 +110,14 @@ export class Coild {
     this.uninstall = cfg.pod ? new UninstallDetector({ cache, client, pod: cfg.pod, logger: log.child({ logger: 'uninstall' }) }) : undefined;
 
     const host = cfg.hostNetns ? { hostNetns: cfg.hostNetns } : {};
-    this.spawnHelper = cfg.spawnHelper ? new SpawnHelper({ onExit: (code, signal) => log.warn({ code, signal }, 'spawn helper exited; restarting on next use') }) : undefined;
-    this.netlinkAgent = cfg.netlinkAgent ? new NetlinkAgent({ onExit: (code, signal) => log.warn({ code, signal }, 'netlink agent exited; restarting on next use') }) : undefined;
+    this.spawnHelper = cfg.spawnHelper ?? !isBun ? new SpawnHelper({ onExit: (code, signal) => log.warn({ code, signal }, 'spawn helper exited; restarting on next use') }) : undefined;
+    // Under Bun coild applies rtnetlink requests itself; under Node a Bun child does it for it.
+    this.netlinkAgent = cfg.netlinkAgent && !isBun ? new NetlinkAgent({ onExit: (code, signal) => log.warn({ code, signal }, 'netlink agent exited; restarting on next use') }) : undefined;
     if (this.netlinkAgent && !this.netlinkAgent.isUsable) log.warn({ runtime: this.netlinkAgent.runtimePath, script: this.netlinkAgent.scriptPath }, 'netlink agent not in this build; pod wiring runs ip');
+    const rtnetlink = !cfg.netlinkAgent ? undefined : isBun ? new InProcessRtnetlink() : this.netlinkAgent;
     const kernel = new IpRunner({
       ...(this.spawnHelper ? { spawner: this.spawnHelper.spawner } : {}),
-      ...(this.netlinkAgent ? { agent: this.netlinkAgent } : {}),
+      ...(rtnetlink ? { rtnetlink } : {}),
     });
     this.podNetwork = new IpRoutePodNetwork({
       ...host, ip: kernel, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
@@ -128,6 +136,7 @@ export class Coild {
       cache, requester: this.requester, logger: log.child({ logger: 'node-ipam' }),
       coolingMs: cfg.coolingMs, lowWaterMark: cfg.lowWaterMark, allocTimeoutMs: cfg.allocTimeoutMs,
       onBlocksChanged: () => this.releaser.schedule(),
+      exportSync: () => this.blockExport.syncUnlessStopped(),
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
@@ -210,7 +219,7 @@ export class Coild {
     }
     this.recovered = true;
     await this.egress?.init();
-    this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath });
+    this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath, protoDir: this.o.protoDir });
     await this.grpc.start();
     this.serving = true;
     if (cfg.enableIpam) this.gc.start();

@@ -12,7 +12,8 @@ describe('coild config', () => {
       [9384, 9385, 116, 2000, 119, 30, '/run/coild.sock', 300_000, false],
     );
     assert.deepEqual([c.coolingMs, c.blockReleaseGraceMs, c.lowWaterMark], [30_000, 60_000, 8]);
-    assert.deepEqual([c.spawnHelper, c.netlinkAgent], [true, true]);
+    assert.deepEqual([c.spawnHelper, c.netlinkAgent], [undefined, true]);
+    assert.deepEqual([parseConfig(['--spawn-helper=true'], env).spawnHelper, parseConfig(['--spawn-helper'], env).spawnHelper, parseConfig(['--spawn-helper=false'], env).spawnHelper], [true, true, false]);
   });
 
   it('takes Go-style booleans and durations', () => {

@@ -76,14 +76,17 @@ export interface CoildConfig {
   /** `--log-level` (ours; `--zap-log-level` is accepted too), default `info`. */
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
   /**
-   * `--spawn-helper` (ours), default true: start `ip` through a small helper process, whose
-   * fork() is cheaper than coild's (spawn-helper.ts); `=false` spawns from coild itself.
+   * `--spawn-helper` (ours): start `ip` through a small helper process, whose fork() is cheaper
+   * than coild's (spawn-helper.ts); `=false` spawns from coild itself. Default (undefined): on
+   * under Node, off under Bun, which starts processes with posix_spawn at no cost that grows with
+   * coild's memory.
    */
-  readonly spawnHelper: boolean;
+  readonly spawnHelper: boolean | undefined;
   /**
-   * `--netlink-agent` (ours), default true: apply the pod wiring's `ip` batches with rtnetlink in
-   * the netlink agent (netlink/netlink-agent.ts) instead of an `ip` process per batch; `=false`, or
-   * a build without the agent, runs `ip` for everything.
+   * `--netlink-agent` (ours), default true: apply the pod wiring's typed requests with rtnetlink
+   * — in coild itself under Bun, in the netlink agent process (netlink/netlink-agent.ts) under
+   * Node — instead of an `ip` process per batch; `=false`, or a Node build without the agent,
+   * runs `ip` for everything.
    */
   readonly netlinkAgent: boolean;
 }
@@ -95,10 +98,11 @@ const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'spawn-helper', 'netlink-agen
 /** Parses `argv` (without node and script) and the environment. @throws ConfigError */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CoildConfig {
   const falseFlags = new Set<string>();
+  const trueFlags = new Set<string>();
   const args = argv.flatMap((a) => {
     const m = /^--([a-z-]+)=(true|false)$/.exec(a);
     if (!m || !BOOLEAN_FLAGS.includes(m[1]!)) return [a];
-    if (m[2] === 'false') falseFlags.add(m[1]!);
+    (m[2] === 'false' ? falseFlags : trueFlags).add(m[1]!);
     return m[2] === 'true' ? [`--${m[1]}`] : [];
   });
   let v: Record<string, string | boolean | undefined>;
@@ -170,7 +174,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     logLevel: level as CoildConfig['logLevel'],
     enableIpam: !falseFlags.has('enable-ipam'),
     enableEgress: !falseFlags.has('enable-egress'),
-    spawnHelper: !falseFlags.has('spawn-helper'),
+    spawnHelper: falseFlags.has('spawn-helper') ? false : trueFlags.has('spawn-helper') || v['spawn-helper'] === true ? true : undefined,
     netlinkAgent: !falseFlags.has('netlink-agent'),
     egressPort: integer('egress-port', str('egress-port'), 1, 65535),
     egressStateDir: str('egress-state-dir'),

@@ -6,13 +6,25 @@
  * 2 on a bad flag or environment. SIGHUP runs a GC pass at once (see Coild.runGc).
  * @see coil-behaviour.md §1.2 (`coild`), §5.2
  */
+import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
-import { KubeConfig } from '@kubernetes/client-node';
+import { realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { KubeConfig } from '../runtime/kubeconfig.js';
 import { PORTS } from '../api/v2/keys.js';
 import { createLogger } from '../runtime/logging.js';
 import { Coild } from './coild.js';
 import { ConfigError, parseBindAddress, parseConfig, type CoildConfig } from './config.js';
 import { fetchIpamStatus } from './ipam-status.js';
+
+/**
+ * `proto/` of the install, from the path of the script being run (`process.argv[1]`: main.js, or
+ * main.bundle.cjs on Bun — both in dist/src/node-agent/). Read at run time because a bundle fixes
+ * `import.meta.url` to the path it was built at (hack/build-cni.sh), which the image moves.
+ */
+function protoDir(): string {
+  return resolve(dirname(realpathSync(process.argv[1] ?? '.')), '../../../proto');
+}
 
 /** The flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
 function loadKubeConfig(cfg: CoildConfig): KubeConfig {
@@ -47,7 +59,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const log = createLogger({ name: 'coild', level: cfg.logLevel });
-  const coild = new Coild({ config: cfg, kubeConfig: loadKubeConfig(cfg), logger: log });
+  const coild = new Coild({ config: cfg, kubeConfig: loadKubeConfig(cfg), logger: log, protoDir: protoDir() });
   let stopping = false;
   const shutdown = (signal: string): void => {
     if (stopping) process.exit(1);
@@ -80,4 +92,8 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// No top-level await: the Bun bundle of this program is CommonJS (hack/build-cni.sh says why).
+main().catch((err: unknown) => {
+  process.stderr.write(`coild: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

@@ -10,7 +10,7 @@ import { NodeIpam, NodeIpamError } from './node-ipam.js';
 type Controller = 'answer' | 'answer-silently' | 'fail' | 'silent' | 'forbidden';
 
 /** NodeIpam + BlockRequester over fakes; blocks are /30 (4 addresses) at 10.0.<n>.0. */
-function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number } = {}) {
+function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number; exportSync?: () => Promise<void> } = {}) {
   const cache = new FakeCoildCache();
   const clock = { ms: 1_000_000 };
   const now = (): number => clock.ms;
@@ -35,6 +35,7 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
   const ipam = new NodeIpam({
     cache: cache.asCache(), requester, logger, now,
     lowWaterMark: o.lowWaterMark ?? 0, coolingMs: o.coolingMs ?? 0, allocTimeoutMs: o.allocTimeoutMs ?? 2_000,
+    ...(o.exportSync && { exportSync: o.exportSync }),
   });
   requester.start();
   ipam.start();
@@ -56,6 +57,19 @@ describe('NodeIpam', () => {
     const a = await t.alloc('c1');
     assert.equal(a.blockName, 'p-3');
     assert.equal(t.client.created.length, 0, 'no BlockRequest: the new p-3 serves');
+    t.done();
+  });
+
+  // Coil re-syncs table 119 on each block allocation: a pod on a new block is not up before its
+  // block is exported (the netns coild test read table 119 empty right after such an ADD).
+  it('an ADD served from a block that just arrived returns only after the export sync that includes it', async () => {
+    const events: string[] = [];
+    const t = lab({ exportSync: async () => { events.push('sync started'); await new Promise((r) => setTimeout(r, 30)); events.push('sync done'); } });
+    await t.alloc('c1');
+    events.push('ADD returned');
+    assert.deepEqual(events, ['sync started', 'sync done', 'ADD returned']);
+    await t.alloc('c2'); // same block: no new sync
+    assert.deepEqual(events.filter((e) => e === 'sync started'), ['sync started']);
     t.done();
   });
 

@@ -91,6 +91,14 @@ export interface NodeIpamOptions {
   readonly allocTimeoutMs?: number;
   /** Called after blocks appear, vanish or empty (route export, release timer). */
   readonly onBlocksChanged?: () => void;
+  /**
+   * Writes this node's blocks to the export table (table 119) now. Started when a block appears;
+   * an ADD does not return an address before the sync that includes its block has run, so a
+   * router learns the block no later than the pod is up (Coil: the export table is re-synced on
+   * each block allocation, coil-behaviour §5.8). A failed sync is logged; the cache-driven sync
+   * (block-export.ts) and the GC retry it.
+   */
+  readonly exportSync?: () => Promise<void>;
   /** Clock, ms since the epoch. Default Date.now. */
   readonly now?: () => number;
 }
@@ -107,6 +115,8 @@ export function allocationKey(containerId: string, ifname: string): string {
 export class NodeIpam {
   private readonly blocks = new Map<string, NodeBlock>();
   private readonly allocs = new Map<string, NodeAllocation>();
+  /** The export sync started for the newest block (see NodeIpamOptions.exportSync). */
+  private exported: Promise<void> = Promise.resolve();
   /** Pools whose last BlockRequest was answered `out of blocks` (cleared when a block arrives). */
   private readonly exhausted = new Set<string>();
   private unsubscribe: (() => void) | undefined;
@@ -146,6 +156,7 @@ export class NodeIpam {
       const got = this.allocs.get(key) ?? this.tryAllocate(key, req);
       if (got) {
         this.prefetch(req.pool);
+        await this.exported;
         return got;
       }
       const left = deadline - this.now();
@@ -264,6 +275,7 @@ export class NodeIpam {
   syncBlocks(): void {
     const seen = new Set<string>();
     let changed = false;
+    let appeared = false;
     for (const ab of this.o.cache.list<AddressBlock>(CoildKinds.AddressBlock)) {
       const name = ab.metadata?.name;
       const pool = poolOf(ab);
@@ -281,6 +293,7 @@ export class NodeIpam {
         this.blocks.set(name, b);
         this.exhausted.delete(pool);
         changed = true;
+        appeared = true;
       }
       if (isReserved(ab) && !b.reserved) {
         b.allocator.reserveAll();
@@ -297,6 +310,12 @@ export class NodeIpam {
       changed = true;
     }
     if (changed) this.o.onBlocksChanged?.();
+    const exportSync = this.o.exportSync;
+    if (appeared && exportSync) {
+      this.exported = this.exported.then(exportSync).catch((err: unknown) => {
+        this.o.logger.error({ err }, 'export table sync for a new block failed; the next sync retries');
+      });
+    }
   }
 
   /** Drops a block whose AddressBlock is gone, with the allocations it still held (logged). */

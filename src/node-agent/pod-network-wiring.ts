@@ -1,12 +1,9 @@
 /**
- * The wiring of one pod interface as two `ip -batch` scripts, one per side, exactly as Coil's
- * `SetupIPAM` (coil-behaviour.md §5.6) except for the IPv6 gateway (see IpRoutePodNetwork).
- * Pure: builds lines, runs nothing.
+ * The wiring of one pod interface as two lists of typed rtnetlink requests, one per side, exactly
+ * as Coil's `SetupIPAM` (coil-behaviour.md §5.6) except for the IPv6 gateway (see
+ * IpRoutePodNetwork). Pure: builds requests, runs nothing. (Below, each request in iproute2 words.)
  */
-import { addr } from '../netlink/addr.js';
-import type { BatchLine } from '../netlink/ip-runner.js';
-import { link } from '../netlink/link.js';
-import { route } from '../netlink/route.js';
+import { rt, type RtRequest } from '../netlink/rt-request.js';
 import { IPV6_GATEWAY } from './pod-network.js';
 import type { ValidSetup } from './pod-network-validate.js';
 
@@ -26,7 +23,7 @@ export interface HostWiringOptions {
 }
 
 /**
- * Host batch. Line 1 is `link add`: a failure there created nothing, a failure later leaves a
+ * Host side. Request 1 is `link add`: a failure there created nothing, a failure later leaves a
  * veth the caller must delete.
  *   link add <host> … type veth peer name <ifname> … netns <pod>
  *   link set dev <host> alias COIL:<pool>:<containerID>:<ifname> up
@@ -36,22 +33,22 @@ export interface HostWiringOptions {
  *   route add <podIPv4>/32 dev <host> scope link proto 30 table 116
  *   route add <podIPv6>/128 dev <host> proto 30 table 116
  */
-export function hostWiring(v: ValidSetup, o: HostWiringOptions): BatchLine[] {
+export function hostWiring(v: ValidSetup, o: HostWiringOptions): RtRequest[] {
   const dev = o.hostIfname;
   const common = { dev, table: o.podTableId, protocol: o.protocolId };
   return [
-    link.addVeth({ name: dev, peerName: v.ifname, peerNetns: o.netnsPath, mac: o.mac, peerMac: o.podMac, ...(o.mtuBytes ? { mtuBytes: o.mtuBytes } : {}) }),
-    link.set(dev, { alias: v.alias, state: 'up' }),
-    ...(v.ipv4 && v.hostIPv4 ? [addr.add({ cidr: `${v.hostIPv4}/32`, dev })] : []),
-    ...(v.ipv6 ? [addr.add({ cidr: `${IPV6_GATEWAY}/64`, dev, isNoDad: true })] : []),
-    ...(v.ipv6 && v.hostIPv6 ? [addr.add({ cidr: `${v.hostIPv6}/128`, dev, isNoDad: true })] : []),
-    ...(v.ipv4 ? [route.add({ ...common, dst: `${v.ipv4}/32`, scope: 'link' })] : []),
-    ...(v.ipv6 ? [route.add({ ...common, dst: `${v.ipv6}/128` })] : []),
+    rt.veth({ name: dev, peerName: v.ifname, peerNetns: o.netnsPath, mac: o.mac, peerMac: o.podMac, ...(o.mtuBytes ? { mtuBytes: o.mtuBytes } : {}) }),
+    rt.linkSet(dev, { alias: v.alias, up: true }),
+    ...(v.ipv4 && v.hostIPv4 ? [rt.addrAdd({ cidr: `${v.hostIPv4}/32`, dev })] : []),
+    ...(v.ipv6 ? [rt.addrAdd({ cidr: `${IPV6_GATEWAY}/64`, dev, isNoDad: true })] : []),
+    ...(v.ipv6 && v.hostIPv6 ? [rt.addrAdd({ cidr: `${v.hostIPv6}/128`, dev, isNoDad: true })] : []),
+    ...(v.ipv4 ? [rt.routeAdd({ ...common, dst: `${v.ipv4}/32`, scope: 'link' })] : []),
+    ...(v.ipv6 ? [rt.routeAdd({ ...common, dst: `${v.ipv6}/128` })] : []),
   ];
 }
 
 /**
- * Pod batch, run inside the pod netns after {@link hostWiring}:
+ * Pod side, applied inside the pod netns after {@link hostWiring}:
  *   link set dev <ifname> up
  *   addr add <podIPv4>/32 dev <ifname>
  *   addr add <podIPv6>/128 dev <ifname> nodad
@@ -59,13 +56,13 @@ export function hostWiring(v: ValidSetup, o: HostWiringOptions): BatchLine[] {
  *   route add default via <nodeIPv4> dev <ifname>
  *   route add ::/0 via fe80::1 dev <ifname>
  */
-export function podWiring(v: ValidSetup): BatchLine[] {
+export function podWiring(v: ValidSetup): RtRequest[] {
   const dev = v.ifname;
   return [
-    link.set(dev, { state: 'up' }),
-    ...(v.ipv4 ? [addr.add({ cidr: `${v.ipv4}/32`, dev })] : []),
-    ...(v.ipv6 ? [addr.add({ cidr: `${v.ipv6}/128`, dev, isNoDad: true })] : []),
-    ...(v.ipv4 && v.hostIPv4 ? [route.add({ dst: `${v.hostIPv4}/32`, dev, scope: 'link' }), route.add({ dst: 'default', via: v.hostIPv4, dev })] : []),
-    ...(v.ipv6 ? [route.add({ dst: '::/0', via: IPV6_GATEWAY, dev })] : []),
+    rt.linkSet(dev, { up: true }),
+    ...(v.ipv4 ? [rt.addrAdd({ cidr: `${v.ipv4}/32`, dev })] : []),
+    ...(v.ipv6 ? [rt.addrAdd({ cidr: `${v.ipv6}/128`, dev, isNoDad: true })] : []),
+    ...(v.ipv4 && v.hostIPv4 ? [rt.routeAdd({ dst: `${v.hostIPv4}/32`, dev, scope: 'link' }), rt.routeAdd({ dst: 'default', via: v.hostIPv4, dev })] : []),
+    ...(v.ipv6 ? [rt.routeAdd({ dst: '::/0', via: IPV6_GATEWAY, dev })] : []),
   ];
 }

@@ -23,7 +23,7 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
   const skip = prerequisite(netnsSkipReason() ?? (variant === 'netlink agent' && !agent.isUsable ? 'netlink agent not built: run hack/build-cni.sh' : undefined));
   describe(`IpRoutePodNetwork in real network namespaces (${variant})`, { skip }, () => {
     const ip = new IpRunner();
-    const kernel = variant === 'netlink agent' ? new IpRunner({ agent }) : ip;
+    const kernel = variant === 'netlink agent' ? new IpRunner({ rtnetlink: agent }) : ip;
     const netns = new TestNetnsSet({ ip });
     let host: TestNetns;
     let pn: IpRoutePodNetwork;
@@ -34,7 +34,11 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
       ({ ns: await netns.create('pod'), containerId: `ctr${process.pid}x${++seq}` });
     const hostRoutes = async (family: 4 | 6) => readRoutes(ip, { netns: host.path, family, table: 116 });
     const hostVeths = async () => (await readLinks(ip, { netns: host.path })).filter((l) => l.linkinfo?.info_kind === 'veth');
-    const ping = (from: TestNetns, to: string) => ip.exec(['ping', '-c1', '-W1', to], { netns: from.path });
+    // One reply within 5 s, probing once a second (-w): right after a veth comes up the kernel
+    // may drop the first packet (the carrier change is applied by linkwatch, deferred up to 1 s,
+    // longer under load), so a single probe (-c1 -W1) failed ≈ 1 in 20 at load 15 on two bare
+    // veth ends (2026-11-25). -w still fails a pod that never becomes reachable.
+    const ping = (from: TestNetns, to: string) => ip.exec(['ping', '-c1', '-w5', to], { netns: from.path });
 
     before(async () => {
       host = await netns.create('host');

@@ -14,6 +14,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ProcessSpawner } from '../netlink/ip-runner.js';
 import { JsonLineChild } from '../netlink/json-line-child.js';
+import { isBun } from '../netlink/rtnetlink-inprocess.js';
 
 /** Constructor options of {@link SpawnHelper}. */
 export interface SpawnHelperOptions {
@@ -32,7 +33,10 @@ export class SpawnHelper {
   constructor(o: SpawnHelperOptions = {}) {
     const script = fileURLToPath(new URL('./spawn-helper-child.js', import.meta.url));
     this.channel = new JsonLineChild({
-      start: () => spawn(o.nodePath ?? process.execPath, ['--max-semi-space-size=1', script], { stdio: ['pipe', 'pipe', 'inherit'] }),
+      // Under Bun (`coil` with BUN_BE_BUN=1) the helper runs on the same runtime, as a script.
+      start: () => (isBun
+        ? spawn(o.nodePath ?? process.execPath, ['--no-install', script], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, BUN_BE_BUN: '1' } })
+        : spawn(o.nodePath ?? process.execPath, ['--max-semi-space-size=1', script], { stdio: ['pipe', 'pipe', 'inherit'] })),
       ...(o.onExit ? { onExit: o.onExit } : {}),
     });
   }

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { HttpMethod, IsomorphicFetchHttpLibrary, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions as HttpsRequestOptions } from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { ApiError, type KubeStatus } from './errors.js';
-
-/** What `RequestContext.setDispatcher` takes (client-node does not export undici's type). */
-type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
 
 /** One REST call: path relative to the cluster server, query parameters, JSON body. */
 export interface ApiRequest {
@@ -19,9 +18,14 @@ export interface ApiRequest {
 }
 
 /**
- * Sends REST calls through client-node's own request machinery (RequestContext, the KubeConfig's
- * `applySecurityAuthentication` for TLS/client certs/tokens/exec plugins, and its undici-based
- * HTTP library), returning plain JSON.
+ * Sends REST calls with node:http(s), authenticated by client-node's KubeConfig
+ * (`applyToHTTPSOptions`: TLS material, client certificates, tokens, exec plugins, proxies),
+ * returning plain JSON.
+ *
+ * Why node:https rather than client-node's fetch-based HTTP library: that library hands TLS
+ * material to undici as a `dispatcher`, which only Node's fetch understands; node:https works the
+ * same on Node and on Bun, where coild runs (README, "coild's runtime"), and loads no more of
+ * client-node than its KubeConfig.
  *
  * Why not only the typed APIs: `KubernetesObjectApi` runs discovery before its first call per
  * kind and has no subresource calls, `CustomObjectsApi` cannot address core kinds, and both
@@ -32,8 +36,8 @@ export interface ApiRequest {
  * Connections are reused: client-node 2.0.1's `applySecurityAuthentication` builds a new undici
  * Agent — a new connection pool — on every call, so each call would open its own TCP and TLS
  * connection. Measured against envtest: 8 ms per GET instead of 2 ms, and about 230 MB more RSS
- * (TLS contexts and sockets waiting for the allocator) after 2,000 calls. Here one dispatcher is
- * kept per TLS identity (server, proxy, CA, client certificate and key, TLS options), so a
+ * (TLS contexts and sockets waiting for the allocator) after 2,000 calls. (`applyToHTTPSOptions`
+ * does the same with https Agents.) Here one keep-alive agent is kept per TLS identity (server, proxy, CA, client certificate and key, TLS options), so a
  * rotated certificate file or a switched context still gets a fresh pool on the next call, and
  * dropped after a call that timed out or failed on the network (each call had a fresh
  * connection before; a dead shared one must not hold every later call).
@@ -42,9 +46,8 @@ export interface ApiRequest {
  *   the server could not be reached (the cause holds the network error)
  */
 export class ApiTransport {
-  private readonly http = new IsomorphicFetchHttpLibrary();
-  /** The dispatcher in use and the fingerprint of the TLS identity it was built for. */
-  private dispatcher: { readonly identity: string; readonly dispatcher: Dispatcher } | undefined;
+  /** The agent (connection pool) in use and the fingerprint of the TLS identity it was built for. */
+  private pool: { readonly identity: string; readonly agent: Agent } | undefined;
 
   constructor(
     readonly kubeConfig: KubeConfig,
@@ -79,15 +82,10 @@ export class ApiTransport {
     const full: ApiRequest = { ...req, method: 'GET', query: { ...req.query, watch: true } };
     const { status, body } = await this.send(full, signal);
     if (status < 200 || status >= 300) throw failure(full, status, await body.text());
-    const stream = body.stream();
-    if (!stream) return;
-    const reader = stream.getReader();
     const decoder = new TextDecoder();
     let buffered = '';
     try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
+      for await (const value of body.chunks()) {
         onData();
         buffered += decoder.decode(value, { stream: true });
         let nl: number;
@@ -101,65 +99,98 @@ export class ApiTransport {
       }
     } catch (err) {
       throw signal.aborted ? signal.reason : err;
-    } finally {
-      reader.releaseLock();
-      void stream.cancel().catch(() => undefined);
     }
+    if (signal.aborted) throw signal.reason;
   }
 
-  private async send(req: ApiRequest, signal: AbortSignal): Promise<{ status: number; body: { text(): Promise<string>; stream(): ReadableStream<Uint8Array> | null } }> {
+  private async send(req: ApiRequest, signal: AbortSignal): Promise<{ status: number; body: Body }> {
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new ApiError(0, '', 'kubeconfig has no current cluster');
     const url = new URL(cluster.server.replace(/\/$/, '') + req.path);
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const ctx = new RequestContext(url.toString(), HttpMethod[req.method]);
-    ctx.setHeaderParam('Accept', 'application/json');
-    if (req.body !== undefined) {
-      ctx.setHeaderParam('Content-Type', req.contentType ?? 'application/json');
-      ctx.setBody(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
-    }
-    ctx.setSignal(signal);
-    // Fingerprint first, then authenticate: the dispatcher built below is at least as new as
-    // the identity it is filed under, so a file rotated in between only costs one more pool.
-    const identity = await this.tlsIdentity();
-    await this.kubeConfig.applySecurityAuthentication(ctx);
-    const fresh = ctx.getDispatcher();
-    let kept: Dispatcher | undefined;
-    if (fresh !== undefined) {
-      if (this.dispatcher?.identity !== identity) this.dispatcher = { identity, dispatcher: fresh };
-      // The fresh Agent, when not kept, has opened nothing and is simply dropped.
-      kept = this.dispatcher.dispatcher;
-      ctx.setDispatcher(kept);
+    // The KubeConfig resolves authentication now (files re-read, exec plugins run, as client-node
+    // does per call): TLS material and headers land in `opts`, with a fresh agent in `opts.agent`.
+    const opts: HttpsOptions = {};
+    await this.kubeConfig.applyToHTTPSOptions(opts);
+    const identity = tlsIdentity(cluster, opts);
+    if (this.pool?.identity !== identity) this.pool = { identity, agent: keptAgent(url, cluster.proxyUrl, opts) };
+    const kept = this.pool;
+    const headers: Record<string, string> = { ...(opts.headers as Record<string, string> | undefined), Accept: 'application/json' };
+    const payload = req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
+    if (payload !== undefined) {
+      headers['Content-Type'] = req.contentType ?? 'application/json';
+      // A length, not chunks: the API server ignores a chunked DELETE body, and the unread chunks
+      // would then be taken for the next request on the kept connection.
+      headers['Content-Length'] = String(Buffer.byteLength(payload));
     }
     try {
-      const resp = await this.http.send(ctx).toPromise();
-      return { status: resp.httpStatusCode, body: resp.body };
+      const res = await new Promise<IncomingMessage>((resolve, reject) => {
+        const r = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
+          method: req.method, headers, agent: kept.agent, signal, ...(opts.auth !== undefined ? { auth: opts.auth } : {}),
+        }, resolve);
+        r.on('error', reject);
+        r.end(payload);
+      });
+      return { status: res.statusCode ?? 0, body: bodyOf(res) };
     } catch (cause) {
       // The caller's abort propagates as its reason; our own request timeout becomes an ApiError.
       if (signal.aborted && (signal.reason as Error | undefined)?.name !== 'TimeoutError') throw signal.reason;
       // A call that timed out or failed on the network may sit on a dead (half-open) connection
       // that TCP would take minutes to notice; the next call starts a new pool instead.
-      if (kept !== undefined && this.dispatcher?.dispatcher === kept) this.dispatcher = undefined;
+      if (this.pool === kept) {
+        this.pool = undefined;
+        kept.agent.destroy();
+      }
       throw new ApiError(0, '', `${req.method} ${req.path}: ${(cause as Error).message}`, undefined, { cause });
     }
   }
+}
 
-  /**
-   * SHA-256 of what decides the connection pool: the cluster's server, proxy, TLS server name and
-   * skip-verify flag, and the CA, client certificate, key, PFX and passphrase as the KubeConfig
-   * resolves them now (files are read again each call, as client-node does).
-   */
-  private async tlsIdentity(): Promise<string> {
-    const opts: Record<string, unknown> = {};
-    await this.kubeConfig.applyToHTTPSOptions(opts);
-    const cluster = this.kubeConfig.getCurrentCluster();
-    const hash = createHash('sha256');
-    for (const part of [cluster?.server, cluster?.proxyUrl, cluster?.tlsServerName, cluster?.skipTLSVerify, opts.ca, opts.cert, opts.key, opts.pfx, opts.passphrase, opts.rejectUnauthorized, opts.servername]) {
-      hash.update(part === undefined || part === null ? '-' : Buffer.isBuffer(part) ? part : String(part));
-      hash.update('\0');
-    }
-    return hash.digest('hex');
+/** https.RequestOptions as KubeConfig.applyToHTTPSOptions fills it. */
+type HttpsOptions = HttpsRequestOptions;
+
+/** A response body, read whole or as a stream of chunks. */
+interface Body {
+  text(): Promise<string>;
+  chunks(): AsyncIterable<Uint8Array>;
+}
+
+function bodyOf(res: IncomingMessage): Body {
+  return {
+    async text() {
+      const parts: Buffer[] = [];
+      for await (const c of res) parts.push(c as Buffer);
+      return Buffer.concat(parts).toString('utf8');
+    },
+    chunks: () => res,
+  };
+}
+
+/**
+ * The agent to keep for a TLS identity: a keep-alive agent with the KubeConfig's TLS material, or,
+ * behind a proxy, the proxy agent client-node built (it tunnels; it keeps its own connections).
+ */
+function keptAgent(url: URL, proxyUrl: string | undefined, o: HttpsOptions): Agent {
+  if (proxyUrl && o.agent instanceof Agent) return o.agent;
+  if (url.protocol !== 'https:') return new Agent({ keepAlive: true });
+  const tls = Object.fromEntries(Object.entries({
+    ca: o.ca, cert: o.cert, key: o.key, pfx: o.pfx, passphrase: o.passphrase, rejectUnauthorized: o.rejectUnauthorized, servername: o.servername,
+  }).filter(([, v]) => v !== undefined));
+  return new HttpsAgent({ keepAlive: true, ...tls });
+}
+
+/**
+ * SHA-256 of what decides the connection pool: the cluster's server, proxy, TLS server name and
+ * skip-verify flag, and the CA, client certificate, key, PFX and passphrase as the KubeConfig
+ * resolved them for this call.
+ */
+function tlsIdentity(cluster: { server: string; proxyUrl?: string; tlsServerName?: string; skipTLSVerify?: boolean }, opts: HttpsOptions): string {
+  const hash = createHash('sha256');
+  for (const part of [cluster.server, cluster.proxyUrl, cluster.tlsServerName, cluster.skipTLSVerify, opts.ca, opts.cert, opts.key, opts.pfx, opts.passphrase, opts.rejectUnauthorized, opts.servername]) {
+    hash.update(part === undefined || part === null ? '-' : Buffer.isBuffer(part) ? part : String(part));
+    hash.update('\0');
   }
+  return hash.digest('hex');
 }
 
 function failure(req: ApiRequest, status: number, text: string): ApiError {

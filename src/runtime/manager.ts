@@ -14,7 +14,7 @@ import { keyOf, type KindDescriptor } from './kind.js';
 import { LeaderElector, type LeaderElectionOptions } from './leader-election.js';
 import { createLogger, type Logger } from './logging.js';
 import { Metrics } from './metrics.js';
-import { OperatorFacade } from './operator-facade.js';
+import type { OperatorFacade } from './operator-facade.js';
 import { defaultRegistry, type Defaulter, type Reconcile, type Registry, type Validator } from './registry.js';
 import { RunnableSupervisor, type Runnable, type RunnableOptions } from './runnable.js';
 import { TOKENS } from './tokens.js';
@@ -89,7 +89,12 @@ export class Manager {
   readonly client: Client;
   readonly cache: Cache;
   readonly recorder: EventRecorder;
-  readonly operator: OperatorFacade;
+  /**
+   * The dot-i Operator façade, loaded at start only when the registry holds reconcilers or
+   * webhooks: a Manager without them (coild) starts its caches directly and never loads
+   * @dot-i/k8s-operator, which loads all of @kubernetes/client-node (≈ 80 MB RSS on Node 24).
+   */
+  operator: OperatorFacade | undefined;
   readonly identity: string;
   /** Bound ports after start (useful with port 0). */
   readonly ports: { metrics?: number; health?: number; webhook?: number } = {};
@@ -113,7 +118,6 @@ export class Manager {
     this.client = new Client(this.transport, name);
     this.cache = new Cache(this.transport, options.kubeConfig, this.log, options.cache?.defaults);
     this.recorder = new EventRecorder(this.transport, name, this.identity, this.log);
-    this.operator = new OperatorFacade(this.cache, this.client, this.log.child({ component: 'operator' }));
     this.endpoints = new HttpEndpoints(this.metrics.registry);
     const c = (this.container = options.container ?? new Container());
     c.bind(TOKENS.KubeConfig).toConstantValue(options.kubeConfig);
@@ -123,7 +127,6 @@ export class Manager {
     c.bind(Cache).toConstantValue(this.cache);
     c.bind(EventRecorder).toConstantValue(this.recorder);
     c.bind(Metrics).toConstantValue(this.metrics);
-    c.bind(OperatorFacade).toConstantValue(this.operator);
   }
 
   /**
@@ -152,6 +155,11 @@ export class Manager {
   private async startInOrder(): Promise<void> {
     const o = this.options;
     for (const k of o.cache?.kinds ?? []) this.cache.ensure(k.kind, k.options);
+    if (this.registry.reconcilers.length > 0 || this.registry.webhooks.length > 0) {
+      const { OperatorFacade } = await import('./operator-facade.js');
+      this.operator = new OperatorFacade(this.cache, this.client, this.log.child({ component: 'operator' }));
+      this.container.bind(OperatorFacade).toConstantValue(this.operator);
+    }
     for (const r of this.registry.reconcilers) {
       for (const kind of [r.for, ...(r.owns ?? []), ...(r.watches ?? []).map((w) => w.kind), ...(r.reads ?? [])]) this.cache.ensure(kind);
       for (const ix of r.indexes ?? []) this.cache.addIndex(ix.kind, ix.name, ix.fn);
@@ -185,11 +193,17 @@ export class Manager {
       this.ports.webhook = server.port();
     }
 
-    // 3. caches, through the dot-i Operator lifecycle (start → init → watchResource per kind)
-    for (const kind of this.cache.kinds()) {
-      this.operator.addWatch({ kind, onEvent: (e) => this.log.trace({ kind: kind.kind, type: e.type, object: keyOf(e.object) }, 'event') });
+    // 3. caches, through the dot-i Operator lifecycle (start → init → watchResource per kind),
+    //    or directly when there is no reconciler or webhook to serve
+    const operator = this.operator;
+    if (operator) {
+      for (const kind of this.cache.kinds()) {
+        operator.addWatch({ kind, onEvent: (e) => this.log.trace({ kind: kind.kind, type: e.type, object: keyOf(e.object) }, 'event') });
+      }
+      await operator.start();
+    } else {
+      this.cache.start();
     }
-    await this.operator.start();
     await this.cache.waitForSync(o.cache?.syncTimeoutMs);
 
     // 4. reconcilers and runnables that run on every replica
@@ -240,7 +254,7 @@ export class Manager {
     await this.elector?.stop({ release: (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true) });
     this.leaderStarted = false;
     await this.recorder.flush();
-    this.operator.stop();
+    this.operator?.stop();
     await this.cache.stop();
     await this.webhookServer?.stop();
     await this.endpoints.close();

@@ -5,8 +5,11 @@ import type { Client } from './client.js';
 import { kindId, parseKey, type KindDescriptor } from './kind.js';
 import type { Logger } from './logging.js';
 
-/** dot-i's base class: its ESM default import is `module.exports`, whose `default` is the class. */
-const Operator = doti.default;
+/**
+ * dot-i's base class: Node's ESM default import is `module.exports`, whose `default` is the class;
+ * Bun's is the class itself.
+ */
+const Operator = (doti as unknown as { default?: typeof doti.default }).default ?? (doti as unknown as typeof doti.default);
 
 /** A watch the façade opens at start: which kind, and where its events go. */
 export interface FacadeWatch {

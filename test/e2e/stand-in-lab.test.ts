@@ -6,6 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
@@ -120,8 +123,24 @@ describe('the stand-in lab (e2e)', { skip: prerequisite(isRoot ? undefined : 'th
     assert.equal(await canI(lab.cp, 'coil-controller', 'create', 'pods'), false);
   });
 
-  test('an Egress runs in the lab as a pod netns on a node and shows its state', async () => {
-    const { pod, readyz, nft } = await lab.runEgress('internet-egress', 'nat', ['0.0.0.0/0']);
+  test('an Egress runs in the lab as a pod netns on a node and shows its state (also when its NAT rules take a while)', async () => {
+    // coil-egress answers /healthz before it installs its NAT rules. An iptables that takes half a
+    // second per call (as on a loaded machine) makes the lab read the state only once it is
+    // settled: before, it read the ruleset too early and missed the FORWARD rule.
+    const slow = await mkdtemp(join(tmpdir(), 'coil-slow-iptables-'));
+    const real = (await run('sh', ['-c', 'command -v iptables'])).stdout.trim();
+    await writeFile(join(slow, 'iptables'), `#!/bin/sh\nsleep 0.5\nexec ${real} "$@"\n`);
+    await chmod(join(slow, 'iptables'), 0o755);
+    const path = process.env.PATH;
+    process.env.PATH = `${slow}:${path}`;
+    let started: Awaited<ReturnType<Lab['runEgress']>>;
+    try {
+      started = await lab.runEgress('internet-egress', 'nat', ['0.0.0.0/0']);
+    } finally {
+      process.env.PATH = path;
+      await rm(slow, { recursive: true, force: true });
+    }
+    const { pod, readyz, nft } = started;
     assert.equal(pod.ips.length, 1, 'the NAT pod got an address through CNI');
     const egress = JSON.parse(await kubectl(lab.cp.kubeconfigPath, ['get', 'egress', '-n', 'internet-egress', 'nat', '-o', 'json'])) as { status?: { selector?: string } };
     assert.match(egress.status?.selector ?? '', /app\.kubernetes\.io\/instance=nat/);

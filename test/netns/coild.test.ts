@@ -91,9 +91,11 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
   it('two pods on the node ping each other over IPv4 and IPv6', track(async () => {
     const [a, b] = added;
     assert.ok(a && b);
-    await lab.ip.exec(['ping', '-c1', '-W2', b.ipv4], { netns: a.pod.ns.path });
-    await lab.ip.exec(['ping', '-c1', '-W2', a.ipv4], { netns: b.pod.ns.path });
-    await lab.ip.exec(['ping', '-6', '-c1', '-W2', b.ipv6], { netns: a.pod.ns.path });
+    // -w 5: probe once a second until one reply (a veth's first packet may be dropped while
+    // the kernel's linkwatch applies its carrier; src/node-agent/pod-network.test.ts says more).
+    await lab.ip.exec(['ping', '-c1', '-w5', b.ipv4], { netns: a.pod.ns.path });
+    await lab.ip.exec(['ping', '-c1', '-w5', a.ipv4], { netns: b.pod.ns.path });
+    await lab.ip.exec(['ping', '-6', '-c1', '-w5', b.ipv6], { netns: a.pod.ns.path });
   }));
 
   it('ADD repeated for the same container returns the same address', track(async () => {

@@ -7,7 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ClientPodSource } from '../../src/egress-agent/client-pod-source.js';
@@ -18,8 +17,9 @@ import { Kinds } from '../../src/reconcilers/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { silentLogger } from '../../src/runtime/logging.js';
-import { ControlPlane, REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
+import { ControlPlane, eventually, freePort } from '../envtest/control-plane.js';
 import { wire } from './egress-peer.js';
+import { coilEgressCommand } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 describe('coil-egress against a real API server', { skip: prerequisite(netnsSkipReason()) }, () => {
@@ -79,9 +79,11 @@ describe('coil-egress against a real API server', { skip: prerequisite(netnsSkip
     await wire(ip, e, 'eth0', x, 'eth0');
     await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'eth0']], { netns: e.path });
     const [metrics, health] = [await freePort(), await freePort()];
-    const child = spawn('ip', ['netns', 'exec', e.name, process.execPath, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), '--kubeconfig', cp.kubeconfigPath,
+    // As the image runs it: on Bun, its bundle (node-lab.ts coilEgressCommand).
+    const egress = coilEgressCommand();
+    const child = spawn('ip', ['netns', 'exec', e.name, ...egress.argv, '--kubeconfig', cp.kubeconfigPath,
       `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'], {
-      env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0' }, stdio: ['ignore', 'ignore', 'pipe'],
+      env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
     });
     let log = '';
     child.stderr.on('data', (b: Buffer) => { log += b.toString(); });

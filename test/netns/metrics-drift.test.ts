@@ -7,12 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { EgressKinds } from '../../src/reconcilers/egress-options.js';
-import { REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
+import { eventually, freePort } from '../envtest/control-plane.js';
 import { PROMETHEUS_SERIES, queriedMetricNames } from '../support/promql.js';
-import { NodeLab, labSkipReason, type LabNode } from './node-lab.js';
+import { NodeLab, coilEgressCommand, labSkipReason, type LabNode } from './node-lab.js';
 import { wire } from './egress-peer.js';
 
 /** Metric family names of a /metrics text (histogram series as `_bucket`, `_sum`, `_count`). */
@@ -75,9 +74,11 @@ async function egressAgentMetrics(lab: NodeLab): Promise<string> {
   await wire(lab.ip, ns, 'eth0', x, 'eth0');
   await lab.ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'eth0']], { netns: ns.path });
   const port = await freePort();
-  const child = spawn('ip', ['netns', 'exec', ns.name, process.execPath, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), '--kubeconfig', lab.cp.kubeconfigPath,
+  // As the image runs it: on Bun, its bundle (node-lab.ts coilEgressCommand).
+  const egress = coilEgressCommand();
+  const child = spawn('ip', ['netns', 'exec', ns.name, ...egress.argv, '--kubeconfig', lab.cp.kubeconfigPath,
     `--metrics-addr=127.0.0.1:${port}`, '--health-addr=0', '--metrics-interval-seconds=1'], {
-    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0' }, stdio: ['ignore', 'ignore', 'ignore'],
+    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...egress.env }, stdio: ['ignore', 'ignore', 'ignore'],
   });
   try {
     // The port lives in the netns: read it from there.

@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +30,34 @@ import { ManagedProcess, waitFor } from '../envtest/process.js';
 
 /** The coil executable built by hack/build-cni.sh. */
 export const COIL_BIN = join(REPO_ROOT, 'dist/bin/coil');
+
+/**
+ * coil-egress as the image runs it: its bundle (hack/build-cni.sh) on the Bun runtime inside
+ * `coil` (README, "coild's runtime"); `COIL_EGRESS_RUNTIME=node` runs tsc's output on Node 24.
+ * @returns the argv (program first) and the environment variables to add
+ */
+export function coilEgressCommand(runtime: 'bun' | 'node' = process.env.COIL_EGRESS_RUNTIME === 'node' ? 'node' : 'bun'): { argv: string[]; env: Record<string, string> } {
+  if (runtime === 'node') return { argv: [NODE, join(REPO_ROOT, 'dist/src/egress-agent/main.js')], env: {} };
+  return { argv: [COIL_BIN, '--no-install', freshBundle('egress-agent')], env: { BUN_BE_BUN: '1' } };
+}
+
+/** `dist/src/<program>/main.bundle.cjs`, refused when older than tsc's main.js (see coildBundle). */
+function freshBundle(program: string): string {
+  const bundle = join(REPO_ROOT, `dist/src/${program}/main.bundle.cjs`);
+  const main = join(REPO_ROOT, `dist/src/${program}/main.js`);
+  if (!existsSync(bundle) || statSync(bundle).mtimeMs < statSync(main).mtimeMs) {
+    throw new Error(`${bundle} is missing or older than ${main}: run bash hack/build-cni.sh`);
+  }
+  return bundle;
+}
+
+/**
+ * coild's bundle for the Bun runtime (hack/build-cni.sh), as the image runs it. Refused when it is
+ * older than tsc's output, so a test never runs yesterday's coild.
+ */
+export function coildBundle(): string {
+  return freshBundle('node-agent');
+}
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
 
 /** One fake node: its host netns and coild. */
@@ -122,12 +150,18 @@ export class NodeLab {
     return node;
   }
 
-  /** Starts coild for `node` and waits for `/readyz`. */
+  /**
+   * Starts coild for `node` and waits for `/readyz`. coild runs as it does in the image: on the Bun
+   * runtime inside the `coil` executable (README, "coild's runtime"); `COIL_COILD_RUNTIME=node`
+   * runs it on Node 24 with its helpers instead.
+   */
   async startCoild(node: LabNode, extraArgs: readonly string[] = []): Promise<void> {
+    const onBun = process.env.COIL_COILD_RUNTIME !== 'node';
     node.coild = await ManagedProcess.start({
-      name: `coild-${node.name}`, command: NODE, logFile: node.logFile, env: { ...process.env, COIL_NODE_NAME: node.name },
+      name: `coild-${node.name}`, command: onBun ? COIL_BIN : NODE, logFile: node.logFile,
+      env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}) },
       args: [
-        join(REPO_ROOT, 'dist/src/node-agent/main.js'), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
+        ...(onBun ? ['--no-install', ...(process.env.COIL_COILD_BUN_FLAGS ?? '').split(' ').filter(Boolean), process.env.COIL_COILD_SCRIPT || coildBundle()] : [join(REPO_ROOT, 'dist/src/node-agent/main.js')]), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
         '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
       ],
     });
@@ -138,6 +172,11 @@ export class NodeLab {
   async stopCoild(node: LabNode, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     await node.coild?.stop({ signal, graceMs: 5_000 });
     node.coild = undefined;
+  }
+
+  /** PID of the IPAM controller, while it runs. */
+  get controllerPid(): number | undefined {
+    return this.controller?.pid;
   }
 
   /** Stops the IPAM controller (e.g. so its GC does not react to a Node deletion). */
@@ -156,6 +195,12 @@ export class NodeLab {
     const ns = await this.netns.create('pod');
     await this.admin.create(Kinds.Pod, { metadata: { name, namespace }, spec: { nodeName: node.name, containers: [{ name: 'c', image: 'pause' }] } });
     return { name, namespace, ns, containerId: randomBytes(32).toString('hex') };
+  }
+
+  /** Removes a pod made by {@link createPod}: its netns (and the veth end inside) and its Pod object. */
+  async dropPod(pod: LabPod): Promise<void> {
+    await this.netns.remove(pod.ns);
+    await this.admin.delete(Kinds.Pod, { namespace: pod.namespace, name: pod.name });
   }
 
   /**

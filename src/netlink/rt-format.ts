@@ -1,0 +1,32 @@
+/**
+ * {@link RtRequest}s written as iproute2 `ip -batch` lines: the fallback executor's input when no
+ * rtnetlink backend is usable, and the oracle of the equivalence tests (the same request applied
+ * by `ip` and by rtnetlink must leave the same kernel state). One direction only: requests become
+ * text here; no text becomes a request anywhere.
+ */
+import type { RtRequest } from './rt-request.js';
+
+/** One batch line as argv tokens without the leading `ip`. */
+export type RequestLine = string[];
+
+/** The `ip -batch` line meaning `r` (see rt-request.ts). */
+export function formatRequest(r: RtRequest): RequestLine {
+  switch (r.kind) {
+    case 'link-add-veth': {
+      const own = [...(r.mtu !== undefined ? ['mtu', String(r.mtu)] : []), ...(r.mac ? ['address', r.mac] : [])];
+      const p = r.peer;
+      const peer = [...(p.mtu !== undefined ? ['mtu', String(p.mtu)] : []), ...(p.mac ? ['address', p.mac] : []), ...(p.netnsPath ? ['netns', p.netnsPath] : [])];
+      return ['link', 'add', r.name, ...own, 'type', 'veth', 'peer', 'name', p.name, ...peer];
+    }
+    case 'link-set':
+      return ['link', 'set', 'dev', r.dev, ...(r.alias !== undefined ? ['alias', r.alias] : []), ...(r.mtu !== undefined ? ['mtu', String(r.mtu)] : []),
+        ...(r.up === undefined ? [] : [r.up ? 'up' : 'down']), ...(r.group !== undefined ? ['group', String(r.group)] : [])];
+    case 'link-del':
+      return r.dev !== undefined ? ['link', 'del', 'dev', r.dev] : ['link', 'del', 'group', String(r.group)];
+    case 'addr':
+      return ['addr', r.verb, r.cidr, 'dev', r.dev, ...(r.scope ? ['scope', r.scope] : []), ...(r.isNoDad ? ['nodad'] : [])];
+    case 'route':
+      return ['route', r.verb, r.dst, ...(r.via ? ['via', r.via] : []), ...(r.dev !== undefined ? ['dev', r.dev] : []), ...(r.scope ? ['scope', r.scope] : []),
+        ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Typed rtnetlink requests: what the pod-network layer wants of the kernel (a veth pair, link
+ * settings, addresses, routes), stated once as data. Executors apply them: rtnetlink.ts builds the
+ * netlink messages for the netlink agent or coild's own socket (rtnetlink-socket.ts), and
+ * rt-format.ts writes the same request as an `ip -batch` line for the iproute2 fallback and the
+ * equivalence tests. Pure: no I/O, JSON-serialisable (the agent receives them as JSON lines).
+ *
+ * Each request means what the iproute2 line of rt-format.ts means, defaults included (a route
+ * without `protocol` is RTPROT_BOOT, a gatewayless one gets scope link).
+ * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html
+ */
+
+/** A route or address scope (rtnetlink `rt_scope_t`). */
+export type RtScope = 'global' | 'link' | 'host';
+
+/** One request; link names are resolved to ifindexes in the target netns when applied. */
+export type RtRequest =
+  /** RTM_NEWLINK veth pair; the peer is created in `peer.netnsPath` (a netns file path) when given. */
+  | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: string; peer: { name: string; mtu?: number; mac?: string; netnsPath?: string } }
+  /** RTM_NEWLINK on an existing link: alias, MTU, up/down, link group. */
+  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
+  /** RTM_DELLINK of one link, or of every link in `group`. */
+  | { kind: 'link-del'; dev?: string; group?: number }
+  /** RTM_NEWADDR / RTM_DELADDR; `cidr` is `<address>/<bits>`. */
+  | { kind: 'addr'; verb: 'add' | 'del'; cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }
+  /** RTM_NEWROUTE / RTM_DELROUTE; `dst` is `<address>/<bits>`, or `default` (family from `via`). */
+  | { kind: 'route'; verb: 'add' | 'del'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number };
+
+/** Requests applied in one netns, in order. */
+export interface RtBatch {
+  /** netns file path; undefined = the executor's own netns. */
+  netns?: string;
+  requests: readonly RtRequest[];
+  /** Apply every request and report each failure (`ip -force`), instead of stopping at the first. */
+  force: boolean;
+}
+
+/**
+ * How one batch went, in the shape `ip [-force] -batch` answers (each failed request's message,
+ * then `Command failed -:N` with its 1-based index), so the runner treats both paths alike.
+ */
+export interface RtBatchResult {
+  /** The failures as `ip -batch` would print them (for messages and logs only: never parsed). */
+  stderr: string;
+  /** 0 = every request applied; 1 = a kernel refusal; 255 = the netns could not be entered. */
+  exitCode: number;
+  /** Each refused request, typed; empty when the batch failed as a whole (exit 255, a crash). */
+  failures: RtFailure[];
+}
+
+/** One request of a batch that the kernel (or resolving one of its names) refused. */
+export interface RtFailure {
+  /** 1-based position of the request in its batch (as `ip -batch` numbers lines). */
+  line: number;
+  /** Positive errno, e.g. 17 (EEXIST), from the kernel's NLMSG_ERROR or the failed lookup. */
+  errno: number;
+  /** The kernel's extended-ack text or iproute2's wording for the errno. */
+  message: string;
+}
+
+/**
+ * Something that applies batches through rtnetlink: the netlink agent process (netlink-agent.ts)
+ * or coild's own socket when it runs on Bun (rtnetlink-inprocess.ts).
+ */
+export interface RtBackend {
+  /** False when this build or runtime cannot apply requests (then the runner uses `ip`). */
+  readonly isUsable: boolean;
+  /**
+   * Applies the batches in order, up to and including the first that fails.
+   * @returns one result per batch that ran, or undefined when the backend died meanwhile (the
+   *   caller retries: nothing is known of the batches in flight)
+   */
+  batches(list: readonly RtBatch[]): Promise<RtBatchResult[] | undefined>;
+}
+
+/** Options of {@link rt.veth} (and of link.addVeth, the iproute2 form of the same request). */
+export interface VethRequest {
+  /** Name of the end created in the runner's netns (≤ 15 bytes). */
+  name: string;
+  /** Name of the peer end. */
+  peerName: string;
+  /** netns file path the peer is created in; iproute2 opens paths containing `/` as files. */
+  peerNetns?: string;
+  /** MTU of both ends; undefined = kernel default (1500). */
+  mtuBytes?: number;
+  /** MAC of `name`; undefined = kernel-random. */
+  mac?: string;
+  /** MAC of the peer; undefined = kernel-random. */
+  peerMac?: string;
+}
+
+/** Builders of {@link RtRequest}s. */
+export const rt = {
+  veth(o: VethRequest): RtRequest {
+    const mtu = o.mtuBytes ? { mtu: o.mtuBytes } : {};
+    return {
+      kind: 'link-add-veth', name: o.name, ...mtu, ...(o.mac ? { mac: o.mac } : {}),
+      peer: { name: o.peerName, ...mtu, ...(o.peerMac ? { mac: o.peerMac } : {}), ...(o.peerNetns ? { netnsPath: o.peerNetns } : {}) },
+    };
+  },
+  linkSet(dev: string, o: { alias?: string; up?: boolean; mtu?: number; group?: number }): RtRequest {
+    return { kind: 'link-set', dev, ...o };
+  },
+  linkDel(dev: string): RtRequest {
+    return { kind: 'link-del', dev };
+  },
+  linkDelGroup(group: number): RtRequest {
+    return { kind: 'link-del', group };
+  },
+  addrAdd(o: { cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }): RtRequest {
+    return { kind: 'addr', verb: 'add', ...o };
+  },
+  routeAdd(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+    return { kind: 'route', verb: 'add', ...o };
+  },
+} as const;
