@@ -332,21 +332,31 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
 
   test('helm uninstall leaves every node ready for another CNI and no object on a finalizer; a ptp pod then starts', async () => {
     await cluster.uninstallChart();
-    for (const node of cluster.nodes) {
-      await eventually(async () => {
-        await assert.rejects(stat(node.host.hostPath('/etc/cni/net.d/10-coil.conflist')));
-        return true;
-      }, { timeoutMs: 60_000, intervalMs: 500 });
-      for (const family of ['-4', '-6'] as const) {
-        for (const table of ['119', '116']) assert.equal(await routesIn(node, family, table), '', `${node.name}: table ${table} (${family})`);
-        assert.doesNotMatch(await node.host.exec(['ip', family, 'rule', 'show']), /^2000:/m, `${node.name}: rule 2000 (${family})`);
-      }
-    }
     const custom = cluster.api(k8s.CustomObjectsApi);
-    for (const plural of ['addresspools', 'addressblocks']) {
-      const items = ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural })) as { items: { metadata: { name: string; finalizers?: string[] } }[] }).items;
-      for (const o of items) assert.deepEqual(o.metadata.finalizers ?? [], [], `${plural}/${o.metadata.name} carries no finalizer`);
-    }
+    // Everything coil left, read again for up to 60 s (coild cleans up as its pod stops, the
+    // post-delete hook after that); a failure lists all of it, not just the first thing found.
+    const leftBehind = async (): Promise<string[]> => {
+      const left: string[] = [];
+      for (const node of cluster.nodes) {
+        if (await stat(node.host.hostPath('/etc/cni/net.d/10-coil.conflist')).then(() => true, () => false)) left.push(`${node.name}: /etc/cni/net.d/10-coil.conflist`);
+        for (const family of ['-4', '-6'] as const) {
+          for (const table of ['119', '116']) {
+            const routes = await routesIn(node, family, table);
+            if (routes !== '') left.push(`${node.name}: table ${table} (${family}): ${routes.split('\n').join('; ')}`);
+          }
+          const rules = (await node.host.exec(['ip', family, 'rule', 'show'])).split('\n').filter((l) => /^2000:/.test(l));
+          if (rules.length > 0) left.push(`${node.name}: rule (${family}) ${rules.join('; ')}`);
+        }
+      }
+      for (const plural of ['addresspools', 'addressblocks']) {
+        const items = ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural })) as { items: { metadata: { name: string; finalizers?: string[] } }[] }).items;
+        for (const o of items) if ((o.metadata.finalizers ?? []).length > 0) left.push(`${plural}/${o.metadata.name}: finalizers ${o.metadata.finalizers!.join(',')}`);
+      }
+      return left;
+    };
+    let left = await leftBehind();
+    for (const deadline = Date.now() + 60_000; left.length > 0 && Date.now() < deadline; left = await leftBehind()) await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual(left, [], 'what helm uninstall left on the nodes and in the API');
     await cluster.kubectl(['delete', 'addressblocks.coil.cybozu.com', '--all', '--timeout=30s']);
     await cluster.kubectl(['delete', 'addresspool.coil.cybozu.com', 'default', '--timeout=30s']);
 
