@@ -10,6 +10,8 @@ import { kubeletConfig, kubeProxyArgv } from '../hack/lab/kubelet.js';
 import { NODE_DIRS, nodeMountScript } from '../hack/lab/node-host.js';
 import { labNodes } from '../hack/lab/topology.js';
 import { percentile } from '../hack/bench/pod-startup.js';
+import { REAL_FAULTS, realFaultSchedule } from '../hack/lab/real-soak.js';
+import { prng } from './support/prng.js';
 import { mergeFlags } from './envtest/control-plane.js';
 
 describe('the real-node lab configuration', () => {
@@ -71,5 +73,19 @@ describe('the real-node lab configuration', () => {
     assert.equal(percentile(v, 95), 19);
     assert.equal(percentile(v, 100), 20);
     assert.equal(percentile([7], 95), 7);
+  });
+
+  test("the real-node soak's fault schedule: each round has every fault once, in an order drawn from the seed, spread over the run", () => {
+    const schedule = realFaultSchedule(300, 2, prng(7));
+    assert.equal(schedule.length, 2 * REAL_FAULTS.length);
+    for (const round of [schedule.slice(0, REAL_FAULTS.length), schedule.slice(REAL_FAULTS.length)]) {
+      assert.deepEqual(round.map((f) => f.name).sort(), [...REAL_FAULTS].sort());
+    }
+    const at = schedule.map((f) => f.at);
+    assert.deepEqual(at, [...at].sort((a, b) => a - b));
+    assert.ok(at[0]! > 0 && at.at(-1)! < 300, `${at}`);
+    assert.deepEqual(realFaultSchedule(300, 2, prng(7)), schedule, 'the same seed, the same schedule');
+    const orders = new Set([1, 2, 3, 4, 5, 6].map((seed) => realFaultSchedule(300, 1, prng(seed)).map((f) => f.name).join()));
+    assert.ok(orders.size > 1, 'seeds give different orders');
   });
 });

@@ -472,8 +472,8 @@ const NODE_CONTROLLERS = [
   'taint-eviction-controller',
 ];
 
-/** The workload's pod spec: a shell that sleeps until SIGTERM, from the busybox image. */
-function workloadPodSpec(nodeName?: string): k8s.V1PodSpec {
+/** The workload's pod spec: a shell that sleeps until SIGTERM, from the busybox image; on `nodeName` (a node selector) when given. */
+export function workloadPodSpec(nodeName?: string): k8s.V1PodSpec {
   return {
     ...(nodeName ? { nodeSelector: { 'kubernetes.io/hostname': nodeName } } : {}),
     terminationGracePeriodSeconds: 5,

@@ -22,6 +22,7 @@ import { eventually, REPO_ROOT } from '../envtest/control-plane.js';
 import { prerequisite } from '../support/prerequisite.js';
 import { checkInvariants } from '../invariants/check.js';
 import { canI } from '../../hack/lab/credentials.js';
+import { REAL_FAULTS, realSoak } from '../../hack/lab/real-soak.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
@@ -162,6 +163,24 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
 
   test('the invariant checker finds nothing wrong on the real nodes (addresses, blocks, veths, coild\'s allocations)', async () => {
     await assertInvariants();
+  });
+
+  /**
+   * The soak on the real nodes (hack/lab/real-soak.ts): COIL_REAL_SOAK_OPERATIONS pod creations
+   * and deletions (default 150) by 4 workers, each fault of REAL_FAULTS once at a moment and in an
+   * order drawn from the seed (random and printed; COIL_REAL_SOAK_SEED replays one), the invariant
+   * checker after each fault, and every block of the soak's pool released at the end.
+   */
+  test('soak: random pod creations and deletions with faults of real parts — no invariant violated, no block leaked', async () => {
+    const operations = Number(process.env.COIL_REAL_SOAK_OPERATIONS ?? 150);
+    const seed = process.env.COIL_REAL_SOAK_SEED === undefined ? undefined : Number(process.env.COIL_REAL_SOAK_SEED);
+    const report = await realSoak(cluster, { operations, concurrency: 4, maxPods: 24, log: (m) => console.log(m), ...(seed === undefined ? {} : { seed }) });
+    console.log(`real soak report: ${JSON.stringify(report)}`);
+    assert.equal(report.operations, operations);
+    assert.deepEqual(report.faults.map((f) => f.name).sort(), [...REAL_FAULTS].sort(), 'every fault was injected');
+    assert.ok(report.creates > operations / 3, `${report.creates} pods started`);
+    assert.deepEqual(report.violations, [], `seed ${report.seed}`);
+    assert.equal(report.blocksLeaked, 0, `seed ${report.seed}: blocks of pool soak left`);
   });
 
   test('each program runs with least privilege: the service accounts its real pods run as (RBAC, by impersonation)', async () => {
