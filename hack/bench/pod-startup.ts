@@ -88,15 +88,19 @@ function report(label: string, r: { perPod: number[]; wallMs: number }): string 
   return `${label}: created → Ready with an IP p50 ${secs(percentile(r.perPod, 50))}, p95 ${secs(percentile(r.perPod, 95))}, max ${secs(Math.max(...r.perPod))}; all ${r.perPod.length} Ready ${secs(r.wallMs)} after the apply (load ${load()})`;
 }
 
-/** Memory of coild on `node`: VmRSS and VmHWM (bytes) of its main process, and VmRSS summed over its pod. */
-async function coildMemory(node: string): Promise<{ rss: number; hwm: number; podRss: number }> {
+/**
+ * Memory of coild on `node`: VmRSS and VmHWM (bytes) of its main process (the one running
+ * node-agent/main.js, plain or bundled), and VmRSS summed over its pod's processes.
+ * @throws Error when no coild process is in the node's pod cgroups
+ */
+export async function coildMemory(node: string): Promise<{ rss: number; hwm: number; podRss: number }> {
   const kb = async (pid: number, field: string) => {
     const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
     return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
   };
   for (const pid of await processesIn(`/${node}/kubepods`)) {
     const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
-    if (!cmd.some((a) => a.endsWith('/node-agent/main.js'))) continue;
+    if (!cmd.some((a) => /\/node-agent\/main(\.bundle)?\.c?js$/.test(a))) continue;
     // The pod's cgroup (pids hierarchy): <node>/kubepods/<qos>/pod<uid>/<container>; its parent is the pod.
     const cgroup = (await readFile(`/proc/${pid}/cgroup`, 'utf8')).split('\n').find((l) => l.split(':')[1] === 'pids')?.split(':')[2] ?? '';
     const pod = cgroup.slice(0, cgroup.lastIndexOf('/'));

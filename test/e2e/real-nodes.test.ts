@@ -23,6 +23,7 @@ import { prerequisite } from '../support/prerequisite.js';
 import { checkInvariants } from '../invariants/check.js';
 import { canI } from '../../hack/lab/credentials.js';
 import { REAL_FAULTS, realSoak } from '../../hack/lab/real-soak.js';
+import { coildMemory } from '../../hack/bench/pod-startup.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
@@ -322,6 +323,15 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
       throw err;
     }
   };
+
+  test("coild's memory in its pod after the e2e (printed for the record)", async () => {
+    for (const node of cluster.nodes) {
+      const m = await coildMemory(node.name);
+      const count = (await cluster.api(k8s.CoreV1Api).listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node.name}` })).items.length;
+      console.log(`coild on ${node.name} (${count} pods on the node): RSS ${(m.rss / 1e6).toFixed(1)} MB, peak ${(m.hwm / 1e6).toFixed(1)} MB; its pod ${(m.podRss / 1e6).toFixed(1)} MB`);
+      assert.ok(m.rss > 0 && m.hwm >= m.rss, `${node.name}: ${JSON.stringify(m)}`);
+    }
+  });
 
   test('helm upgrade to a changed image restarts coild and the controller and keeps every pod\'s address and connectivity', async () => {
     const before = await snapshot();
