@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { egressSelectorConfig, labChartValues } from '../hack/lab/cluster.js';
-import { containerdConfig } from '../hack/lab/containerd.js';
+import { containerdConfig, criContainers } from '../hack/lab/containerd.js';
+import type { NodeHost } from '../hack/lab/node-host.js';
 import { kubeletConfig, kubeProxyArgv } from '../hack/lab/kubelet.js';
 import { NODE_DIRS, nodeMountScript } from '../hack/lab/node-host.js';
 import { labNodes } from '../hack/lab/topology.js';
@@ -87,5 +88,21 @@ describe('the real-node lab configuration', () => {
     assert.deepEqual(realFaultSchedule(300, 2, prng(7)), schedule, 'the same seed, the same schedule');
     const orders = new Set([1, 2, 3, 4, 5, 6].map((seed) => realFaultSchedule(300, 1, prng(seed)).map((f) => f.name).join()));
     assert.ok(orders.size > 1, 'seeds give different orders');
+  });
+
+  test('criContainers leaves out a container removed between the listing and its info (a pod deleted meanwhile), and the sandboxes', async () => {
+    const labels = (pod: string, container: string) => ({ Labels: { 'io.kubernetes.pod.namespace': 'kube-system', 'io.kubernetes.pod.name': pod, 'io.kubernetes.container.name': container } });
+    const host = {
+      exec: async (argv: string[]) => {
+        const args = argv.slice(argv.indexOf('--namespace') + 2);
+        if (args.join(' ') === 'containers ls') return 'CONTAINER IMAGE RUNTIME\ngone x io.containerd.runc.v2\nsandbox x io.containerd.runc.v2\nc1 x io.containerd.runc.v2\n';
+        const id = args[2];
+        if (id === 'gone') throw new Error(`ctr containers info gone: ctr: container "gone" in namespace "k8s.io": not found`);
+        return JSON.stringify(id === 'sandbox' ? labels('coild-x', 'POD') : labels('coild-x', 'coild'));
+      },
+    } as unknown as NodeHost;
+    assert.deepEqual(await criContainers(host), [{ id: 'c1', namespace: 'kube-system', pod: 'coild-x', container: 'coild' }]);
+    const broken = { exec: async (argv: string[]) => (argv.includes('ls') ? 'CONTAINER\nc1\n' : Promise.reject(new Error('connection refused'))) } as unknown as NodeHost;
+    await assert.rejects(criContainers(broken), /connection refused/, 'other failures still fail');
   });
 });

@@ -69,16 +69,22 @@ export function ctr(host: NodeHost, args: readonly string[], timeoutMs?: number)
 }
 
 /**
- * The node's CRI containers (not sandboxes), from their labels. Labels are listed as
- * `key=value,key=value` by `ctr containers ls`; kubelet's are io.kubernetes.pod.namespace,
- * io.kubernetes.pod.name and io.kubernetes.container.name.
+ * The node's CRI containers (not sandboxes), from their labels (kubelet's io.kubernetes.pod.namespace,
+ * io.kubernetes.pod.name and io.kubernetes.container.name, read with `ctr containers info`).
+ * A container removed between the listing and its info (its pod deleted meanwhile: the real-node
+ * soak deletes pods while a fault looks for coild's container) is left out, not an error.
  */
 export async function criContainers(host: NodeHost): Promise<CriContainer[]> {
   const out = await ctr(host, ['containers', 'ls']);
   const ids = out.split('\n').slice(1).map((l) => l.split(/\s+/)[0]).filter((id): id is string => !!id);
   const list: CriContainer[] = [];
   for (const id of ids) {
-    const info = JSON.parse(await ctr(host, ['containers', 'info', id])) as { Labels?: Record<string, string> };
+    const text = await ctr(host, ['containers', 'info', id]).catch((err: unknown) => {
+      if (/not found/.test(String((err as Error).message))) return undefined;
+      throw err;
+    });
+    if (text === undefined) continue;
+    const info = JSON.parse(text) as { Labels?: Record<string, string> };
     const l = info.Labels ?? {};
     const container = l['io.kubernetes.container.name'];
     if (!container || container === 'POD') continue;
