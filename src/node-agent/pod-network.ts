@@ -84,6 +84,20 @@ export interface PodNetworkEntry {
   netnsId?: number;
 }
 
+/**
+ * Whether a listed pod interface is what an ADD left when it stopped half-way (coild killed
+ * between its netlink requests): the host veth carries coil's alias, which the ADD sets right
+ * after creating the veth, but no pod-table route, which it adds last on the host side. An ADD
+ * reports success only after both, so no runtime was told this key has an address; the runtime
+ * answers the failed ADD with a DEL or a new ADD, and until then the veth holds nothing. Start-up
+ * recovery and GC delete it rather than keep a link no allocation accounts for. A veth whose route
+ * someone else removed from a running pod looks the same; that pod already had no traffic from
+ * the node and an address coild could not know, so deleting is no loss (docs/node-state.md).
+ */
+export function isHalfWired(e: PodNetworkEntry): boolean {
+  return e.ipv4 === undefined && e.ipv6 === undefined;
+}
+
 /** Result of {@link PodNetwork.init}. */
 export interface PodNetworkInitResult {
   /** MTU that setups will use by default; undefined = kernel default. */
