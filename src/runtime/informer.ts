@@ -165,10 +165,12 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
       try {
         await this.relist();
         for (;;) {
-          const end = await this.watch();
-          // Reset the backoff only after a watch ended cleanly: a server that lists fine but
-          // refuses every watch (RBAC without `watch`) must not be relisted in a hot loop.
-          failures = 0;
+          // The backoff starts again once the server has accepted a watch: the outage that ends
+          // this watch (an apiserver or etcd restart hours later) is a new one, retried from the
+          // initial delay, not from where the last outage left the doubling. Not on a good list
+          // alone: a server that lists fine but refuses every watch (RBAC without `watch`) must
+          // not be relisted in a hot loop.
+          const end = await this.watch(() => (failures = 0));
           // 'closed': the server ended the watch (timeoutSeconds); resume from the last resourceVersion.
           if (stop.aborted || end !== 'closed') break;
         }
@@ -219,7 +221,8 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     }
   }
 
-  private async watch(): Promise<WatchEnd> {
+  /** One watch from the current resourceVersion; `onOpen` once the server has accepted it. */
+  private async watch(onOpen: () => void): Promise<WatchEnd> {
     if (this.relistDue) return 'relist';
     const watchdogMs = this.options.watchdogMs ?? 300_000;
     const abort = new AbortController();
@@ -260,6 +263,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         abort.signal,
         onEvent,
         feed,
+        onOpen,
       );
       return this.stopping.signal.aborted || this.relistDue ? 'relist' : end;
     } catch (err) {
