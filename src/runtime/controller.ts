@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Cache } from './cache.js';
-import { PermanentError, TransientError, type Result } from './errors.js';
+import { PermanentError, TransientError, isStaleWrite, type Result } from './errors.js';
 import type { EventRecorder } from './event-recorder.js';
 import type { InformerEvent } from './informer.js';
 import { keyOf, parseKey } from './kind.js';
@@ -127,6 +127,13 @@ export class Controller {
     try {
       result = (await this.reconciler.reconcile(req, { attempt, reconcileID, log })) ?? {};
     } catch (err) {
+      if (isStaleWrite(err)) {
+        // The cache was behind (errors.ts): not an error; try again once it may have caught up.
+        this.metrics.reconcileTotal.inc({ controller: name, result: 'requeue' });
+        const delay = this.queue.addRateLimited(key);
+        log.debug({ err, attempt: attempt + 1, retryInMs: delay }, 'write refused on a stale resourceVersion; requeued');
+        return;
+      }
       this.metrics.reconcileErrors.inc({ controller: name });
       this.metrics.reconcileTotal.inc({ controller: name, result: 'error' });
       if (err instanceof PermanentError) {
