@@ -4,7 +4,7 @@
  * they need ({@link EgressOptions}) and the cache selectors that keep the controller from caching
  * every Deployment, Service and ServiceAccount of the cluster. Used by the entrypoint and by the
  * envtest suites, which pick only the parts they test.
- * @see coil-behaviour.md §1.2 (coil-egress-controller), §4.5
+ * @see docs/compatibility.md#coil-egress-controller-flags, docs/compatibility.md#egress-reconciler
  */
 import type { Container, Newable } from 'inversify';
 import { EgressClusterRoleBindingReconciler, EgressServiceAccountReconciler } from '../reconcilers/egress-access.js';

@@ -2,11 +2,12 @@
  * AddressBlock garbage collection in the controller, without coild:
  * - blocks of Nodes that no longer exist are released (Node deletions are watched; every block is
  *   also re-checked each `gcIntervalMs` and at start), fixing Coil's hourly-poll-only GC whose
- *   first error stopped the controller (coil-behaviour.md §4.4, §12 item 4);
+ *   first error stopped the controller (docs/compatibility.md#orphaned-block-gc-in-the-controller);
  * - blocks of a Node NotReady for longer than `nodeNotReadyReclaimMs` that no pod of that node
  *   uses any more are released too (Coil #204: a dead node's blocks stayed pinned by their finalizer).
  *
- * @see coil-behaviour.md §4.4, §11 (#204), §12 item 4
+ * @see docs/compatibility.md#orphaned-block-gc-in-the-controller,
+ *   docs/compatibility.md#orphaned-blocks-reclaimed-only-after-node-deletion
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { inject } from 'inversify';

@@ -135,7 +135,10 @@ export class AddressPoolReconciler implements Reconcile {
     return served;
   }
 
-  /** coil-behaviour.md §4.1: the finalizer goes only when no AddressBlock carries the pool's label. */
+  /**
+   * docs/compatibility.md#addresspool-reconciler: the finalizer goes only when no AddressBlock
+   * carries the pool's label.
+   */
   private async cleanup(pool: Readonly<AddressPool>): Promise<Result> {
     const name = pool.metadata!.name!;
     if (!pool.metadata?.finalizers?.includes(FIN_COIL)) return {};

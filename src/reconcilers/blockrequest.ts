@@ -2,7 +2,8 @@
  * BlockRequest reconciler: answers a node's request for one more block of a pool by creating the
  * AddressBlock at the lowest free index and writing the request's status — exactly once.
  *
- * @see coil-behaviour.md §4.2, §4.3; Coil #152, #198, #271
+ * @see docs/compatibility.md#block-allocation-in-the-controller,
+ *   docs/compatibility.md#blockrequest-reconciler; Coil #152, #198, #271
  */
 import { inject } from 'inversify';
 import type { AddressBlock } from '../api/v2/addressblock.js';
@@ -165,7 +166,10 @@ export class BlockRequestReconciler implements Reconcile {
     await this.client.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, status, { resourceVersion: br.metadata!.resourceVersion! });
   }
 
-  /** Deletes an answered request once it is older than the TTL (coil-behaviour.md §12 item 1). */
+  /**
+   * Deletes an answered request once it is older than the TTL
+   * (docs/compatibility.md#a-lossy-blockrequest-handshake).
+   */
   private async expire(br: Readonly<BlockRequest>): Promise<Result> {
     const ttl = this.options.blockRequestTtlMs;
     if (ttl <= 0) return {};

@@ -14,7 +14,7 @@
  * Egress disappears. A finalizer would only add a way to get stuck (controller down → Egress
  * undeletable).
  *
- * @see coil-behaviour.md §4.5, §12 item 8
+ * @see docs/compatibility.md#egress-reconciler, docs/compatibility.md#set-but-never-unset
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { inject } from 'inversify';

@@ -2,7 +2,7 @@
  * The controller's in-memory block allocation state, shared by the AddressPool reconciler (which
  * re-syncs it from the informer cache) and the BlockRequest reconciler (which allocates from it).
  *
- * @see coil-behaviour.md §4.2 (Coil's `PoolManager`)
+ * @see docs/compatibility.md#block-allocation-in-the-controller (Coil's `PoolManager`)
  */
 import { inject, injectable } from 'inversify';
 import { Gauge } from 'prom-client';

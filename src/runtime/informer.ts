@@ -65,7 +65,7 @@ class WatchEnded extends Error {
  * and retried with exponential backoff — the loop only ends at {@link stop}, never the process.
  *
  * This replaces client-node's `makeInformer`, which stops on any error other than 410, never
- * resyncs and never asks for bookmarks (../shared/reference/npm-ecosystem.md §1), and its
+ * resyncs and never asks for bookmarks (docs/design.md#our-informer-not-client-nodes), and its
  * `Watch`, whose connection cannot be cancelled before response headers arrive.
  *
  * Concurrency: one loop per informer; handlers run synchronously inside it and must only enqueue.

@@ -27,7 +27,7 @@ export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after'
  * latency_seconds,requests_in_flight}`, `certwatcher_read_certificate{,_errors}_total`, plus
  * prom-client's `process_*`/`nodejs_*` defaults.
  *
- * @see ../shared/reference/peers.md §6, controller-runtime `pkg/internal/controller/metrics`
+ * @see docs/design.md#metric-names, controller-runtime `pkg/internal/controller/metrics`
  */
 export class Metrics {
   readonly registry = new Registry();

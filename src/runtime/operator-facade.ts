@@ -32,7 +32,7 @@ export interface FacadeWatch {
  *   409s — here they use the runtime {@link Client} and throw, so the reconcile is retried;
  * - `registerCustomResourceDefinition` never updates an existing CRD — CRDs ship in the chart.
  *
- * @see ../shared/reference/npm-ecosystem.md §2
+ * @see docs/design.md#the-operator-package
  */
 export class OperatorFacade extends Operator {
   private readonly kinds = new Map<string, KindDescriptor>();
