@@ -7,7 +7,7 @@
  * Concurrency: nothing here locks. Two calls for the same netns and peer must not overlap (the
  * callers serialise per pod / per process).
  *
- * @see coil-behaviour.md §7.2 (Coil `v2/pkg/fou/fou.go`)
+ * @see docs/compatibility.md#fou-tunnels (Coil `v2/pkg/fou/fou.go`)
  */
 import { createHash } from 'node:crypto';
 import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';

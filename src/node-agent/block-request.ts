@@ -5,10 +5,10 @@
  * Coil notifies its waiter by a non-blocking send on an unbuffered channel: an answer that comes
  * before the waiter blocks is dropped, the ADD times out, kubelet retries, coild deletes and
  * re-creates `req-<pool>-<node>`, and the controller carves a second block that leaks (Coil #271,
- * coil-behaviour.md §5.4, §12 item 1). Here nothing is a one-shot signal: every BlockRequest or
- * AddressBlock event of this node, and a slow poll, re-reads the outstanding request's state from
- * the cache. A request outlives the waits on it: when an ADD gives up, the next ADD of the pool
- * joins the same request instead of issuing another.
+ * docs/compatibility.md#a-lossy-blockrequest-handshake). Here nothing is a one-shot signal: every
+ * BlockRequest or AddressBlock event of this node, and a slow poll, re-reads the outstanding
+ * request's state from the cache. A request outlives the waits on it: when an ADD gives up, the
+ * next ADD of the pool joins the same request instead of issuing another.
  *
  * Naming: each request gets a unique name from `generateName: req-<pool>-<node>-`. Coil's fixed
  * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the

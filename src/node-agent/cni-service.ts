@@ -2,7 +2,8 @@
  * CniService: coild's CNI logic behind the gRPC shell. ADD picks the pool, allocates from
  * {@link NodeIpam} and wires the pod with {@link PodNetwork}; DEL undoes both and tolerates
  * missing state; CHECK compares the kernel with the allocation; GC and STATUS are CNI 1.1's.
- * @see coil-behaviour.md §5.3 (pool), §5.7 (ADD/DEL/CHECK); CNI spec SPEC.md "CNI operations"
+ * @see docs/compatibility.md#pool-choice, docs/compatibility.md#add-del-and-check; CNI spec SPEC.md
+ *   "CNI operations"
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
@@ -130,7 +131,8 @@ export class CniService implements CniHandler {
         containerId: args.containerId, ifname: args.ifname, pool,
         ...(alloc.ipv4 && { ipv4: alloc.ipv4, hostIPv4 }), ...(alloc.ipv6 && { ipv6: alloc.ipv6 }), ...(hostIPv6 && { hostIPv6 }),
       });
-      // Coil §7.3: an egress client whose tunnels cannot be set up fails ADD (and is undone below).
+      // As Coil (docs/compatibility.md#client-pod-egress-setup): an egress client whose tunnels
+      // cannot be set up fails ADD (and is undone below).
       await this.o.egress?.onAdd(pod, { namespace, name, containerId: args.containerId, ifname: args.ifname, netns: args.netns,
         ips: [alloc.ipv4, alloc.ipv6].filter((a): a is string => !!a) });
       return { cniVersion: '1.1.0', interfaces: r.interfaces.map((i) => ({ ...i })), ips: r.ips.map((ip) => ({ ...ip })) };

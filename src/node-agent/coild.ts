@@ -1,6 +1,7 @@
 /**
- * Coild: the node agent's wiring, as Coil's `coild/sub/run.go` (coil-behaviour.md §5.2), kept
- * apart from main.ts so tests can run it in-process. Start order:
+ * Coild: the node agent's wiring, as Coil's `coild/sub/run.go`
+ * (docs/compatibility.md#coild-start-up), kept apart from main.ts so tests can run it in-process.
+ * Start order:
  * 1. Manager (no leader election, no reconcilers): metrics server, client, Event recorder, and a
  *    cache of this node's AddressBlocks and BlockRequests (label `coil.cybozu.com/node`), its
  *    Node and Pods (field selectors), all Namespaces and AddressPools — waited until synced;

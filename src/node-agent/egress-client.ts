@@ -6,7 +6,9 @@
  *
  * Concurrency: EgressClient holds no state; callers serialise calls per pod (coild's per-container
  * lock for ADD, the egress watcher's per-pod queue for updates).
- * @see coil-behaviour.md §7.3, §12 items 8, 11, 18
+ * @see docs/compatibility.md#client-pod-egress-setup, docs/compatibility.md#set-but-never-unset,
+ *   docs/compatibility.md#netns-lookup-through-bind-mounts,
+ *   docs/compatibility.md#fou-overhead-not-subtracted-from-the-mtu
  */
 import {
   EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID, PROTOCOL_ID,
@@ -33,7 +35,8 @@ export const PRIVATE_RANGES: Readonly<Record<4 | 6, readonly string[]>> = {
  * IPv6: 40 + 8 = 48 (the ip6tnl links are made with `encaplimit none`, so no 8-byte
  * destination-options header). The inner IP header is not overhead: it is part of the packet the
  * tunnel MTU limits. Only the tunnel links get the smaller MTU; the pod's eth0 keeps the node MTU
- * because in-cluster traffic is not encapsulated (Coil subtracts nothing, §12 item 18).
+ * because in-cluster traffic is not encapsulated (Coil subtracts nothing:
+ * docs/compatibility.md#fou-overhead-not-subtracted-from-the-mtu).
  */
 export const FOU_OVERHEAD_BYTES: Readonly<Record<4 | 6, number>> = { 4: 28, 6: 48 };
 
@@ -191,8 +194,9 @@ export class EgressClient {
 
   /**
    * Removes every egress rule and peer link (their routes go with them) from the pod netns — for
-   * a deleted Egress or a removed annotation, which Coil leaves in place (§12 item 8) — and the
-   * originating-only state. The FoU port and flow devices stay: harmless, and shared by any later apply.
+   * a deleted Egress or a removed annotation, which Coil leaves in place
+   * (docs/compatibility.md#set-but-never-unset) — and the originating-only state. The FoU port and
+   * flow devices stay: harmless, and shared by any later apply.
    * @throws NetlinkError when iproute2 fails
    */
   async remove(netns: string): Promise<void> {

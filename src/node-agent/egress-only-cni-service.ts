@@ -10,7 +10,8 @@
  * An unchained ADD, which Coil lets through with no addresses, is refused here with code 7: with
  * no prevResult nothing gives the pod an address.
  *
- * @see coil-behaviour.md §5.7 (ADD with IPAM off), §8 (egress-only overlays)
+ * @see docs/compatibility.md#add-del-and-check (ADD with IPAM off),
+ *   docs/compatibility.md#manifests-and-rbac (egress-only overlays)
  */
 import type Logger from 'bunyan';
 import type { V1Pod } from '@kubernetes/client-node';

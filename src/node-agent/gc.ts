@@ -1,6 +1,6 @@
 /**
  * NodeGc: coild's periodic garbage collection (`--addressblock-gc-interval`, default 5 min, as
- * Coil's; coil-behaviour.md §5.5). Each pass:
+ * Coil's; docs/compatibility.md#freeing-addresses-and-releasing-blocks). Each pass:
  * 1. frees allocations whose host veth is gone (a pod torn down without a DEL reaching coild);
  * 2. adopts coil veths that hold no allocation (an `ip` batch of a SIGKILLed coild that finished
  *    after the restart's recovery read the host), so their addresses are not handed out twice,
@@ -9,7 +9,7 @@
  * 4. re-syncs the export table (119) with this node's blocks.
  * Both directions together make coild's state converge on the host's, level-triggered.
  * A failed pass is logged and the next one retries; it never stops coild (unlike Coil's
- * controller GC, STYLE.md §3).
+ * controller GC: docs/compatibility.md#orphaned-block-gc-in-the-controller).
  *
  * Whose truth: the host's links are the record of which pod holds which address (recovery.ts),
  * and a key's ADD, DEL and CHECK change or read them under that key's lock. The pass's listing is

@@ -1,7 +1,7 @@
 /**
  * Kind descriptors coild reads and writes: the IPAM kinds, Node and Pod (shared with the
  * controller in src/reconcilers/kinds.ts) plus the core Namespace, whose `coil.cybozu.com/pool`
- * annotation chooses a pod's pool (coil-behaviour.md §5.3).
+ * annotation chooses a pod's pool (docs/compatibility.md#pool-choice).
  */
 import type { V1Namespace } from '@kubernetes/client-node';
 import { Kinds } from '../reconcilers/kinds.js';

@@ -1,7 +1,8 @@
 /**
  * PodNetwork: how coild wires a pod's network namespace to the node, as Coil's
- * `nodenet.PodNetwork` (coil-behaviour.md §5.6). This file holds the contract, names and shapes;
- * `pod-network-iproute2.ts` implements it with iproute2 and tests can swap in a fake.
+ * `nodenet.PodNetwork` (docs/compatibility.md#pod-network-setup). This file holds the contract,
+ * names and shapes; `pod-network-iproute2.ts` implements it with iproute2 and tests can swap in a
+ * fake.
  */
 import { hash } from 'node:crypto';
 
@@ -23,7 +24,10 @@ export interface PodSetupOptions {
   ipv4?: string;
   /** Pod IPv6 address, added as /128. */
   ipv6?: string;
-  /** Node IPv4 (InternalIP): the pod's IPv4 gateway. Required with `ipv4` (Coil §12 item 7). */
+  /**
+   * Node IPv4 (InternalIP): the pod's IPv4 gateway. Required with `ipv4`
+   * (docs/compatibility.md#gateways-need-node-internalips).
+   */
   hostIPv4?: string;
   /** Node IPv6 (InternalIP), added as /128 on the host veth when given; the gateway is {@link IPV6_GATEWAY}. */
   hostIPv6?: string;
@@ -109,7 +113,8 @@ export interface PodNetworkInitResult {
 /**
  * Kernel side of pod networking. Calls for different `containerId:ifname` keys may run in
  * parallel; the caller serialises calls for one key (coild's per-container lock, Coil #368).
- * @see coil-behaviour.md §5.2 (init), §5.6 (setup), §5.7 (check/destroy)
+ * @see docs/compatibility.md#coild-start-up (init), docs/compatibility.md#pod-network-setup
+ *   (setup), docs/compatibility.md#add-del-and-check (check/destroy)
  */
 export interface PodNetwork {
   /**
@@ -198,7 +203,10 @@ export function hostVethName(containerId: string, ifname: string): string {
   return `veth${hash('sha1', `${containerId}:${ifname}`, 'hex').slice(0, 11)}`;
 }
 
-/** The host veth alias `COIL:<pool>:<containerID>:<ifname>` (Coil's format, §5.6). */
+/**
+ * The host veth alias `COIL:<pool>:<containerID>:<ifname>` (Coil's format,
+ * docs/compatibility.md#pod-network-setup).
+ */
 export function formatAlias(pool: string, containerId: string, ifname: string): string {
   return `${ALIAS_PREFIX}${pool}:${containerId}:${ifname}`;
 }
