@@ -7,8 +7,28 @@ import type { InformerEvent } from './informer.js';
 import { keyOf, parseKey } from './kind.js';
 import type { Logger } from './logging.js';
 import type { Metrics } from './metrics.js';
-import type { Reconcile, ReconcilerRegistration, Request } from './registry.js';
+import { resolveSetting, type Reconcile, type ReconcilerRegistration, type Request } from './registry.js';
 import { WorkQueue } from './work-queue.js';
+
+/** The settings a controller runs with: its registration's, bound ones read from the container. */
+export interface ControllerSettings {
+  /** ms between re-enqueues of every cached `for` object. */
+  readonly resyncPeriodMs: number;
+  /** Workers, at least 1. */
+  readonly maxConcurrentReconciles: number;
+}
+
+/**
+ * Reads the settings of `reg`, with their defaults (10 h resync, 1 worker); `get` resolves the
+ * bound ones (the Manager passes its container's `get`).
+ * @throws Error when a setting is bound and `get` is absent
+ */
+export function controllerSettings(reg: ReconcilerRegistration, get?: (token: symbol) => unknown): ControllerSettings {
+  return {
+    resyncPeriodMs: resolveSetting(reg.resyncPeriodMs ?? 36_000_000, get),
+    maxConcurrentReconciles: Math.max(1, resolveSetting(reg.maxConcurrentReconciles ?? 1, get)),
+  };
+}
 
 /**
  * Runs one reconciler: maps cache events to keys, feeds a {@link WorkQueue}, and drives
@@ -39,6 +59,7 @@ export class Controller {
     private readonly metrics: Metrics,
     private readonly recorder: EventRecorder,
     log: Logger,
+    readonly settings: ControllerSettings = controllerSettings(registration),
   ) {
     this.log = log.child({ controller: registration.name });
     this.queue = new WorkQueue({ ...registration.backoff, observer: metrics.queueObserver(registration.name) });
@@ -63,7 +84,7 @@ export class Controller {
     }
     // Objects already in a synced cache produced their ADDED events before we subscribed.
     for (const obj of this.cache.list(reg.for)) this.queue.add(keyOf(obj));
-    const resync = reg.resyncPeriodMs ?? 36_000_000;
+    const resync = this.settings.resyncPeriodMs;
     this.resyncTimer = setInterval(() => {
       for (const obj of this.cache.list(reg.for)) this.queue.add(keyOf(obj));
     }, resync).unref();
@@ -89,7 +110,7 @@ export class Controller {
   }
 
   private concurrency(): number {
-    return Math.max(1, this.registration.maxConcurrentReconciles ?? 1);
+    return this.settings.maxConcurrentReconciles;
   }
 
   private enqueueOwners(e: InformerEvent<KubernetesObject>): void {

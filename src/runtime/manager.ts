@@ -6,7 +6,7 @@ import { mutate, validate } from './admission.js';
 import { ApiTransport } from './api-transport.js';
 import { Cache, type CacheKindOptions } from './cache.js';
 import { Client } from './client.js';
-import { Controller } from './controller.js';
+import { Controller, controllerSettings } from './controller.js';
 import { EventRecorder } from './event-recorder.js';
 import { HttpEndpoints, type BindAddress } from './http-servers.js';
 import type { InformerOptions } from './informer.js';
@@ -164,7 +164,8 @@ export class Manager {
       for (const kind of [r.for, ...(r.owns ?? []), ...(r.watches ?? []).map((w) => w.kind), ...(r.reads ?? [])]) this.cache.ensure(kind);
       for (const ix of r.indexes ?? []) this.cache.addIndex(ix.kind, ix.name, ix.fn);
       if (!this.container.isBound(r.target)) this.container.bind(r.target).toSelf().inSingletonScope();
-      this.controllers.push(new Controller(r, this.container.get<Reconcile>(r.target), this.cache, this.metrics, this.recorder, this.log));
+      const settings = controllerSettings(r, (token) => this.container.get(token));
+      this.controllers.push(new Controller(r, this.container.get<Reconcile>(r.target), this.cache, this.metrics, this.recorder, this.log, settings));
     }
     for (const w of this.registry.webhooks) this.cache.ensure(w.for);
     for (const r of this.registry.runnables) {
