@@ -51,6 +51,8 @@ export class Controller {
   private readonly unsubscribe: (() => void)[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
   private readonly log: Logger;
+  /** The reconciles' {@link ReconcileContext.signal}: aborted when they must stop. */
+  private readonly abort = new AbortController();
 
   constructor(
     readonly registration: ReconcilerRegistration,
@@ -93,20 +95,22 @@ export class Controller {
   }
 
   /**
-   * Stops taking new keys and waits for in-flight reconciles to finish (the drain), or until
-   * `timeoutMs` passes. @returns false when the drain timed out
+   * Stops taking new keys and waits up to `timeoutMs` for in-flight reconciles to finish (the
+   * drain); then aborts their context's signal and waits up to `abortGraceMs` more for them to
+   * return. A deposed leader passes 0: its reconciles are aborted at once.
+   * @returns true once no reconcile runs; false when one still runs after both waits
    */
-  async stop(timeoutMs = 30_000): Promise<boolean> {
+  async stop(timeoutMs = 30_000, abortGraceMs = ABORT_GRACE_MS): Promise<boolean> {
     for (const u of this.unsubscribe.splice(0)) u();
     clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs)));
-    const drained = Promise.all(this.workers).then(() => true);
-    const ok = await Promise.race([drained, timedOut]);
-    clearTimeout(timer);
-    if (!ok) this.log.warn({ timeoutMs }, 'reconciles still running at shutdown deadline');
-    return ok;
+    const stopped = Promise.all(this.workers).then(() => true);
+    if (await within(stopped, timeoutMs)) return true;
+    this.log.warn({ timeoutMs, running: this.queue.inFlight() }, 'reconciles still running at the shutdown deadline; aborting them');
+    this.abort.abort(new Error(`controller ${this.registration.name} is stopping`));
+    if (await within(stopped, abortGraceMs)) return true;
+    this.log.error({ abortGraceMs, running: this.queue.inFlight() }, 'reconciles still running after their signal was aborted');
+    return false;
   }
 
   private concurrency(): number {
@@ -146,7 +150,7 @@ export class Controller {
     const endTimer = this.metrics.reconcileTime.startTimer({ controller: name });
     let result: Result;
     try {
-      result = (await this.reconciler.reconcile(req, { attempt, reconcileID, log })) ?? {};
+      result = (await this.reconciler.reconcile(req, { attempt, reconcileID, log, signal: this.abort.signal })) ?? {};
     } catch (err) {
       this.metrics.reconcileErrors.inc({ controller: name });
       this.metrics.reconcileTotal.inc({ controller: name, result: 'error' });
@@ -173,6 +177,23 @@ export class Controller {
       this.metrics.reconcileTotal.inc({ controller: name, result: 'success' });
     }
     log.debug({ requeueAfterMs: result.requeueAfterMs }, 'reconciled');
+  }
+}
+
+/**
+ * How long {@link Controller.stop} waits for aborted reconciles to return: one that checks its
+ * signal between writes returns at its next check, well within this.
+ */
+export const ABORT_GRACE_MS = 5_000;
+
+/** Whether `done` settles within `ms` (a timer of 0 still lets an already settled one win). */
+async function within(done: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
+  try {
+    return await Promise.race([done, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -71,8 +71,8 @@ export interface ManagerOptions {
  *
  * `start()` runs the fixed order: HTTP endpoints → webhook server → caches (wait for sync) →
  * reconcilers and runnables that do not need the lease → leader election → leader-only ones. Webhooks
- * and metrics serve on every replica. `stop()` drains reconciles (30 s), then releases the
- * lease, then stops caches and servers.
+ * and metrics serve on every replica. `stop()` drains reconciles (30 s; then aborts them), releases
+ * the lease once leader-only work has returned, then stops caches and servers.
  *
  * @example
  *   const mgr = new Manager({ kubeConfig, registry, leaderElection: { name: LEADER_ELECTION_ID, namespace: 'kube-system' },
@@ -244,15 +244,26 @@ export class Manager {
 
   /**
    * Graceful shutdown: stop taking work and drain in-flight reconciles (up to
-   * `gracefulShutdownTimeoutMs`), release the lease (unless `releaseLease: false`, which simulates
-   * a crash for tests), flush Events, stop caches and servers. Idempotent.
+   * `gracefulShutdownTimeoutMs`; then their signal is aborted and they get a short grace, see
+   * {@link Controller.stop}), stop runnables, release the lease (unless `releaseLease: false`,
+   * which simulates a crash for tests), flush Events, stop caches and servers. Idempotent.
+   *
+   * The Lease is released only once every leader-only reconcile and runnable has returned: a
+   * released Lease lets a standby lead at once, and two leaders must never write together. When one
+   * still runs, renewal stops without a release, so a standby waits out the lease duration (by then
+   * the process has exited).
    */
   async stop(opts: { releaseLease?: boolean } = {}): Promise<void> {
     if (this.state === 'stopping' || this.state === 'stopped') return;
     this.state = 'stopping';
     const timeout = this.options.gracefulShutdownTimeoutMs ?? 30_000;
-    await Promise.all([...this.controllers.map((c) => c.stop(timeout)), ...this.runnables.map((r) => r.stop(timeout))]);
-    await this.elector?.stop({ release: (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true) });
+    const leaderWorkStopped = await Promise.all([
+      ...this.controllers.map(async (c) => (await c.stop(timeout)) || c.registration.leaderOnly === false),
+      ...this.runnables.map(async (r) => (await r.stop(timeout)) || r.options.leaderOnly === false),
+    ]).then((done) => done.every(Boolean));
+    const release = (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true);
+    if (this.elector && release && !leaderWorkStopped) this.log.error('leader-only work still runs at shutdown: the Lease is not released, a standby takes over once it expires');
+    await this.elector?.stop({ release: release && leaderWorkStopped });
     this.leaderStarted = false;
     await this.recorder.flush();
     this.operator?.stop();
@@ -300,6 +311,7 @@ export class Manager {
 
   private leadershipLost(): void {
     this.leaderStarted = false;
+    // A deposed leader must stop writing: in-flight reconciles are aborted at once.
     for (const c of this.controllers) if (c.registration.leaderOnly !== false) void c.stop(0);
     for (const r of this.runnables) if (r.options.leaderOnly !== false) void r.stop(0);
     const handler =

@@ -19,6 +19,12 @@ export interface ReconcileContext {
   readonly reconcileID: string;
   /** Child logger with `controller`, `object` and `reconcileID` fields. */
   readonly log: Logger;
+  /**
+   * Aborted when this reconcile must stop: its controller is stopping and the drain deadline
+   * passed, or the leader lost its Lease. Check it between writes (`signal.throwIfAborted()`) and
+   * pass it to long waits; the Lease is released only once every leader-only reconcile returned.
+   */
+  readonly signal: AbortSignal;
 }
 
 /** The reconciler contract. @see errors.ts for the retry contract */
