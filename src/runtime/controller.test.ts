@@ -20,7 +20,7 @@ function setup(reconcile: (req: Request, ctx: ReconcileContext) => Promise<Resul
   kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
   const log = silentLogger();
   const transport = new ApiTransport(kc);
-  const cache = new Cache(transport, kc, log);
+  const cache = new Cache(transport, log);
   cache.ensure(Widget);
   const metrics = new Metrics({ defaultMetrics: false });
   const recorder = new EventRecorder(transport, 'test', 'test-0', log);

@@ -26,7 +26,7 @@ describe('Informer recovery', () => {
   });
   afterEach(() => api.stop());
 
-  const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), kc, silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
+  const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
 
   async function until(cond: () => boolean): Promise<void> {
     const end = Date.now() + 10_000;

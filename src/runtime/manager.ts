@@ -116,11 +116,10 @@ export class Manager {
     this.metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
     this.transport = new ApiTransport(options.kubeConfig);
     this.client = new Client(this.transport, name);
-    this.cache = new Cache(this.transport, options.kubeConfig, this.log, options.cache?.defaults);
+    this.cache = new Cache(this.transport, this.log, options.cache?.defaults);
     this.recorder = new EventRecorder(this.transport, name, this.identity, this.log);
     this.endpoints = new HttpEndpoints(this.metrics.registry);
     const c = (this.container = options.container ?? new Container());
-    c.bind(TOKENS.KubeConfig).toConstantValue(options.kubeConfig);
     c.bind(TOKENS.Logger).toConstantValue(this.log);
     c.bind(TOKENS.Manager).toConstantValue(this);
     c.bind(Client).toConstantValue(this.client);

@@ -9,9 +9,6 @@ const RECONCILE_BUCKETS = [
 /** client-go workqueue buckets: `ExponentialBuckets(1e-8, 10, 12)`, 10 ns … 1000 s. */
 const QUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 ** i).toPrecision(1)));
 
-/** Outcome label of `controller_runtime_reconcile_total`. */
-export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after';
-
 /**
  * Every metric of one process, registered on a prom-client {@link Registry} instance owned here
  * (never the global default registry: two Managers in one test process must not collide, and
@@ -100,7 +97,7 @@ export class Metrics {
   initController(name: string, maxConcurrent: number): void {
     this.maxConcurrentReconciles.set({ controller: name }, maxConcurrent);
     this.activeWorkers.set({ controller: name }, 0);
-    for (const result of ['success', 'error', 'requeue', 'requeue_after'] as const) this.reconcileTotal.inc({ controller: name, result }, 0);
+    for (const result of ['success', 'error', 'requeue_after'] as const) this.reconcileTotal.inc({ controller: name, result }, 0);
     this.reconcileErrors.inc({ controller: name }, 0);
     this.terminalReconcileErrors.inc({ controller: name }, 0);
     this.queueRetries.inc({ name, controller: name }, 0);
