@@ -31,10 +31,7 @@ export function addEgress(into: Registry, parts: EgressParts = {}): Registry {
   if (parts.webhooks ?? true) want.add(EgressDefaulter).add(EgressValidator);
   if (parts.egress ?? true) want.add(EgressReconciler);
   if (parts.access ?? true) want.add(EgressServiceAccountReconciler).add(EgressClusterRoleBindingReconciler);
-  const source = defaultRegistry();
-  for (const r of source.reconcilers) if (want.has(r.target)) into.addReconciler(r);
-  for (const w of source.webhooks) if (want.has(w.target)) into.addWebhook(w);
-  return into;
+  return into.addFrom(defaultRegistry(), want);
 }
 
 /** Binds what the Egress reconcilers inject: the options. */

@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   const registry = new Registry();
   const container = new Container();
   if (cfg.enableIpam) {
-    addIpam(registry, { webhooks: cfg.enableWebhooks }, cfg.ipam);
+    addIpam(registry, { webhooks: cfg.enableWebhooks });
     bindIpam(container, cfg.ipam);
   }
   if (cfg.enableEgress) addEgress(registry, { webhooks: cfg.enableWebhooks });

@@ -12,9 +12,10 @@
  * block is then gone for good.
  */
 import type Logger from 'bunyan';
-import { FIN_COIL } from '../api/v2/keys.js';
+import { FIN_COIL, GROUP } from '../api/v2/keys.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict, isNotFound, isPatchTestFailed } from '../runtime/errors.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CoildKinds } from './kinds.js';
 import type { NodeBlock, NodeIpam } from './node-ipam.js';
 
@@ -36,6 +37,9 @@ export interface BlockReleaserOptions {
  * candidate. Releases run one pass at a time.
  */
 export class BlockReleaser {
+  /** What it calls: a live read of the block, the finalizer's removal (a JSON patch), the delete. */
+  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['addressblocks'], verbs: ['get', 'patch', 'delete'] }];
+
   readonly graceMs: number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<string[]> | undefined;

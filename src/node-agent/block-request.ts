@@ -27,10 +27,11 @@
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { blockRequestResult, type BlockRequest } from '../api/v2/blockrequest.js';
-import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { GROUP, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict } from '../runtime/errors.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CoildKinds } from './kinds.js';
 
 /** How one wait for a block ended. */
@@ -88,6 +89,9 @@ interface Outstanding {
  * Concurrency: single-threaded state; every method may be called at any time after `start()`.
  */
 export class BlockRequester {
+  /** What it calls beyond the cache: creates its node's BlockRequests and deletes the ones consumed. */
+  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['blockrequests'], verbs: ['create', 'delete'] }];
+
   private readonly outstanding = new Map<string, Outstanding>();
   /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
   private readonly askedPools = new Set<string>();

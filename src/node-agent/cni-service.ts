@@ -11,6 +11,7 @@ import { ANN_POOL, DEFAULT_POOL } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/event-recorder.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import type { KeyedMutex } from './keyed-mutex.js';
@@ -48,6 +49,12 @@ export interface EgressHook {
 
 /** The {@link CniHandler} of coild. Calls for one `<containerID>:<ifname>` run one at a time. */
 export class CniService implements CniHandler {
+  /**
+   * What it calls beyond the cache: a live read of a Pod the cache has not seen yet. Its Events
+   * (a pool out of blocks) go through the Manager's recorder.
+   */
+  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['pods'], verbs: ['get'] }];
+
   constructor(private readonly o: CniServiceOptions) {}
 
   /**

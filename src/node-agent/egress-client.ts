@@ -13,7 +13,8 @@
 import {
   EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID, PROTOCOL_ID,
 } from '../api/v2/keys.js';
-import { addressFamily, parseCidr } from '../netlink/cidr.js';
+import { containsCidr } from 'cidr-tools';
+import { addressFamily, formatCidr, parseCidr } from '../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../netlink/fou.js';
 import type { IpRunner } from '../netlink/ip-runner.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../netlink/policy-sync.js';
@@ -85,10 +86,14 @@ export function clientRules(family: 4 | 6): PolicyRule[] {
   ];
 }
 
-/** True when `cidr` lies inside one of the family's private ranges (then it goes to table 117). */
+/**
+ * True when `cidr` lies inside one of the family's private ranges (then it goes to table 117).
+ * Checked on its canonical text by cidr-tools.
+ * @throws TypeError when `cidr` is not a network prefix (parseCidr)
+ */
 export function isNarrowDestination(cidr: string): boolean {
   const c = parseCidr(cidr);
-  return PRIVATE_RANGES[c.family].some((r) => contains(parseCidr(r), c));
+  return containsCidr([...PRIVATE_RANGES[c.family]], formatCidr(c));
 }
 
 /**
@@ -208,20 +213,4 @@ export class EgressClient {
     if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
     await this.o.originatingOnly?.applier.remove(netns);
   }
-}
-
-function contains(outer: ReturnType<typeof parseCidr>, inner: ReturnType<typeof parseCidr>): boolean {
-  if (outer.family !== inner.family || inner.prefixBits < outer.prefixBits) return false;
-  const width = outer.family === 4 ? 32 : 128;
-  const shift = BigInt(width - outer.prefixBits);
-  return toBig(outer.address, outer.family) >> shift === toBig(inner.address, inner.family) >> shift;
-}
-
-function toBig(address: string, family: 4 | 6): bigint {
-  if (family === 4) return address.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n);
-  const [head = '', tail] = address.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  return groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n);
 }

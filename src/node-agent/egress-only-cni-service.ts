@@ -17,6 +17,7 @@ import type Logger from 'bunyan';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import { observed, type EgressHook } from './cni-service.js';
@@ -44,6 +45,9 @@ export interface EgressOnlyCniServiceOptions {
 
 /** The {@link CniHandler} of coild with `--enable-ipam=false`. */
 export class EgressOnlyCniService implements CniHandler {
+  /** What it calls beyond the cache: a live read of a Pod the cache has not seen yet. */
+  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['pods'], verbs: ['get'] }];
+
   constructor(private readonly o: EgressOnlyCniServiceOptions) {}
 
   /**

@@ -33,6 +33,7 @@ import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { sleep } from '../runtime/clock.js';
 import type { EventRecorder } from '../runtime/event-recorder.js';
+import type { RbacRule } from '../runtime/registry.js';
 import type { Runnable } from '../runtime/runnable.js';
 import { planEgressClient, type EgressClient, type EgressGateway } from './egress-client.js';
 import { EgressClientKinds, egressRefsOf, gatewaysOf } from './egress-gateways.js';
@@ -84,6 +85,9 @@ export class EgressSetupError extends Error {
 
 /** The client-side egress controller of one node. */
 export class EgressWatcher implements Runnable {
+  /** What it calls beyond the cache: the Service of a named Egress, read live by key. Its Events go through the Manager's recorder. */
+  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['services'], verbs: ['get'] }];
+
   private readonly attachments = new Map<string, EgressAttachment>();
   private readonly dirty = new Set<string>();
   private wake: (() => void) | undefined;

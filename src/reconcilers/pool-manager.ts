@@ -151,11 +151,6 @@ export class PoolManager {
     this.allocatedBlocks.remove({ pool: poolName });
   }
 
-  /** The indices currently taken in `poolName` (for tests and invariant checks). */
-  usedIndices(poolName: string): ReadonlySet<bigint> {
-    return this.pools.get(poolName)?.state.used ?? new Set();
-  }
-
   private publish(name: string, state: PoolState): PoolCounts {
     const counts = { allocatedBlocks: state.allocatedCount, maxBlocks: state.maxBlocks };
     this.maxBlocks.set({ pool: name }, Number(counts.maxBlocks));

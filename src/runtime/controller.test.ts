@@ -4,6 +4,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import bunyan from 'bunyan';
 import { ApiTransport } from './api-transport.js';
 import { Cache } from './cache.js';
+import { sleep } from './clock.js';
 import { Controller } from './controller.js';
 import { ApiError, PermanentError, TransientError, type Result } from './errors.js';
 import { EventRecorder } from './event-recorder.js';
@@ -19,7 +20,7 @@ function setup(reconcile: (req: Request, ctx: ReconcileContext) => Promise<Resul
   const kc = new KubeConfig();
   kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
   const transport = new ApiTransport(kc);
-  const cache = new Cache(transport, kc, log);
+  const cache = new Cache(transport, log);
   cache.ensure(Widget);
   const metrics = new Metrics({ defaultMetrics: false });
   const recorder = new EventRecorder(transport, 'test', 'test-0', log);
@@ -162,5 +163,36 @@ describe('Controller retry contract', () => {
     await until(() => c.queue.inFlight() === 1);
     assert.equal(await c.stop(), true);
     assert.equal(finished, true);
+  });
+
+  it('aborts the signal of a reconcile still running at the drain deadline and waits for it to return', async () => {
+    let abortedAfterMs: number | undefined;
+    let returned = false;
+    const { c } = setup(async (_req, ctx) => {
+      const start = performance.now();
+      await sleep(5_000, ctx.signal);
+      if (ctx.signal.aborted) abortedAfterMs = performance.now() - start;
+      returned = true;
+      return {};
+    });
+    c.queue.add('ns/s');
+    await until(() => c.queue.inFlight() === 1);
+    assert.equal(await c.stop(100, 1_000), true, 'stopped: the reconcile returned once aborted');
+    assert.equal(returned, true);
+    assert.ok(abortedAfterMs !== undefined && abortedAfterMs >= 99, `aborted after the drain deadline, not before (${abortedAfterMs} ms)`);
+  });
+
+  it('reports a reconcile that ignores its aborted signal as still running', async () => {
+    let returned = false;
+    const { c } = setup(async () => {
+      await sleep(400);
+      returned = true;
+      return {};
+    });
+    c.queue.add('ns/i');
+    await until(() => c.queue.inFlight() === 1);
+    assert.equal(await c.stop(20, 50), false);
+    assert.equal(returned, false);
+    await until(() => returned);
   });
 });

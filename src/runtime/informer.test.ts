@@ -27,7 +27,7 @@ describe('Informer recovery', () => {
   });
   afterEach(() => api.stop());
 
-  const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), kc, silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
+  const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
 
   async function until(cond: () => boolean): Promise<void> {
     const end = Date.now() + 10_000;
@@ -56,7 +56,7 @@ describe('Informer recovery', () => {
     api.play([{ items: [obj('a', '5')], rv: '5' }], ['open']);
     const ring = new bunyan.RingBuffer({ limit: 100 });
     const log = bunyan.createLogger({ name: 'test', streams: [{ type: 'raw', stream: ring, level: 'warn' }] });
-    const inf = new Informer(Thing, new ApiTransport(kc), kc, log, { initialBackoffMs: 20, maxBackoffMs: 10_000 });
+    const inf = new Informer(Thing, new ApiTransport(kc), log, { initialBackoffMs: 20, maxBackoffMs: 10_000 });
     inf.start();
     for (let cut = 1; cut <= 5; cut++) {
       // The watch's event came through, so the informer has seen the server accept it.

@@ -1,4 +1,4 @@
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { ApiTransport } from './api-transport.js';
 import { sleep } from './clock.js';
@@ -91,7 +91,6 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
   constructor(
     readonly kind: KindDescriptor<T>,
     private readonly transport: ApiTransport,
-    private readonly kubeConfig: KubeConfig,
     private readonly log: Logger,
     readonly options: InformerOptions = {},
   ) {}

@@ -9,9 +9,6 @@ const RECONCILE_BUCKETS = [
 /** client-go workqueue buckets: `ExponentialBuckets(1e-8, 10, 12)`, 10 ns … 1000 s. */
 const QUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 ** i).toPrecision(1)));
 
-/** Outcome label of `controller_runtime_reconcile_total`. */
-export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after';
-
 /**
  * Every metric of one process, registered on a prom-client {@link Registry} instance owned here
  * (never the global default registry: two Managers in one test process must not collide, and

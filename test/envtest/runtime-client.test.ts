@@ -39,7 +39,7 @@ describe('runtime: client helpers and cache on a real apiserver', () => {
     await createNamespace(cp, NS);
     const transport = new ApiTransport(cp.kubeConfig);
     client = new Client(transport, 'rt-client-test');
-    cache = new Cache(transport, cp.kubeConfig, silentLogger(), { initialBackoffMs: 100 });
+    cache = new Cache(transport, silentLogger(), { initialBackoffMs: 100 });
     cache.ensure(Box, { namespace: NS, labelSelector: `${GROUP}/tier=gold` });
     cache.ensure(ConfigMap, { namespace: NS, fieldSelector: 'metadata.name!=skip-me' });
     cache.addIndex(Box, 'by-owner', (b) => [String(b.spec?.['owner'] ?? '')]);
