@@ -5,9 +5,10 @@
 #   hack/build-control-plane.sh            # prints the bin dir on its last line
 #   K8S_VERSION=v1.36.3 ETCD_VERSION=v3.6.16 COIL_CACHE_DIR=/somewhere hack/build-control-plane.sh
 #
-# Why build: no npm or Debian package ships kube-apiserver (../shared/reference/real-control-plane.md §6).
-# Why the cache lives outside the work tree by default: CI runs in a fresh clone on the same
-# machine, and a cold build takes ~15 min on 2 cores; $HOME/.cache survives the clone.
+# Why build: no npm or Debian package ships kube-apiserver
+# (docs/design.md#building-the-control-plane). Why the cache lives outside the work tree by default:
+# CI runs in a fresh clone on the same machine, and a cold build takes ~15 min on 2 cores;
+# $HOME/.cache survives the clone.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}

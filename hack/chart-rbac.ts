@@ -2,17 +2,17 @@
  * Derives the chart's generated access-control data (charts/coil/files/rbac.yaml and
  * files/webhooks.yaml) from what the code declares, as controller-gen derives roles from
  * kubebuilder markers: each reconciler's `rbac` rules, get/list/watch on every kind its
- * informers cache (for, owns, watches, reads), and the kinds the webhooks read. Rules of the
- * agents (coild, coil-egress) and of leader election come from their programs' rbac modules.
+ * informers cache (for, owns, watches, reads), and the kinds the webhooks read; coild's likewise
+ * from the kinds it caches and the calls its parts declare (src/node-agent/rbac.ts). Rules of
+ * coil-egress and of leader election come from their programs' rbac modules.
  */
 import { addEgress } from '../src/controller/egress-registry.js';
 import { addIpam } from '../src/controller/ipam-registry.js';
-import { COILD_RBAC } from '../src/node-agent/rbac.js';
+import { coildRbac } from '../src/node-agent/rbac.js';
 import { RELEASE_FINALIZERS_RBAC } from '../src/controller/rbac.js';
 import { DEFAULT_POOL_RBAC } from '../src/reconcilers/default-pool.js';
 import { EGRESS_AGENT_RBAC } from '../src/egress-agent/rbac.js';
-import { LEADER_ELECTION_RBAC, MANAGER_RBAC } from '../src/runtime/rbac.js';
-import type { KindDescriptor } from '../src/runtime/kind.js';
+import { LEADER_ELECTION_RBAC, MANAGER_RBAC, readRule } from '../src/runtime/rbac.js';
 import { Registry, type RbacRule } from '../src/runtime/registry.js';
 
 /** A Kubernetes PolicyRule as the chart writes it. */
@@ -22,8 +22,6 @@ export interface PolicyRule {
   verbs: string[];
   resourceNames?: string[];
 }
-
-const READ = ['get', 'list', 'watch'];
 
 /** Merges rules with the same group, resource and resourceNames; sorted, verbs sorted. */
 export function mergeRules(rules: readonly RbacRule[]): PolicyRule[] {
@@ -46,8 +44,6 @@ export function mergeRules(rules: readonly RbacRule[]): PolicyRule[] {
       ...(e.names ? { resourceNames: [...e.names] } : {}),
     }));
 }
-
-const readRule = (k: KindDescriptor): RbacRule => ({ group: k.group, resources: [k.plural], verbs: READ });
 
 /** Every rule a registry's reconcilers, runnables and webhooks need. */
 export function registryRules(registry: Registry): RbacRule[] {
@@ -79,7 +75,7 @@ export function chartAccessData(): { rbac: object; webhooks: object } {
   return {
     rbac: {
       controller: { common: mergeRules(MANAGER_RBAC), ipam: mergeRules([...registryRules(ipam), ...DEFAULT_POOL_RBAC]), egress: mergeRules(registryRules(egress)) },
-      coild: { common: mergeRules(COILD_RBAC.common), ipam: mergeRules(COILD_RBAC.ipam), egress: mergeRules(COILD_RBAC.egress) },
+      coild: { common: mergeRules(coildRbac('common')), ipam: mergeRules(coildRbac('ipam')), egress: mergeRules(coildRbac('egress')) },
       leaderElection: mergeRules(LEADER_ELECTION_RBAC),
       egressAgent: mergeRules(EGRESS_AGENT_RBAC),
       uninstall: mergeRules(RELEASE_FINALIZERS_RBAC),

@@ -1,5 +1,5 @@
 /**
- * Import layering (STYLE.md "Imports point inward"), checked on the TypeScript sources the way
+ * Import layering (docs/design.md#imports-point-inward), checked on the TypeScript sources the way
  * import-linter checks kopf: the API and IPAM model do no I/O; the CNI shim stays tiny; nothing
  * imports an agent.
  */

@@ -119,8 +119,8 @@ class Answers {
   readonly informers: Informer<any>[];
 
   constructor(cp: ControlPlane, transport: ApiTransport) {
-    const reqs = new Informer(Request, transport, cp.kubeConfig, silentLogger());
-    const blocks = new Informer(Block, transport, cp.kubeConfig, silentLogger());
+    const reqs = new Informer(Request, transport, silentLogger());
+    const blocks = new Informer(Block, transport, silentLogger());
     reqs.onEvent((e) => {
       if (e.type !== 'DELETED' && isAnswered(e.object.status)) this.answered.set(e.object.metadata!.name!, e.object.status?.addressBlockName ?? '');
       this.check(e.object.metadata!.name!);

@@ -2,13 +2,14 @@
  * Benchmark (not a test): CNI ADD and DEL latency of `coil` (the Bun executable + coild) against
  * Debian's Go `ptp` + `host-local`, in one run on this machine, timed the same way.
  *
- * The reference side is ../shared/bench/cni-bench.sh (ptp + host-local, sequential, its own node
- * netns). The coil side is timed by the same bash `$EPOCHREALTIME` wrapper around each exec, env +
- * netconf on stdin as containerd passes them, against coild on a netns node with the real control
- * plane and IPAM controller (test/netns/node-lab.ts). Pods are served from a warm block: one ADD
- * before the timed loop fetches a /24 block, so the loop measures the common case, not the
- * BlockRequest round trip. Every round gives each pod a new sandbox (netns and container ID), as
- * cni-bench.sh does on its side. Rounds alternate ptp and coil so drift hits both.
+ * The reference side is cni-bench.sh (`REF_BENCH`: ptp + host-local, sequential, its own node
+ * netns; docs/performance.md#the-reference-plugin). The coil side is timed by the same bash
+ * `$EPOCHREALTIME` wrapper around each exec, env + netconf on stdin as containerd passes them,
+ * against coild on a netns node with the real control plane and IPAM controller
+ * (test/netns/node-lab.ts). Pods are served from a warm block: one ADD before the timed loop
+ * fetches a /24 block, so the loop measures the common case, not the BlockRequest round trip. Every
+ * round gives each pod a new sandbox (netns and container ID), as cni-bench.sh does on its side.
+ * Rounds alternate ptp and coil so drift hits both.
  *
  * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2] [-w WARMUP_ROUNDS=1] [-c 'EXTRA COILD FLAGS'] [-x OTHER_COIL ...]
  * Output: a markdown table of p50/p95 per round and the coil/ptp ratios of the medians.

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import type { Violation } from '../../test/invariants/check.js';
+import { isAnswered, type BlockRequest } from '../../src/api/v2/blockrequest.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
 import { IpRunner, type BatchLine } from '../../src/netlink/ip-runner.js';
@@ -61,7 +62,11 @@ export interface SoakReport {
    * count. An ADD that fails with no fault in progress is a defect the soak test reports.
    */
   addFailureReasons: Record<string, number>;
-  faults: { name: FaultName; ms: number }[];
+  /**
+   * Each fault as injected: `ms` from its start until its phase check was done, `recoveredMs`
+   * until the controller answered a BlockRequest again (the end of the fault's window).
+   */
+  faults: { name: FaultName; ms: number; recoveredMs: number }[];
   phases: number;
   violations: (Violation & { phase: number })[];
   blocksLeaked: number;
@@ -302,8 +307,12 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
         },
         checkPhase,
       });
-      report.faults.push({ name: fault.name, ms: Math.round(performance.now() - t0) });
+      const ms = Math.round(performance.now() - t0);
       await quiesce(checkPhase);
+      // The fault's window ends when the system serves again what its ADDs need from the control
+      // plane, not when the fault's own steps returned: an ADD failing after this is a defect.
+      await blockRequestAnswered(lab, lab.nodes[0]!);
+      report.faults.push({ name: fault.name, ms, recoveredMs: Math.round(performance.now() - t0) });
       activeFault = undefined;
       faultIndex++;
     }
@@ -337,6 +346,37 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
   report.addP95Ms = Math.round(addTimes[Math.floor(addTimes.length * 0.95)] ?? 0);
   report.durationMs = Math.round(performance.now() - started);
   return report;
+}
+
+/**
+ * The soak's recovery probe: creates a BlockRequest of pool `soak` for `node` and waits until the
+ * leading controller has answered it (allocated or failed), retrying through API errors; then
+ * deletes it. The block it may carve is an unused one that the node's coild releases after its
+ * grace period, as for an answer that arrives late.
+ * @throws Error when no answer came within 90 s
+ */
+async function blockRequestAnswered(lab: Lab, node: LabNode): Promise<void> {
+  const custom = lab.cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
+  const ref = { group: 'coil.cybozu.com', version: 'v2', plural: 'blockrequests' };
+  let name: string | undefined;
+  try {
+    await eventually(async () => {
+      name ??= ((await custom.createClusterCustomObject({ ...ref, body: {
+        apiVersion: 'coil.cybozu.com/v2', kind: 'BlockRequest', metadata: { generateName: 'soak-probe-' }, spec: { nodeName: node.name, poolName: NS },
+      } })) as BlockRequest).metadata!.name!;
+      return isAnswered(((await custom.getClusterCustomObject({ ...ref, name })) as BlockRequest).status);
+    }, { timeoutMs: 90_000, intervalMs: 100 });
+  } finally {
+    if (name !== undefined) {
+      const created = name;
+      await eventually(async () => {
+        await custom.deleteClusterCustomObject({ ...ref, name: created }).catch((e: unknown) => {
+          if ((e as { code?: number }).code !== 404) throw e;
+        });
+        return true;
+      }, { timeoutMs: 30_000, intervalMs: 250 });
+    }
+  }
 }
 
 interface FaultContext {

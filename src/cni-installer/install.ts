@@ -4,8 +4,9 @@
  * so kubelet and the container runtime never see a half-written file.
  *
  * Unlike Coil's installer, which deletes every file in the conf dir whose name contains
- * "conflist" (coil-behaviour.md §1.2, §12 item 12), this touches nothing but its two targets:
- * another CNI's configuration survives, and the runtime picks the lexically first conflist.
+ * "conflist" (docs/compatibility.md#an-installer-that-deletes-every-conflist), this touches nothing
+ * but its two targets: another CNI's configuration survives, and the runtime picks the lexically
+ * first conflist.
  */
 import { chmod, copyFile, mkdir, open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';

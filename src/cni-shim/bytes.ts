@@ -2,7 +2,8 @@
  * Byte helpers over plain `Uint8Array`s. The shim avoids `Buffer` on its ADD path: its methods
  * are builtins written in JavaScript, and the first call of each costs the Bun executable tens of
  * µs per run (`Buffer.from` ≈ 0.1–0.2 ms, `Buffer.alloc` and `writeUInt32BE` ≈ 25 µs each;
- * typed arrays and TextEncoder/TextDecoder a few µs; measured in hack/build-cni.sh's way).
+ * typed arrays and TextEncoder/TextDecoder a few µs;
+ * docs/performance.md#the-cni-executables-start).
  */
 const encoder = new TextEncoder();
 /** Keeps a leading BOM, as `Buffer#toString('utf8')` does (a netconf must not start with one). */

@@ -3,7 +3,7 @@
  * hand-written codecs. Field numbers must match the .proto; shim.test.ts checks them against
  * the real grpc-js server, which reads the .proto.
  *
- * @see ../shared/reference/coil-behaviour.md §5.1
+ * @see docs/compatibility.md#the-cni-grpc-api
  */
 import { utf8Text } from './bytes.js';
 import { beginMessage, endMessage, finish, protoBuffer, putBytes, putString, putUint, readFields } from './protobuf.js';
@@ -72,7 +72,8 @@ const CNI_ERROR_TYPE_URL = 'type.googleapis.com/pkg.cnirpc.CNIError';
 
 /**
  * Finds the CNIError among the details of a `google.rpc.Status` (the `grpc-status-details-bin`
- * trailer). Other detail types are ignored, not dereferenced (Coil's nil-pointer bug, §6).
+ * trailer). Other detail types are ignored, not dereferenced (Coil's nil-pointer bug,
+ * docs/compatibility.md#the-cni-executable).
  * @returns undefined when there is no CNIError detail.
  * @throws Error when the bytes are not a valid protobuf message.
  */

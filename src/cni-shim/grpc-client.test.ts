@@ -68,7 +68,7 @@ describe('readResponse', () => {
     assert.throws(() => readResponse({ ':status': '502' }, {}, Buffer.alloc(0)), isCode(999));
   });
 
-  it('a detail that is not a CNIError is ignored, not dereferenced (Coil §6 bug)', () => {
+  it('a detail that is not a CNIError is ignored, not dereferenced (a bug in Coil: docs/compatibility.md#the-cni-executable)', () => {
     // google.rpc.Status{code=13, details=[Any{type_url="type.googleapis.com/x.Other"}]}
     const typeUrl = Buffer.from('type.googleapis.com/x.Other');
     const any = Buffer.concat([Buffer.from([0x0a, typeUrl.length]), typeUrl]);

@@ -1,11 +1,12 @@
 /**
  * One unary gRPC call over a UNIX socket, HTTP/2 written by hand: the connection preface, one
  * HEADERS + DATA exchange on stream 1, HPACK-decoded response headers and trailers, and the
- * `grpc-status-details-bin` CNIError detail. Neither grpc-js (≈ 100 ms of module loading,
- * npm-ecosystem.md §5) nor `node:http2` (≈ 17 ms to import in the Bun executable) is loaded.
+ * `grpc-status-details-bin` CNIError detail. Neither grpc-js nor `node:http2` is loaded: each
+ * would cost every pod's ADD more than the whole call (docs/performance.md#process-start-costs,
+ * docs/performance.md#the-cni-executables-start).
  *
  * @see https://www.rfc-editor.org/rfc/rfc9113 (HTTP/2), https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md
- * @see ../shared/reference/coil-behaviour.md §6 (error mapping)
+ * @see docs/compatibility.md#the-cni-executable (error mapping)
  */
 import { concatBytes, latin1Bytes, uint32BE } from './bytes.js';
 import { decodeStatusCniError } from './cnirpc.js';
@@ -273,7 +274,7 @@ export function unaryCall(o: UnaryCallOptions): Promise<Uint8Array> {
  * {@link unaryCall} with blocking libc calls and no event loop: connect, write, then poll(2)
  * and read(2) until the trailers arrive or the deadline passes. The Bun executable's path: it
  * starts no promise, timer or immediate, each of which costs a cold one-shot process tens of µs
- * (hack/build-cni.sh).
+ * (docs/performance.md#the-cni-executables-start).
  * @throws PluginError as {@link unaryCall} does.
  */
 export function unaryCallSync(c: Libc, o: UnaryCallOptions): Uint8Array {
@@ -353,9 +354,8 @@ export function readResponse(headers: Record<string, unknown>, trailers: Record<
 
 /**
  * The bytes of a `-bin` header value: base64, padded or not (PROTOCOL-HTTP2.md). Not
- * `Buffer.from(…, 'base64')`: a function that merely names `Buffer` costs the one-shot executable
- * ≈ 0.1 ms the first time it runs, as the runtime sets `Buffer` up then (measured in the Bun
- * executable, 2026-11-22).
+ * `Buffer.from(…, 'base64')`: a function that merely names `Buffer` makes the one-shot executable
+ * set `Buffer` up the first time it runs (docs/performance.md#the-cni-executables-start).
  * @throws Error (from atob) for characters outside the base64 alphabet.
  */
 function base64Bytes(text: string): Uint8Array {
@@ -366,8 +366,9 @@ function base64Bytes(text: string): Uint8Array {
 }
 
 /**
- * Whether a connection error means coild is not listening. The stream's error
- * (ERR_HTTP2_STREAM_CANCEL) often arrives first and holds the socket error as its cause.
+ * Whether a connection error means coild is not listening (or cannot take the call now): the
+ * system error's `code` — of a `SyscallError` (libc.ts) or of Bun's or Node's socket error —
+ * looked for on the error itself and along its `cause` chain, so a wrapped error reads the same.
  */
 function isUnreachable(err: unknown): boolean {
   for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {

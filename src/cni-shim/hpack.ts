@@ -2,7 +2,8 @@
  * HPACK (RFC 7541), the HTTP/2 header compression: a full decoder (static and dynamic table,
  * Huffman strings) for what coild's grpc-js/nghttp2 server sends, and the simplest valid
  * encoder (literals without indexing) for our one request. It exists because importing
- * `node:http2` alone costs the Bun-compiled shim ≈ 17 ms per pod (hack/build-cni.sh).
+ * `node:http2` alone costs the Bun-compiled shim ≈ 17 ms per pod
+ * (docs/performance.md#the-cni-executables-start).
  *
  * @see https://www.rfc-editor.org/rfc/rfc7541
  */
@@ -142,11 +143,11 @@ export class HpackDecoder {
         const field = this.entry(this.integer(r, 7));
         if (!keep || keep(field[0])) out.push(field);
       } else if ((b & 0xe0) === 0x20) {
-        // Dynamic table size update (§6.3): 001xxxxx.
+        // Dynamic table size update (RFC 7541 §6.3): 001xxxxx.
         this.maxSize = this.integer(r, 5);
         this.evict(0);
       } else {
-        const indexed = (b & 0x40) !== 0; // 01xxxxxx: with incremental indexing (§6.2.1); else 000xxxxx
+        const indexed = (b & 0x40) !== 0; // 01xxxxxx: with incremental indexing (RFC 7541 §6.2.1); else 000xxxxx
         const index = this.integer(r, indexed ? 6 : 4);
         const name = index === 0 ? this.string(r) : this.entry(index)[0];
         const wanted = !keep || keep(name);

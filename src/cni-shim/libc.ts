@@ -2,20 +2,17 @@
  * Blocking libc I/O for the Bun executable: read(2), write(2), a UNIX socket connect(2) and
  * poll(2), called through the runtime's FFI (`Bun.FFI`, the native object `bun:ffi` wraps).
  *
- * Why: in the executable, Bun's own I/O costs more than the work. `Bun.stdin` reads a 100-byte
- * netconf on its thread pool (three threads started, ≈ 0.7–1 ms), and `Bun.connect` takes
- * ≈ 0.5 ms to a socket the kernel connects in microseconds. Binding these calls costs ≈ 0.2 ms
- * once (TinyCC compiles a trampoline for each), after which each call costs microseconds and no
- * thread is started. Interleaved A/B against a coild stand-in (2026-11-22, 200 runs each): ADD
- * p50 −1.2 to −1.8 ms, and −0.2 ms more for binding through `Bun.FFI` rather than `bun:ffi`.
- * A shim has nothing to do while it waits, so blocking calls lose nothing; Go's plugins use
- * the same system calls.
+ * Why: in the executable, Bun's own I/O costs more than the work (a thread pool to read a
+ * 100-byte netconf, a slow connect), while binding these calls costs a fraction of a millisecond
+ * once and each call microseconds after, with no thread started; measured A/B, ADD gets over a
+ * millisecond faster (docs/performance.md#the-cni-executables-start). A shim has nothing to do
+ * while it waits, so blocking calls lose nothing; Go's plugins use the same system calls.
  *
  * {@link libc} answers undefined under Node (unit tests), when the FFI cannot bind libc (a
  * runtime without it, or executable memory denied to its trampolines), or when
  * `COIL_SHIM_NO_FFI=1`; callers then use the runtime's own I/O.
  *
- * @see https://bun.sh/docs/api/ffi; hack/build-cni.sh (how the shim's start was measured)
+ * @see https://bun.sh/docs/api/ffi; docs/performance.md#method (how the shim's start is measured)
  */
 
 import { concatBytes, utf8Bytes } from './bytes.js';

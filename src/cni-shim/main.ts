@@ -6,10 +6,11 @@
  * reports what coild says.
  *
  * Startup is the cost here, so this program imports nothing but `node:` modules and its own
- * files (hack/build-cni.sh has the measurements). It exports nothing either: the entry module's
- * exports cost the executable a CommonJS export object built at every start.
+ * files (docs/performance.md#the-cni-executables-start has the measurements). It exports nothing
+ * either: the entry module's exports cost the executable a CommonJS export object built at every
+ * start.
  *
- * @see CNI spec SPEC.md "CNI operations"; ../shared/reference/coil-behaviour.md §6
+ * @see CNI spec SPEC.md "CNI operations"; docs/compatibility.md#the-cni-executable
  */
 import { CNI_METHODS, decodeAddResponse, encodeCniArgs } from './cnirpc.js';
 import { unaryCall, unaryCallSync, type UnaryCallOptions } from './grpc-client.js';
@@ -20,7 +21,10 @@ import { ErrorCode, PluginError } from './plugin-error.js';
 import { asResult, convertResult, decodeResult } from './result.js';
 import { readStdin, writeFd } from './stdio.js';
 
-/** One gRPC call per invocation; Coil's shim waits 1 minute too (coil-behaviour.md §6). */
+/**
+ * One gRPC call per invocation; Coil's shim waits 1 minute too
+ * (docs/compatibility.md#the-cni-executable).
+ */
 const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** The version this build speaks best: VERSION output and errors that precede the netconf. */
@@ -86,7 +90,8 @@ function failure(err: unknown, env: Env, stdin: Uint8Array): Outcome {
 
 /**
  * The Bun executable's invocation: blocking libc calls from stdin to exit, with no promise,
- * timer or event-loop turn (each costs a one-shot process tens of µs; hack/build-cni.sh).
+ * timer or event-loop turn (each costs a one-shot process tens of µs;
+ * docs/performance.md#the-cni-executables-start).
  */
 function runWithLibc(c: Libc): never {
   const env = c.env;

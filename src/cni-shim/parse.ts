@@ -4,7 +4,8 @@
  * The checks and their order follow the Go `skel` package that Coil's `coil` is built on.
  *
  * @see CNI spec SPEC.md "Parameters", "Error codes", "GC", "STATUS"
- * @see ../shared/reference/coil-behaviour.md §6 (netconf `socket`, CNI_ARGS keys, IS_CHAINED)
+ * @see docs/compatibility.md#the-cni-executable (netconf `socket`, CNI_ARGS keys),
+ *   docs/compatibility.md#the-cni-grpc-api (IS_CHAINED)
  */
 import { utf8Text } from './bytes.js';
 import type { Attachment, CniArgsMessage } from './cnirpc.js';

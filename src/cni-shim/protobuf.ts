@@ -1,7 +1,8 @@
 /**
  * The protobuf wire format, just enough for proto/cnirpc.proto's few messages. The `coil`
  * executable runs once per pod, and loading protobufjs plus parsing a descriptor costs tens of
- * milliseconds per run (npm-ecosystem.md §5), so the shim encodes and decodes by hand.
+ * milliseconds per run (docs/performance.md#process-start-costs), so the shim encodes and decodes
+ * by hand.
  *
  * @see https://protobuf.dev/programming-guides/encoding/
  */

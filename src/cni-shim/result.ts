@@ -4,7 +4,7 @@
  * (`types/040`) put `version: "4"|"6"` on every IP and know fewer interface and route fields.
  *
  * @see CNI spec SPEC.md "Result"; the 0.4.0 spec's "Result" section
- * @see ../shared/reference/coil-behaviour.md §6 ("results are produced as 1.1.0 and converted")
+ * @see docs/compatibility.md#the-cni-executable (results built as 1.1.0, then converted)
  */
 import { utf8Text } from './bytes.js';
 import { ErrorCode, PluginError } from './plugin-error.js';

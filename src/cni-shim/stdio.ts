@@ -2,8 +2,9 @@
  * stdin and stdout/stderr through the runtime's own API, for when libc calls are not available
  * (the Bun executable uses them: main.ts). In Bun, `Bun.stdin` / `Bun.write`: touching
  * `process.stdout` costs the executable ≈ 15 ms and importing `node:fs` ≈ 2 ms per start, and
- * `Bun.stdin` starts three threads to read a netconf (hack/build-cni.sh has the measurements).
- * Under Node (tests, or a Node build) the `node:` APIs are used.
+ * `Bun.stdin` starts three threads to read a netconf
+ * (docs/performance.md#the-cni-executables-start). Under Node (tests, or a Node build) the `node:`
+ * APIs are used.
  */
 
 /** The subset of Bun's API used here (no @types/bun in this project). */

@@ -4,7 +4,7 @@
  * and under Node (unit tests, or a Node build) `node:net`, loaded on demand (importing it costs
  * the Bun executable ≈ 8 ms).
  *
- * @see hack/build-cni.sh (measurements)
+ * @see docs/performance.md#the-cni-executables-start (measurements)
  */
 
 /** Callbacks of an open connection. */

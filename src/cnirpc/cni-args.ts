@@ -23,7 +23,8 @@ export interface CniArgs {
   ifname: string;
   /**
    * Parsed CNI_ARGS: `K8S_POD_NAMESPACE`, `K8S_POD_NAME`, `K8S_POD_INFRA_CONTAINER_ID`, and
-   * `IS_CHAINED: 'true'` when the netconf had a prevResult (Coil's rule, §5.7 ADD step 1).
+   * `IS_CHAINED: 'true'` when the netconf had a prevResult (Coil's rule:
+   * docs/compatibility.md#add-del-and-check, ADD step 1).
    */
   args: Record<string, string>;
   /** CNI_PATH, colon-separated. */

@@ -4,7 +4,7 @@
  * sets them in a `CNIError` status detail, the `coil` executable prints them. Pure constants,
  * so the shim can import them without cost.
  *
- * @see CNI spec SPEC.md "Error codes"; ../shared/reference/coil-behaviour.md §5.1
+ * @see CNI spec SPEC.md "Error codes"; docs/compatibility.md#the-cni-grpc-api
  */
 export const CniErrorCode = {
   UNKNOWN: 0,

@@ -1,6 +1,7 @@
 /**
- * coil-controller flags: Coil's names and defaults (coil-behaviour.md §1.2 `coil-ipam-controller`)
- * plus ours. Environment variables are read here and in main.ts only.
+ * coil-controller flags: Coil's names and defaults
+ * (docs/compatibility.md#coil-ipam-controller-flags) plus ours. Environment variables are read here
+ * and in main.ts only.
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, parseBackend, parseBindAddress, parseDuration } from '../runtime/flags.js';
@@ -48,7 +49,7 @@ export interface ControllerConfig {
    * pool once its webhook serves (src/reconcilers/default-pool.ts). Absent: no default pool is made.
    */
   readonly defaultPool?: AddressPoolSpec;
-  /** Egress settings (coil-behaviour.md §1.2 `coil-egress-controller`). */
+  /** Egress settings (docs/compatibility.md#coil-egress-controller-flags). */
   readonly egress: {
     /** `--egress-port`, default 5555: the Egress Services' UDP port and coil-egress `--fou-port`. */
     readonly fouPort: number;

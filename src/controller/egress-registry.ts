@@ -4,7 +4,7 @@
  * they need ({@link EgressOptions}) and the cache selectors that keep the controller from caching
  * every Deployment, Service and ServiceAccount of the cluster. Used by the entrypoint and by the
  * envtest suites, which pick only the parts they test.
- * @see coil-behaviour.md §1.2 (coil-egress-controller), §4.5
+ * @see docs/compatibility.md#coil-egress-controller-flags, docs/compatibility.md#egress-reconciler
  */
 import type { Container, Newable } from 'inversify';
 import { EgressClusterRoleBindingReconciler, EgressServiceAccountReconciler } from '../reconcilers/egress-access.js';
@@ -31,10 +31,7 @@ export function addEgress(into: Registry, parts: EgressParts = {}): Registry {
   if (parts.webhooks ?? true) want.add(EgressDefaulter).add(EgressValidator);
   if (parts.egress ?? true) want.add(EgressReconciler);
   if (parts.access ?? true) want.add(EgressServiceAccountReconciler).add(EgressClusterRoleBindingReconciler);
-  const source = defaultRegistry();
-  for (const r of source.reconcilers) if (want.has(r.target)) into.addReconciler(r);
-  for (const w of source.webhooks) if (want.has(w.target)) into.addWebhook(w);
-  return into;
+  return into.addFrom(defaultRegistry(), want);
 }
 
 /** Binds what the Egress reconcilers inject: the options. */

@@ -26,22 +26,17 @@ export interface IpamParts {
 
 /**
  * Copies the chosen registrations (recorded by the decorators in the default registry) into
- * `into`, with the GC's resync period set from `options.gcIntervalMs`.
+ * `into`, as recorded: settings a flag gives (the GC's resync period, `--gc-interval`) are read
+ * by the Manager from the {@link IpamOptions} that {@link bindIpam} binds.
  * @returns `into`, for chaining
  */
-export function addIpam(into: Registry, parts: IpamParts = {}, options: IpamOptions = DEFAULT_IPAM_OPTIONS): Registry {
+export function addIpam(into: Registry, parts: IpamParts = {}): Registry {
   const want = new Set<Newable<unknown>>();
   if (parts.webhooks ?? true) want.add(AddressPoolDefaulter).add(AddressPoolValidator);
   if (parts.addressPool ?? true) want.add(AddressPoolReconciler);
   if (parts.blockRequest ?? true) want.add(BlockRequestReconciler);
   if (parts.gc ?? true) want.add(AddressBlockGcReconciler);
-  const source = defaultRegistry();
-  for (const r of source.reconcilers) {
-    if (!want.has(r.target)) continue;
-    into.addReconciler(r.target === AddressBlockGcReconciler ? { ...r, resyncPeriodMs: options.gcIntervalMs } : r);
-  }
-  for (const w of source.webhooks) if (want.has(w.target)) into.addWebhook(w);
-  return into;
+  return into.addFrom(defaultRegistry(), want);
 }
 
 /** Binds what the IPAM reconcilers inject: one PoolManager shared by both pool-state users, and the options. */

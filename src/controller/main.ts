@@ -6,7 +6,8 @@
  *
  * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 on a start-up failure or a lost
  * lease, 2 on a bad flag.
- * @see coil-behaviour.md §1.2 (coil-ipam-controller, coil-egress-controller), §4.7
+ * @see docs/compatibility.md#coil-ipam-controller-flags,
+ *   docs/compatibility.md#coil-egress-controller-flags, docs/compatibility.md#leader-election
  */
 import 'reflect-metadata';
 import { join } from 'node:path';
@@ -38,8 +39,9 @@ function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
 }
 
 /**
- * The default egress image: this controller's own (coil-behaviour.md §1.2: Coil reads its Pod's
- * first container). Outside a Pod (no COIL_POD_NAMESPACE/COIL_POD_NAME) the chart's image.
+ * The default egress image: this controller's own
+ * (docs/compatibility.md#coil-egress-controller-flags: Coil reads its Pod's first container).
+ * Outside a Pod (no COIL_POD_NAMESPACE/COIL_POD_NAME) the chart's image.
  * @throws ApiError or Error when the Pod is named but cannot be read
  */
 async function ownImage(client: Client, log: Logger): Promise<string> {
@@ -94,7 +96,7 @@ async function main(): Promise<void> {
   const registry = new Registry();
   const container = new Container();
   if (cfg.enableIpam) {
-    addIpam(registry, { webhooks: cfg.enableWebhooks }, cfg.ipam);
+    addIpam(registry, { webhooks: cfg.enableWebhooks });
     bindIpam(container, cfg.ipam);
   }
   if (cfg.enableEgress) addEgress(registry, { webhooks: cfg.enableWebhooks });

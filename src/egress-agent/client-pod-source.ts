@@ -2,19 +2,22 @@
  * The client pods of one Egress, kept as small records: list + watch Pods cluster-wide with a
  * server-side field selector, and reduce every object at once to {@link ClientPod} or drop it.
  *
- * Why not the runtime's Informer over Pods (Coil's choice, §12 item 9): it stores every pod of the
- * cluster, spec and status included. Why not a label selector: client pods opt in by annotation,
- * and the API server can select neither annotations nor values inside them; a per-Egress label
- * would need a writer on every client pod (a Pod mutating webhook, or coild patching pods with
- * new RBAC), and it would go stale when users edit the annotation. So the server filters what can
- * be filtered — `spec.hostNetwork=false` (host-network pods are never clients, §7.1) and phase not
- * Succeeded/Failed (a finished pod leaves the selector, so the watch reports it DELETED and its
- * tunnel goes, as Coil's watcher does) — and this class keeps only pods naming this Egress.
- * The bytes of other pods still cross the wire once per change; none is kept in memory.
+ * Why not the runtime's Informer over Pods (Coil's choice,
+ * docs/compatibility.md#egress-pods-watch-every-pod): it stores every pod of the cluster, spec and
+ * status included. Why not a label selector: client pods opt in by annotation, and the API server
+ * can select neither annotations nor values inside them; a per-Egress label would need a writer on
+ * every client pod (a Pod mutating webhook, or coild patching pods with new RBAC), and it would go
+ * stale when users edit the annotation. So the server filters what can be filtered —
+ * `spec.hostNetwork=false` (host-network pods are never clients,
+ * docs/compatibility.md#egress-client-opt-in) and phase not Succeeded/Failed (a finished pod leaves
+ * the selector, so the watch reports it DELETED and its tunnel goes, as Coil's watcher does) — and
+ * this class keeps only pods naming this Egress. The bytes of other pods still cross the wire once
+ * per change; none is kept in memory.
  *
  * Concurrency: one list/watch loop; `onChange` is called synchronously from it and must only
  * schedule work.
- * @see coil-behaviour.md §7.1, §7.5 (pod watcher), Coil #363 (list/watch race)
+ * @see docs/compatibility.md#egress-client-opt-in, docs/compatibility.md#the-nat-pod (pod watcher),
+ *   Coil #363 (list/watch race)
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';

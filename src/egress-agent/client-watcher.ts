@@ -10,7 +10,7 @@
  * replies back.
  *
  * Concurrency: syncs never overlap; changes during a sync cause exactly one more sync.
- * @see coil-behaviour.md §7.5
+ * @see docs/compatibility.md#the-nat-pod
  */
 import type Logger from 'bunyan';
 import { sleep } from '../runtime/clock.js';

@@ -1,7 +1,7 @@
 /**
- * coil-egress flags and environment: Coil's names and defaults (coil-behaviour.md §1.2
- * `coil-egress`), `--backend` included (`iptables`, Coil's default, or `nftables`).
- * Environment variables are read here and in main.ts only.
+ * coil-egress flags and environment: Coil's names and defaults
+ * (docs/compatibility.md#coil-egress-flags), `--backend` included (`iptables`, Coil's
+ * default, or `nftables`). Environment variables are read here and in main.ts only.
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, parseBackend, parseBindAddress } from '../runtime/flags.js';

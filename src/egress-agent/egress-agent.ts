@@ -6,7 +6,8 @@
  * A kernel without FoU or IPIP does not crash the pod: it logs one clear error, exports
  * `coil_egress_kernel_feature{feature} 0`, and stays unready with the reason in `/readyz`, so the
  * Service never sends it traffic and `kubectl describe pod` shows why.
- * @see coil-behaviour.md §1.2 (`coil-egress`), §7.5, §9
+ * @see docs/compatibility.md#coil-egress-flags, docs/compatibility.md#the-nat-pod,
+ *   docs/compatibility.md#metric-names-and-types
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type Logger from 'bunyan';

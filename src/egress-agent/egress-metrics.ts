@@ -1,10 +1,11 @@
 /**
  * coil-egress metrics on a prom-client Registry instance (never the global one). Names follow
- * Coil's (§9), except that the nftables packet/byte series are real counters: Coil exports them
- * as gauges with a `_total` suffix (§12 item 15). Here they advance by the difference between two
- * reads of the nft counters; when the rules were re-created (counts went down) the new count is
- * the increment.
- * @see coil-behaviour.md §9
+ * Coil's (docs/compatibility.md#metric-names-and-types), except that the nftables packet/byte
+ * series are real counters: Coil exports them as gauges with a `_total` suffix
+ * (docs/compatibility.md#metrics-gaps). Here they advance by the difference between two reads of
+ * the nft counters; when the rules were re-created (counts went down) the new count is the
+ * increment.
+ * @see docs/compatibility.md#metric-names-and-types
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { NftCounter } from '../netlink/nftables.js';

@@ -6,7 +6,7 @@
  * everything at restart).
  *
  * Concurrency: `sync` calls must not overlap (the client watcher runs one at a time).
- * @see coil-behaviour.md §7.5, Coil #227, #287
+ * @see docs/compatibility.md#the-nat-pod, Coil #227, #287
  */
 import { EGRESS_WIDE_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { addressFamily } from '../netlink/cidr.js';

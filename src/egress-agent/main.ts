@@ -2,7 +2,7 @@
  * coil-egress, the agent inside each Egress pod: `node main.js [flags]` (see config.ts).
  * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT, 5 s as Coil's), 1 on a start-up
  * failure, 2 on a bad flag or environment.
- * @see coil-behaviour.md §1.2 (`coil-egress`), §7.5
+ * @see docs/compatibility.md#coil-egress-flags, docs/compatibility.md#the-nat-pod
  */
 import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';

@@ -5,7 +5,7 @@
  *   `-t nat    -A POSTROUTING ! -s <own>/32|/128 -o <out> -j MASQUERADE`
  *   `-t filter -A FORWARD -o <out> -m state --state INVALID -j DROP`
  * Counters are read from `iptables-save -c`, which works with iptables-nft and iptables-legacy
- * alike (Coil reads them through nftables netlink, so its metrics fail on legacy hosts, §9).
+ * alike (Coil reads them through nftables netlink, so its metrics fail on legacy hosts).
  * @see docs/compatibility.md "Egress NAT", "Metrics"
  */
 import { addressFamily, canonicalAddress } from '../netlink/cidr.js';

@@ -1,7 +1,7 @@
 /**
  * The nftables NAT backend: one `coil-egress` table per family (src/netlink/nftables.ts), so
  * nothing else in the pod's ruleset is read or changed.
- * @see coil-behaviour.md §7.5 (nftables variant)
+ * @see docs/compatibility.md#the-nat-pod (the nftables variant)
  */
 import { addressFamily } from '../netlink/cidr.js';
 import type { IpRunner } from '../netlink/ip-runner.js';

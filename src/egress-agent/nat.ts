@@ -2,7 +2,7 @@
  * The NAT half of an egress pod, as one interface with one implementation per backend (Coil's
  * `pkg/nat/netfilter`): masquerade what leaves the outside interface unless it is the pod's own
  * traffic, drop forwarded packets in conntrack state invalid, and report the counters.
- * @see coil-behaviour.md §7.5, §9
+ * @see docs/compatibility.md#the-nat-pod, docs/compatibility.md#metric-names-and-types
  */
 import type { NatCounters } from '../netlink/nftables.js';
 

@@ -2,7 +2,8 @@
  * Address allocation inside one AddressBlock, as coild does it for pods on its node.
  *
  * Pure: no I/O; the caller passes the time (`nowMs`), so tests need no fake clock.
- * @see coil-behaviour.md §5.4 (allocation), §5.5 (freeing)
+ * @see docs/compatibility.md#address-allocation-on-the-node,
+ *   docs/compatibility.md#freeing-addresses-and-releasing-blocks
  */
 import { addressAt, cidrSize, formatAddress, hostBits, offsetOf, parseCidr, tryParseAddress, type Cidr } from './cidr.js';
 

@@ -16,6 +16,7 @@ import {
 
 export {
   addressBits,
+  addressBytes,
   canonicalAddress,
   CidrError,
   formatAddress,

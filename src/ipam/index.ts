@@ -2,7 +2,7 @@
  * The IPAM domain model: CIDR arithmetic, pool layout and block choice, address allocation inside
  * a block, and the invariants. Pure: no I/O, no clock, no logger, no module state; callers pass `nowMs`.
  *
- * @see ../shared/design/STYLE.md §2 "src/ipam"
+ * @see docs/design.md#the-ipam-model-is-pure
  */
 export * from './cidr.js';
 export * from './pool.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { canonicalAddress, CidrError, formatAddress, parseAddress, tryParseAddress } from './ip-address.js';
+import { addressBytes, canonicalAddress, CidrError, formatAddress, parseAddress, tryParseAddress } from './ip-address.js';
 
 describe('parseAddress', () => {
   const valid: [string, 4 | 6, bigint][] = [
@@ -86,5 +86,13 @@ describe('formatAddress', () => {
         }
       }),
     );
+  });
+});
+
+describe('addressBytes', () => {
+  test('gives the address in network byte order, 4 or 16 bytes', () => {
+    assert.deepEqual([...addressBytes(parseAddress('10.68.0.114'))], [10, 68, 0, 114]);
+    assert.deepEqual([...addressBytes(parseAddress('fd02::1'))], [0xfd, 0x02, ...new Array<number>(13).fill(0), 1]);
+    assert.deepEqual([...addressBytes(parseAddress('::'))], new Array<number>(16).fill(0));
   });
 });

@@ -152,6 +152,17 @@ export function formatAddress(family: IpFamily, value: bigint): string {
   return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLen))}`;
 }
 
+/** The address in network byte order: 4 bytes for IPv4, 16 for IPv6 (as netlink and hashes take it). */
+export function addressBytes(a: IpAddress): Uint8Array {
+  const out = new Uint8Array(addressBits(a.family) / 8);
+  let v = a.value;
+  for (let i = out.length - 1; i >= 0; i--) {
+    out[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  return out;
+}
+
 /** Canonical text of an address given as text (`fd00:0::01` → `fd00::1`). @throws CidrError */
 export function canonicalAddress(text: string): string {
   const a = parseAddress(text);

@@ -2,10 +2,12 @@
  * An AddressPool carved into blocks: block index ↔ CIDRs, and the choice of the next block.
  * Nothing here is proportional to the pool's size — only to its number of subnets and to the
  * number of blocks handed out — so a `fd00::/48` pool of /120 blocks (2^72 of them) is as cheap as
- * a /24 (Coil's bitset over every block could not hold it; coil-behaviour.md §12 item 5).
+ * a /24 (Coil's bitset over every block could not hold it;
+ * docs/compatibility.md#pool-validation-gaps).
  *
  * Pure: no I/O, no clock.
- * @see coil-behaviour.md §2 (AddressPool, AddressBlock), §4.2 (block allocation)
+ * @see docs/compatibility.md#addresspool-resource, docs/compatibility.md#addressblock-resource,
+ *   docs/compatibility.md#block-allocation-in-the-controller
  */
 import {
   addressBits,
@@ -160,7 +162,7 @@ function parseItem(text: string, family: 4 | 6, bits: number, i: number): Cidr {
  * @param used indices already taken; indices ≥ totalBlocks are harmless.
  * @returns undefined when the pool is exhausted (the caller answers the BlockRequest `Failed`,
  *   reason "out of blocks").
- * @see coil-behaviour.md §4.2
+ * @see docs/compatibility.md#block-allocation-in-the-controller (the lowest free index, as Coil)
  */
 export function allocateBlock(layout: PoolLayout, used: ReadonlySet<bigint>): BlockCidrs | undefined {
   let index = 0n;
@@ -176,7 +178,7 @@ export function allocateBlock(layout: PoolLayout, used: ReadonlySet<bigint>): Bl
  * Concurrency: not locked. JS runs one reconcile step at a time, so a caller that calls
  * {@link allocate} (which marks the index at once) before its first `await` cannot hand the same
  * block to two requests; if the AddressBlock create then fails, it calls {@link remove}.
- * @see coil-behaviour.md §4.2
+ * @see docs/compatibility.md#block-allocation-in-the-controller
  */
 export class PoolState {
   private readonly indices = new Set<bigint>();

@@ -2,7 +2,9 @@
  * What `coil-migrator dump` does to the cluster: read Nodes, remove the v1 objects, annotate the
  * namespaces named after v1 pools. Every step is idempotent, so a failed run can be repeated.
  *
- * @see ../shared/reference/coil-v1-data.md §1.5 (v1 objects), §2.4 (annotation), §3.1 (steps)
+ * @see docs/migration-from-coil-v1.md#v1s-kubernetes-objects,
+ *   docs/migration-from-coil-v1.md#pools-named-after-namespaces-become-annotations,
+ *   docs/migration-from-coil-v1.md#its-dump (the steps)
  */
 import type { V1Namespace, V1Node } from '@kubernetes/client-node';
 import { ANN_POOL } from '../api/v2/keys.js';
@@ -32,7 +34,8 @@ export interface V1Object {
  * The v1 Kubernetes objects, in the original's deletion order: workloads first (so nothing writes
  * etcd any more), then their RBAC and accounts. The etcd-certs Secret is not removed (the
  * original did not either: its name was site-specific).
- * @see coil-v1-data.md §1.5, §3.1 step 2
+ * @see docs/migration-from-coil-v1.md#v1s-kubernetes-objects,
+ *   docs/migration-from-coil-v1.md#its-dump (step 2)
  */
 export const V1_OBJECTS: readonly V1Object[] = [
   { kind: K8sKinds.DaemonSet, namespace: 'kube-system', name: 'coil-node' },
@@ -102,7 +105,8 @@ export async function uninstallV1(o: ClusterOptions): Promise<void> {
  * if it exists (v1's implicit "pool = namespace" rule, made explicit for v2). Pools with no
  * such namespace are reported, as is the rule that namespaces created later need the annotation.
  * @returns the namespaces annotated (or already annotated)
- * @see coil-v1-data.md §2.4, §4.5
+ * @see docs/migration-from-coil-v1.md#pools-named-after-namespaces-become-annotations,
+ *   docs/migration-from-coil-v1.md#pool-names
  */
 export async function annotateNamespaces(o: ClusterOptions, poolNames: readonly string[]): Promise<string[]> {
   const done: string[] = [];

@@ -3,7 +3,9 @@
  * original coil-migrator used, so documented command lines keep working. Environment variables are
  * read here and in main.ts only.
  *
- * @see ../shared/reference/coil-v1-data.md §1.1 (etcd flags), §3.1 (dump), §3.2 (replace)
+ * @see docs/migration-from-coil-v1.md#prefix-and-etcd-flags,
+ *   docs/migration-from-coil-v1.md#its-dump, docs/migration-from-coil-v1.md#its-replace,
+ *   docs/migration-from-coil-v1.md#coil-migrator-in-this-repository
  */
 import { ConfigError, parseDuration as parseGoDuration } from '../runtime/flags.js';
 import { parseArgs, type ParseArgsConfig } from 'node:util';

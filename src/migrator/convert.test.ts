@@ -30,7 +30,7 @@ function errorsOf(c: ReturnType<typeof convertV1>): string[] {
 const POOL = (subnets: string[], bits: number): string => JSON.stringify({ subnets, block_size: bits });
 
 describe('convertV1', () => {
-  it('turns the coil-v1-data.md §5 dataset into exactly the expected YAML', () => {
+  it('turns the v1 test data set (docs/migration-from-coil-v1.md) into exactly the expected YAML', () => {
     const { nodes, entries } = example();
     const { yaml, conversion } = dump(entries, nodes);
     assert.equal(yaml, readFileSync(new URL('v1-example.expected.yaml', TESTDATA), 'utf8'));

@@ -2,7 +2,7 @@
  * Coil v1 data → Coil v2 objects: one AddressPool per v1 pool and one reserved AddressBlock per
  * block a still-existing node holds. Pure: the caller reads etcd and lists Nodes.
  *
- * Decisions (each against coil-v1-data.md §3.5, the original's quirks):
+ * Decisions (each against the original's quirks, docs/migration-from-coil-v1.md#its-quirks):
  * - Every object carries the finalizer `coil.cybozu.com`, as if the webhooks and the controller had
  *   made it. On a pool it is what the mutating webhook adds; on a block it is what the controller's
  *   GC (src/reconcilers/addressblock-gc.ts) requires before it releases the blocks of a vanished
@@ -16,7 +16,8 @@
  * - Output order is sorted (blocks by pool, then index; pools by name) so runs can be diffed, and
  *   the reserved blocks come BEFORE the pools (see {@link manifests}).
  *
- * @see ../shared/reference/coil-v1-data.md §2 (mapping), §4 (edge cases), §5 (example)
+ * @see docs/migration-from-coil-v1.md#from-v1-to-v2, docs/migration-from-coil-v1.md#edge-cases,
+ *   docs/migration-from-coil-v1.md#the-test-data-set
  */
 import { addressBlockName, type AddressBlock } from '../api/v2/addressblock.js';
 import type { AddressPool } from '../api/v2/addresspool.js';
@@ -40,7 +41,10 @@ export interface Conversion {
   readonly pools: readonly AddressPool[];
   /** Sorted by pool name, then index. */
   readonly blocks: readonly AddressBlock[];
-  /** Non-default pool names: the namespaces to annotate with `coil.cybozu.com/pool` (§2.4). */
+  /**
+   * Non-default pool names: the namespaces to annotate with `coil.cybozu.com/pool`
+   * (docs/migration-from-coil-v1.md#pools-named-after-namespaces-become-annotations).
+   */
   readonly namespacePools: readonly string[];
   /** Parse problems of the input followed by conversion problems; any `error` means "do not apply". */
   readonly problems: readonly Problem[];
@@ -51,18 +55,21 @@ export function isDns1123Subdomain(name: string): boolean {
   return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
 }
 
-/** A valid label value (node names become the `coil.cybozu.com/node` label; coil-v1-data.md §4.6). */
+/**
+ * A valid label value (node names become the `coil.cybozu.com/node` label;
+ * docs/migration-from-coil-v1.md#node-names-as-label-values).
+ */
 export function isLabelValue(value: string): boolean {
   return value.length <= 63 && /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(value);
 }
 
 /**
  * Converts parsed v1 data. Blocks of nodes not in `existingNodes` are skipped with a warning (the
- * v2 GC would delete them anyway, §4.6); blocks of a pool with no `pool/` key likewise (as the
- * original did). Errors: invalid pool name, a subnet that is not canonical IPv4, a spec v2 rejects,
- * overlapping pools, a block key for a subnet not in its pool, a block in no subnet of its pool or
- * of the wrong size, a block held twice, a node name that cannot be a label value.
- * Never throws.
+ * v2 GC would delete them anyway, docs/migration-from-coil-v1.md#blocks-of-nodes-that-are-gone);
+ * blocks of a pool with no `pool/` key likewise (as the original did). Errors: invalid pool name, a
+ * subnet that is not canonical IPv4, a spec v2 rejects, overlapping pools, a block key for a subnet
+ * not in its pool, a block in no subnet of its pool or of the wrong size, a block held twice, a
+ * node name that cannot be a label value. Never throws.
  * @param existingNodes names of the Nodes in the cluster now
  */
 export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Conversion {
@@ -144,7 +151,8 @@ export function convertV1(data: V1Data, existingNodes: ReadonlySet<string>): Con
  * reconcile already finds them in the cache; a pool that already exists is re-synced by the change
  * of its {@link ANN_V1_RESERVED} annotation. (Applying before the controller starts, the documented
  * procedure, is safe in either order.)
- * @see coil-v1-data.md §3.3 steps 4–6, §3.5
+ * @see docs/migration-from-coil-v1.md#the-procedure (steps 4–6),
+ *   docs/migration-from-coil-v1.md#its-quirks
  */
 export function manifests(c: Conversion): (AddressBlock | AddressPool)[] {
   return [...c.blocks, ...c.pools];
@@ -160,7 +168,7 @@ function convertPool(v1: V1Pool, error: (message: string) => void): AddressPool 
   for (const subnet of v1.subnets) {
     const cidr = tryParseCidr(subnet);
     if (cidr === undefined || cidr.family !== 4) {
-      error(`subnet ${JSON.stringify(subnet)} is not an IPv4 CIDR (v1 never supported IPv6 arithmetic; coil-v1-data.md §4.2)`);
+      error(`subnet ${JSON.stringify(subnet)} is not an IPv4 CIDR (v1 never supported IPv6 arithmetic; docs/migration-from-coil-v1.md, "IPv6 in v1")`);
       ok = false;
     } else if (formatCidr(cidr) !== subnet) {
       error(`subnet ${JSON.stringify(subnet)} is not in canonical network form (expected ${formatCidr(cidr)})`);
@@ -180,7 +188,8 @@ function convertPool(v1: V1Pool, error: (message: string) => void): AddressPool 
 /**
  * Warns, once per block, about v1 pod addresses that will not be covered by a reserved block (the
  * block's node is gone, or the block is on a free list): v2 may hand those addresses out again,
- * which is safe only if the pods are gone (coil-v1-data.md §4.6). The `ip/` data is used for
+ * which is safe only if the pods are gone
+ * (docs/migration-from-coil-v1.md#blocks-of-nodes-that-are-gone). The `ip/` data is used for
  * nothing else.
  */
 function reportUnreservedAddresses(data: V1Data, reserved: readonly AddressBlock[], warn: (subject: string, message: string) => void): void {
@@ -208,7 +217,10 @@ function blockIndex(layout: PoolLayout, cidr: string): number | undefined {
   return index === undefined ? undefined : Number(index);
 }
 
-/** The reserved AddressBlock `<pool>-<index>-v1` (coil-v1-data.md §2.2). */
+/**
+ * The reserved AddressBlock `<pool>-<index>-v1`
+ * (docs/migration-from-coil-v1.md#node-held-blocks-become-reserved-addressblocks).
+ */
 function reservedBlock(pool: string, index: number, ipv4: string, node: string): AddressBlock {
   return {
     apiVersion: API_VERSION,

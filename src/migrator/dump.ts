@@ -8,7 +8,9 @@
  * coild may have taken a block in between, and a block missing from the output would be handed
  * out twice.
  *
- * @see ../shared/reference/coil-v1-data.md §3.1, §3.3 (steps 1–3), §5.3 (stricter converter)
+ * @see docs/migration-from-coil-v1.md#its-dump,
+ *   docs/migration-from-coil-v1.md#the-procedure (steps 1–3),
+ *   docs/migration-from-coil-v1.md#where-it-is-stricter-than-the-original
  */
 import type { Client } from '../runtime/client.js';
 import { annotateNamespaces, checkCluster, listNodeNames, uninstallV1 } from './cluster.js';

@@ -2,7 +2,7 @@
  * Reads every key under the Coil v1 prefix with the `etcd3` client, in one range read (one
  * revision, so pools and blocks are consistent with each other).
  *
- * @see ../shared/reference/coil-v1-data.md §1.1 (prefix, client flags)
+ * @see docs/migration-from-coil-v1.md#prefix-and-etcd-flags
  */
 import { readFile } from 'node:fs/promises';
 import { Etcd3, type IOptions } from 'etcd3';

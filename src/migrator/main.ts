@@ -5,7 +5,8 @@
  *
  * Exit codes: 0 done; 1 a failure (etcd unreachable, bad v1 data, a cluster step, pods not
  * replaced or blocks kept); 2 a bad command line; 3 `replace` declined at the prompt.
- * @see ../shared/reference/coil-v1-data.md §3 (the original tool), §3.3 (the procedure)
+ * @see docs/migration-from-coil-v1.md#the-original-coil-migrator,
+ *   docs/migration-from-coil-v1.md#the-procedure
  */
 import { createInterface } from 'node:readline/promises';
 import { KubeConfig } from '@kubernetes/client-node';

@@ -2,7 +2,7 @@
  * `coil-migrator replace`: moves the pods still on v1 addresses to v2 addresses, node by node,
  * then releases the reserved AddressBlocks and restarts coild.
  *
- * Differences from the original (coil-v1-data.md §3.2), each for safety:
+ * Differences from the original (docs/migration-from-coil-v1.md#its-replace), each for safety:
  * - Only pods whose IP lies in a reserved block are touched; pods created under v2 are left alone.
  * - A pod with a controller owner is deleted and its replacement awaited (the owner has as many
  *   Ready pods as before, the old one excluded). A bare pod is only listed, unless
@@ -14,7 +14,9 @@
  *   taken indices at once (reserved blocks have no ownerReference, so their deletion alone does
  *   not trigger the AddressPool reconciler).
  *
- * @see ../shared/reference/coil-v1-data.md §2.3, §3.2, §3.3 (steps 7–9)
+ * @see docs/migration-from-coil-v1.md#per-pod-addresses-are-not-carried-over,
+ *   docs/migration-from-coil-v1.md#its-replace,
+ *   docs/migration-from-coil-v1.md#the-procedure (steps 7–9)
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { AddressBlockKind, type AddressBlock } from '../api/v2/addressblock.js';

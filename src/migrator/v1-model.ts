@@ -5,7 +5,7 @@
  * Pure: no I/O. Nothing is thrown for bad data; every key that cannot be read becomes a
  * {@link Problem} naming it, so one malformed value never hides the rest of the report.
  *
- * @see ../shared/reference/coil-v1-data.md §1.2 (keys), §1.3 (value formats)
+ * @see docs/migration-from-coil-v1.md#keys, docs/migration-from-coil-v1.md#values
  */
 
 /** One v1 pool (`pool/<name>`). `subnets` in v1 order (creation, then `add-subnet`), as written. */
@@ -21,7 +21,7 @@ export interface V1BlockAssignment {
   /** The key, relative to the prefix, for messages. */
   readonly key: string;
   readonly pool: string;
-  /** Network address of the subnet, without prefix length (coil-v1-data.md §1.2). */
+  /** Network address of the subnet, without prefix length (docs/migration-from-coil-v1.md#keys). */
   readonly subnetAddress: string;
   /** Block CIDRs not held by anyone; `null` in etcd reads as empty. */
   readonly free: readonly string[];
@@ -69,8 +69,9 @@ export interface V1Entry {
 /**
  * Parses every key under the prefix. Unknown key kinds and unreadable values become problems;
  * `subnet/` markers are accepted and ignored (v1's "network address taken" guard, not needed).
- * Malformed `ip/` values are warnings only: the conversion never needs them (coil-v1-data.md §2.3).
- * @see coil-v1-data.md §1.2, §1.3
+ * Malformed `ip/` values are warnings only: the conversion never needs them
+ * (docs/migration-from-coil-v1.md#per-pod-addresses-are-not-carried-over).
+ * @see docs/migration-from-coil-v1.md#keys, docs/migration-from-coil-v1.md#values
  */
 export function parseV1Entries(entries: readonly V1Entry[]): V1Data {
   const pools = new Map<string, V1Pool>();
@@ -137,7 +138,7 @@ function parseBlock(key: string, pool: string, subnetAddress: string, value: str
 
 /**
  * Reads an `ip/` value: JSON `{container_id, namespace, pod, created_at}` since v1.1.0, or the
- * text `ns/pod` before (coil-v1-data.md §1.3.4).
+ * text `ns/pod` before (docs/migration-from-coil-v1.md#address-values).
  */
 function parseAddressValue(key: string, blockAddress: string, offsetText: string, value: string): V1Address | string {
   if (!/^(0|[1-9][0-9]*)$/.test(offsetText)) return `malformed ip key: offset ${JSON.stringify(offsetText)} is not a decimal number`;

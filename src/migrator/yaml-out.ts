@@ -7,7 +7,7 @@
  * production dependencies, and the `yaml` package is a dev dependency; the objects are plain
  * JSON (strings, integers, booleans, maps, lists), which keeps this short.
  *
- * @see coil-v1-data.md §3.1 step 6 (the original's output format)
+ * @see docs/migration-from-coil-v1.md#its-output-format
  */
 
 /** JSON-like value the writer accepts. `undefined` map entries are left out. */

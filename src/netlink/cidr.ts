@@ -2,8 +2,11 @@
  * Address and CIDR strings in the form iproute2 prints them, so kernel state read back with
  * `ip -json` can be compared with what coil asked for. iproute2 prints a host route's `dst`
  * without its prefix (`10.0.0.5`, not `10.0.0.5/32`) and IPv6 in RFC 5952 form.
+ *
+ * A view of the one address parser, src/ipam/ip-address.ts (Go's rules, RFC 5952 output): nothing
+ * here parses an address itself. Failures are TypeErrors, as the kernel-facing callers expect.
  */
-import { isIPv4, isIPv6 } from 'node:net';
+import { addressBits, formatAddress, hasHostBitsSet, tryParseAddress, type IpAddress } from '../ipam/cidr.js';
 
 /** A parsed CIDR: canonical network address, prefix length and family. */
 export interface ParsedCidr {
@@ -14,19 +17,42 @@ export interface ParsedCidr {
 }
 
 /**
- * Canonical text of an IPv4 or IPv6 address (`2001:DB8:0::1` → `2001:db8::1`).
+ * Reads an IPv4 or IPv6 address (Go's rules: no leading zeros in IPv4, no zone).
+ * @throws TypeError when `text` is neither
+ */
+export function addressOf(text: string): IpAddress {
+  const a = tryParseAddress(text);
+  if (a === undefined) throw new TypeError(`not an IP address: ${JSON.stringify(text)}`);
+  return a;
+}
+
+/**
+ * Splits `address[/bits]` as iproute2 writes it: a bare address is a host prefix, `bits` is one
+ * to three decimal digits, at most the family's width. A part that is not valid is undefined.
+ */
+export function splitPrefix(text: string): { readonly address: IpAddress | undefined; readonly bits: number | undefined } {
+  const slash = text.indexOf('/');
+  const address = tryParseAddress(slash < 0 ? text : text.slice(0, slash));
+  if (address === undefined) return { address, bits: undefined };
+  const width = addressBits(address.family);
+  const bitsText = slash < 0 ? String(width) : text.slice(slash + 1);
+  const bits = /^\d{1,3}$/.test(bitsText) && Number(bitsText) <= width ? Number(bitsText) : undefined;
+  return { address, bits };
+}
+
+/**
+ * Canonical text of an IPv4 or IPv6 address (`2001:DB8:0::1` → `2001:db8::1`; IPv4 with leading
+ * zeros, which some parsers read as octal, is refused).
  * @throws TypeError when `address` is neither
  */
 export function canonicalAddress(address: string): string {
-  // node:net accepts only plain dotted decimal (no leading zeros), which is already canonical.
-  if (isIPv4(address)) return address;
-  if (isIPv6(address)) return new URL(`http://[${address}]/`).hostname.slice(1, -1);
-  throw new TypeError(`not an IP address: ${JSON.stringify(address)}`);
+  const a = addressOf(address);
+  return formatAddress(a.family, a.value);
 }
 
 /** Family of an address string, or undefined when it is not one. */
 export function addressFamily(address: string): 4 | 6 | undefined {
-  return isIPv4(address) ? 4 : isIPv6(address) ? 6 : undefined;
+  return tryParseAddress(address)?.family;
 }
 
 /**
@@ -35,18 +61,11 @@ export function addressFamily(address: string): 4 | 6 | undefined {
  * @throws TypeError on malformed text, an out-of-range prefix or host bits set
  */
 export function parseCidr(cidr: string): ParsedCidr {
-  const slash = cidr.indexOf('/');
-  const addr = slash < 0 ? cidr : cidr.slice(0, slash);
-  const family = addressFamily(addr);
-  if (family === undefined) throw new TypeError(`not a CIDR: ${JSON.stringify(cidr)}`);
-  const width = family === 4 ? 32 : 128;
-  const prefixText = slash < 0 ? String(width) : cidr.slice(slash + 1);
-  const prefixBits = /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
-  if (!(prefixBits >= 0 && prefixBits <= width)) throw new TypeError(`bad prefix length in ${JSON.stringify(cidr)}`);
-  const value = toBigInt(addr, family);
-  const hostMask = (1n << BigInt(width - prefixBits)) - 1n;
-  if ((value & hostMask) !== 0n) throw new TypeError(`${JSON.stringify(cidr)} has host bits set`);
-  return { family, address: canonicalAddress(addr), prefixBits };
+  const { address: a, bits: prefixBits } = splitPrefix(cidr);
+  if (a === undefined) throw new TypeError(`not a CIDR: ${JSON.stringify(cidr)}`);
+  if (prefixBits === undefined) throw new TypeError(`bad prefix length in ${JSON.stringify(cidr)}`);
+  if (hasHostBitsSet(a.family, a.value, prefixBits)) throw new TypeError(`${JSON.stringify(cidr)} has host bits set`);
+  return { family: a.family, address: formatAddress(a.family, a.value), prefixBits };
 }
 
 /**
@@ -66,14 +85,4 @@ export function routeKeyOfDst(dst: string): string {
 /** Full CIDR text (`10.0.0.5/32`), the form used in batch lines and CNI results. */
 export function formatCidr(c: ParsedCidr): string {
   return `${c.address}/${c.prefixBits}`;
-}
-
-function toBigInt(addr: string, family: 4 | 6): bigint {
-  if (family === 4) return addr.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n);
-  const canon = canonicalAddress(addr);
-  const [head = '', tail] = canon.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  return groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n);
 }

@@ -7,11 +7,12 @@
  * Concurrency: nothing here locks. Two calls for the same netns and peer must not overlap (the
  * callers serialise per pod / per process).
  *
- * @see coil-behaviour.md §7.2 (Coil `v2/pkg/fou/fou.go`)
+ * @see docs/compatibility.md#fou-tunnels (Coil `v2/pkg/fou/fou.go`)
  */
 import { createHash } from 'node:crypto';
 import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
-import { addressFamily, canonicalAddress, parseCidr } from './cidr.js';
+import { addressBytes } from '../ipam/ip-address.js';
+import { addressFamily, addressOf, canonicalAddress } from './cidr.js';
 import { isNetlinkErrno } from './netlink-error.js';
 import { writeSysctl } from './sysctl.js';
 
@@ -64,9 +65,9 @@ export interface FouInitOptions extends Pick<RunTarget, 'netns'> {
  * @throws TypeError when `remote` is not an address
  */
 export function fouPeerLinkName(remote: string): string {
-  const { family } = parseCidr(remote);
-  if (family === 4) return `fou4_${Buffer.from(remote.split('.').map(Number)).toString('hex')}`;
-  return `fou6_${createHash('sha1').update(ipv6Bytes(remote)).digest('hex').slice(0, 8)}`;
+  const bytes = Buffer.from(addressBytes(addressOf(remote)));
+  if (bytes.length === 4) return `fou4_${bytes.toString('hex')}`;
+  return `fou6_${createHash('sha1').update(bytes).digest('hex').slice(0, 8)}`;
 }
 
 /** True for names {@link fouPeerLinkName} produces. */
@@ -213,15 +214,4 @@ export async function deleteFouPeer(ip: IpRunner, remote: string, target: Pick<R
   } catch (err) {
     if (!isNetlinkErrno(err, 'ENODEV')) throw err;
   }
-}
-
-function ipv6Bytes(address: string): Buffer {
-  const canon = canonicalAddress(address);
-  const [head = '', tail] = canon.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  const buf = Buffer.alloc(16);
-  groups.forEach((g, i) => buf.writeUInt16BE(parseInt(g, 16), i * 2));
-  return buf;
 }

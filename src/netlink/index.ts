@@ -1,7 +1,7 @@
 /**
  * Kernel networking shared by coild and coil-egress: iproute2 `ip -batch -` runner, netns entry,
  * link/addr/route/rule builders and JSON reads, sysctls, MTU and feature detection. Everything
- * that touches the kernel goes through here (STYLE.md §2, ARCHITECTURE.md "src/netlink").
+ * that touches the kernel goes through here (docs/design.md#all-kernel-io-in-one-layer).
  */
 export * from './addr.js';
 export * from './cidr.js';

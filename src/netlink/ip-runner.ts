@@ -5,9 +5,9 @@
  * netlink agent on Node) or, without one, the same requests written as `ip -batch` lines.
  *
  * Why processes: a Node process cannot setns() safely (it is multi-threaded) and no npm netlink
- * package can work inside another netns (npm-ecosystem.md §7). One `ip -batch -` process per netns
- * costs ≈ 3–5 ms here, against ≈ 30 ms for one process per command (cni-baseline.md); the agent
- * applies the same batch in ≈ 0.3 ms.
+ * package can work inside another netns (docs/design.md#netlink-from-node). One `ip -batch -`
+ * process per netns costs ≈ 3–5 ms here, against ≈ 30 ms for one process per command
+ * (docs/performance.md#pod-wiring); the agent applies the same batch in ≈ 0.3 ms.
  *
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
@@ -63,7 +63,7 @@ export interface RetryPolicy {
 
 /**
  * Default retry: 5 tries from 1 ms doubling, like Coil's dump retry (5 tries from 200 µs), rounded
- * up to Node's timer resolution. @see coil-behaviour.md §5.6 (last bullet)
+ * up to Node's timer resolution. @see docs/compatibility.md#pod-network-setup (last point)
  */
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = { attempts: 5, initialDelayMs: 1, maxDelayMs: 100 };
 
@@ -133,7 +133,7 @@ const RUN_NETNS = /^\/(?:var\/)?run\/netns\/([^/]+)$/;
 
 /**
  * Runs iproute2 and helper programs with one retry policy and one error type.
- * @see npm-ecosystem.md §7, STYLE.md §2 "src/node-agent" (kernel I/O)
+ * @see docs/design.md#netlink-from-node, docs/design.md#all-kernel-io-in-one-layer
  */
 export class IpRunner {
   /** The `ip` binary this runner starts. */

@@ -2,7 +2,7 @@
  * Deferred, batched deletion of links. Deleting one veth costs ≈ 17–20 ms here, nearly all of it a
  * kernel RCU wait per unregister taken under the RTNL lock, whether sent alone or in a batch;
  * `ip link del group G` unregisters every link of the group with one wait (≈ 0.6–1.2 ms per link;
- * cni-baseline.md §3 "Teardown"). So a caller retires a link (down + move to the group: ≈ 2 ms,
+ * docs/performance.md#link-teardown). So a caller retires a link (down + move to the group: ≈ 2 ms,
  * and the kernel flushes its routes at once) and the reaper deletes the group shortly after,
  * coalescing bursts of DELs.
  */

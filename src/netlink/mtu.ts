@@ -1,7 +1,8 @@
 /**
  * Host MTU detection, as Coil's `netutil.DetectMTU`: the smallest MTU of the links on the route
  * to a well-known global address (192.0.0.10, else 2001:1::2), else the smallest MTU among the up
- * physical devices. No tunnel overhead is subtracted. @see coil-behaviour.md §5.6 (veth MTU)
+ * physical devices. No tunnel overhead is subtracted.
+ * @see docs/compatibility.md#pod-network-setup (MTU)
  */
 import type { IpRunner, RunTarget } from './ip-runner.js';
 import { readLinks, type IpLink } from './link.js';

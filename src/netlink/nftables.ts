@@ -4,7 +4,8 @@
  * shared `nat`/`filter` tables; a table of our own is never touched by anyone else and can be
  * replaced or deleted whole, which makes re-applying idempotent and teardown exact.
  *
- * @see coil-behaviour.md §7.5 (NAT server), §9 (egress metrics), §12 item 15
+ * @see docs/compatibility.md#the-nat-pod, docs/compatibility.md#metric-names-and-types,
+ *   docs/compatibility.md#metrics-gaps
  */
 import type { IpRunner, RunTarget } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';

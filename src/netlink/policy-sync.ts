@@ -5,7 +5,8 @@
  * `iif eth0 lookup 118` rule and table 118 (egress pods).
  *
  * Concurrency: not locked; one sync per netns and table at a time (callers serialise).
- * @see coil-behaviour.md §7.3, §7.5; STYLE.md §1 "Kernel state is synced declaratively"
+ * @see docs/compatibility.md#client-pod-egress-setup, docs/compatibility.md#the-nat-pod;
+ *   docs/design.md#kernel-state-is-synced-declaratively
  */
 import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
 import { canonicalAddress, parseCidr, routeKey, routeKeyOfDst } from './cidr.js';

@@ -6,11 +6,11 @@
  *
  * Why: a pod ADD is two batches of requests (host side, pod side); two `ip` processes cost
  * ≈ 10 ms of the ADD here, the requests themselves ≈ 0.3 ms. Node cannot open a netlink socket,
- * and no npm package can enter another netns (npm-ecosystem.md §7); Bun calls libc through
- * `bun:ffi`. A socket belongs to the netns it was created in, so for a pod the calling thread
- * enters the netns with setns(2), creates the socket, applies the requests and returns to its own
- * netns before doing anything else (vishvananda/netlink's NewHandleAt does the same; Bun's other
- * threads never create sockets while this synchronous code runs).
+ * and no npm package can enter another netns (docs/design.md#netlink-from-node); Bun calls libc
+ * through `bun:ffi`. A socket belongs to the netns it was created in, so for a pod the calling
+ * thread enters the netns with setns(2), creates the socket, applies the requests and returns to
+ * its own netns before doing anything else (vishvananda/netlink's NewHandleAt does the same; Bun's
+ * other threads never create sockets while this synchronous code runs).
  *
  * Results are shaped as `ip [-force] -batch -` answers (each failed request's kernel message and
  * `Command failed -:N`), so the runner reports, retries and numbers failures the same way on every path.

@@ -11,7 +11,8 @@
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html, include/uapi/linux/{netlink,
  *   rtnetlink,if_link,if_addr,veth}.h
  */
-import { tryParseAddress, type IpAddress } from '../ipam/ip-address.js';
+import { addressBytes, type IpAddress } from '../ipam/ip-address.js';
+import { splitPrefix } from './cidr.js';
 import type { RtRequest } from './rt-request.js';
 
 // include/uapi/linux/netlink.h, rtnetlink.h
@@ -115,13 +116,9 @@ function mac(text: string | undefined): Uint8Array | undefined {
 }
 
 function prefix(text: string): { address: IpAddress; bits: number } {
-  const slash = text.indexOf('/');
-  const address = tryParseAddress(slash < 0 ? text : text.slice(0, slash));
+  const { address, bits } = splitPrefix(text);
   if (address === undefined) throw invalid(`address ${text}`);
-  const width = address.family === 4 ? 32 : 128;
-  const bitsText = slash < 0 ? String(width) : text.slice(slash + 1);
-  const bits = Number(bitsText);
-  if (!/^\d{1,3}$/.test(bitsText) || bits > width) throw invalid(`prefix ${text}`);
+  if (bits === undefined) throw invalid(`prefix ${text}`);
   return { address, bits };
 }
 
@@ -220,17 +217,6 @@ class Writer {
     this.attrBytes(type, new TextEncoder().encode(withNul ? `${s}\0` : s));
   }
   result(): Uint8Array { return this.buf.slice(0, this.length); }
-}
-
-function addressBytes(a: IpAddress): Uint8Array {
-  const n = a.family === 4 ? 4 : 16;
-  const out = new Uint8Array(n);
-  let v = a.value;
-  for (let i = n - 1; i >= 0; i--) {
-    out[i] = Number(v & 0xffn);
-    v >>= 8n;
-  }
-  return out;
 }
 
 function ifindexOf(ctx: ResolveContext, name: string): number {

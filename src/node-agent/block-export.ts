@@ -3,7 +3,8 @@
  * included, through `RouteExporter.sync`. Level-triggered: every AddressBlock event of this node
  * (and every GC pass) re-reads the whole set from the cache; events arriving while a sync runs
  * collapse into one more sync, so a burst of block changes costs at most two batches.
- * @see coil-behaviour.md §5.8, Coil #370 (flush on shutdown: {@link BlockExport.clear})
+ * @see docs/compatibility.md#export-table-119,
+ *   Coil #370 (flush on shutdown: {@link BlockExport.clear})
  */
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../api/v2/addressblock.js';

@@ -2,17 +2,20 @@
  * BlockReleaser: gives this node's empty AddressBlocks back to the pool, after a grace period.
  *
  * Coil releases a block the moment its last address is freed; on a busy node that means create,
- * delete and re-advertise over and over (coil-behaviour.md §12 item 2; Calico keeps empty blocks
- * for a while for the same reason). Here a block is released only once it has been empty for
- * `graceMs` and none of its addresses is still cooling — a cooling address must not become
- * another node's pod address while stale routes or conntrack entries still point here.
- * Releasing = remove the `coil.cybozu.com` finalizer, then delete (Coil §5.5); the controller's
- * finalizer-free block is then gone for good.
+ * delete and re-advertise over and over
+ * (docs/compatibility.md#blocks-released-the-moment-they-empty; Calico keeps empty blocks for a
+ * while for the same reason). Here a block is released only once it has been empty for `graceMs`
+ * and none of its addresses is still cooling — a cooling address must not become another node's pod
+ * address while stale routes or conntrack entries still point here. Releasing = remove the
+ * `coil.cybozu.com` finalizer, then delete (as Coil does:
+ * docs/compatibility.md#freeing-addresses-and-releasing-blocks); the controller's finalizer-free
+ * block is then gone for good.
  */
 import type Logger from 'bunyan';
-import { FIN_COIL } from '../api/v2/keys.js';
+import { FIN_COIL, GROUP } from '../api/v2/keys.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict, isNotFound, isPatchTestFailed } from '../runtime/errors.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CoildKinds } from './kinds.js';
 import type { NodeBlock, NodeIpam } from './node-ipam.js';
 
@@ -34,6 +37,9 @@ export interface BlockReleaserOptions {
  * candidate. Releases run one pass at a time.
  */
 export class BlockReleaser {
+  /** What it calls: a live read of the block, the finalizer's removal (a JSON patch), the delete. */
+  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['addressblocks'], verbs: ['get', 'patch', 'delete'] }];
+
   readonly graceMs: number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<string[]> | undefined;

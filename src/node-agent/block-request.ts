@@ -5,10 +5,10 @@
  * Coil notifies its waiter by a non-blocking send on an unbuffered channel: an answer that comes
  * before the waiter blocks is dropped, the ADD times out, kubelet retries, coild deletes and
  * re-creates `req-<pool>-<node>`, and the controller carves a second block that leaks (Coil #271,
- * coil-behaviour.md §5.4, §12 item 1). Here nothing is a one-shot signal: every BlockRequest or
- * AddressBlock event of this node, and a slow poll, re-reads the outstanding request's state from
- * the cache. A request outlives the waits on it: when an ADD gives up, the next ADD of the pool
- * joins the same request instead of issuing another.
+ * docs/compatibility.md#a-lossy-blockrequest-handshake). Here nothing is a one-shot signal: every
+ * BlockRequest or AddressBlock event of this node, and a slow poll, re-reads the outstanding
+ * request's state from the cache. A request outlives the waits on it: when an ADD gives up, the
+ * next ADD of the pool joins the same request instead of issuing another.
  *
  * Naming: each request gets a unique name from `generateName: req-<pool>-<node>-`. Coil's fixed
  * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the
@@ -27,10 +27,11 @@
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { blockRequestResult, type BlockRequest } from '../api/v2/blockrequest.js';
-import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { GROUP, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict } from '../runtime/errors.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CoildKinds } from './kinds.js';
 
 /** How one wait for a block ended. */
@@ -88,6 +89,9 @@ interface Outstanding {
  * Concurrency: single-threaded state; every method may be called at any time after `start()`.
  */
 export class BlockRequester {
+  /** What it calls beyond the cache: creates its node's BlockRequests and deletes the ones consumed. */
+  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['blockrequests'], verbs: ['create', 'delete'] }];
+
   private readonly outstanding = new Map<string, Outstanding>();
   /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
   private readonly askedPools = new Set<string>();

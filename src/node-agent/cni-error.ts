@@ -3,7 +3,8 @@
  * which sets both a gRPC status code and a `pkg.cnirpc.CNIError` status detail, so the `coil`
  * executable can print the CNI code the handler chose.
  *
- * @see ../shared/reference/coil-behaviour.md §5.1 (CNIError as a status detail), §6 (its decoding)
+ * @see docs/compatibility.md#the-cni-grpc-api (CNIError as a status detail),
+ *   docs/compatibility.md#the-cni-executable (its decoding)
  * @see CNI spec SPEC.md "Error codes"
  */
 import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
@@ -79,7 +80,7 @@ export const STATUS_DETAILS_KEY = 'grpc-status-details-bin';
  * Maps anything a handler threw to the call's gRPC status, with a `CNIError` detail in the
  * `grpc-status-details-bin` trailer. A {@link CniError} keeps its codes and details; anything
  * else becomes gRPC Internal with CNI `INTERNAL` (999) and the error's message.
- * @see coil-behaviour.md §5.1 (`newError(grpcCode, cniCode, msg, details)`)
+ * @see docs/compatibility.md#the-cni-grpc-api (Coil's `newError(grpcCode, cniCode, msg, details)`)
  */
 export function toCniError(err: unknown): GrpcCallError {
   const e =

@@ -3,7 +3,7 @@
  * The server decodes `pkg.cnirpc.CNIArgs` into {@link CniArgs}, calls one {@link CniHandler}
  * method, and maps a thrown error with `toCniError()` (cni-error.ts).
  *
- * @see ../shared/reference/coil-behaviour.md §5.1 (messages), §5.7 (ADD/DEL/CHECK semantics)
+ * @see docs/compatibility.md#the-cni-grpc-api (messages), docs/compatibility.md#add-del-and-check
  * @see CNI spec SPEC.md "Result" (the 1.1.0 result shape)
  */
 
@@ -63,7 +63,7 @@ export interface CniResult {
  *
  * Every method reports failure by throwing: a `CniError` (cni-error.ts) carries its CNI code;
  * anything else reaches the runtime as CNI 999 (INTERNAL).
- * @see coil-behaviour.md §5.7; CNI spec SPEC.md "CNI operations"
+ * @see docs/compatibility.md#add-del-and-check; CNI spec SPEC.md "CNI operations"
  */
 export interface CniHandler {
   /** ADD: allocate and wire; must be idempotent per container ID + ifname. */

@@ -2,7 +2,8 @@
  * CniService: coild's CNI logic behind the gRPC shell. ADD picks the pool, allocates from
  * {@link NodeIpam} and wires the pod with {@link PodNetwork}; DEL undoes both and tolerates
  * missing state; CHECK compares the kernel with the allocation; GC and STATUS are CNI 1.1's.
- * @see coil-behaviour.md §5.3 (pool), §5.7 (ADD/DEL/CHECK); CNI spec SPEC.md "CNI operations"
+ * @see docs/compatibility.md#pool-choice, docs/compatibility.md#add-del-and-check; CNI spec SPEC.md
+ *   "CNI operations"
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
@@ -10,6 +11,7 @@ import { ANN_POOL, DEFAULT_POOL } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import type { EventRecorder } from '../runtime/event-recorder.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import type { KeyedMutex } from './keyed-mutex.js';
@@ -47,6 +49,12 @@ export interface EgressHook {
 
 /** The {@link CniHandler} of coild. Calls for one `<containerID>:<ifname>` run one at a time. */
 export class CniService implements CniHandler {
+  /**
+   * What it calls beyond the cache: a live read of a Pod the cache has not seen yet. Its Events
+   * (a pool out of blocks) go through the Manager's recorder.
+   */
+  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['pods'], verbs: ['get'] }];
+
   constructor(private readonly o: CniServiceOptions) {}
 
   /**
@@ -130,7 +138,8 @@ export class CniService implements CniHandler {
         containerId: args.containerId, ifname: args.ifname, pool,
         ...(alloc.ipv4 && { ipv4: alloc.ipv4, hostIPv4 }), ...(alloc.ipv6 && { ipv6: alloc.ipv6 }), ...(hostIPv6 && { hostIPv6 }),
       });
-      // Coil §7.3: an egress client whose tunnels cannot be set up fails ADD (and is undone below).
+      // As Coil (docs/compatibility.md#client-pod-egress-setup): an egress client whose tunnels
+      // cannot be set up fails ADD (and is undone below).
       await this.o.egress?.onAdd(pod, { namespace, name, containerId: args.containerId, ifname: args.ifname, netns: args.netns,
         ips: [alloc.ipv4, alloc.ipv6].filter((a): a is string => !!a) });
       return { cniVersion: '1.1.0', interfaces: r.interfaces.map((i) => ({ ...i })), ips: r.ips.map((ip) => ({ ...ip })) };

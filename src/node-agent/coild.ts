@@ -1,6 +1,7 @@
 /**
- * Coild: the node agent's wiring, as Coil's `coild/sub/run.go` (coil-behaviour.md §5.2), kept
- * apart from main.ts so tests can run it in-process. Start order:
+ * Coild: the node agent's wiring, as Coil's `coild/sub/run.go`
+ * (docs/compatibility.md#coild-start-up), kept apart from main.ts so tests can run it in-process.
+ * Start order:
  * 1. Manager (no leader election, no reconcilers): metrics server, client, Event recorder, and a
  *    cache of this node's AddressBlocks and BlockRequests (label `coil.cybozu.com/node`), its
  *    Node and Pods (field selectors), all Namespaces and AddressPools — waited until synced;
@@ -14,7 +15,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
-import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE } from '../api/v2/keys.js';
+import { INDEX_BLOCK_BY_REQUEST } from '../api/v2/keys.js';
 import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
 import { BlockExport } from './block-export.js';
@@ -34,7 +35,6 @@ import { IpRunner } from '../netlink/ip-runner.js';
 import { NetlinkAgent } from '../netlink/netlink-agent.js';
 import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress-client.js';
-import { EgressClientKinds } from './egress-gateways.js';
 import { EgressWatcher } from './egress-watcher.js';
 import { allocationKey } from './node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
@@ -42,6 +42,7 @@ import { NodeIpam } from './node-ipam.js';
 import { OriginatingOnly } from './originating-only.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { IpRouteExporter } from './route-export.js';
+import { COILD_ACCESS, coildFeatures } from './rbac.js';
 import { recoverAllocations } from './recovery.js';
 import { SpawnHelper } from './spawn-helper.js';
 import { removeCoilConflist, UninstallDetector } from './uninstall.js';
@@ -95,17 +96,11 @@ export class Coild {
       gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
     });
     const { cache, client } = this.manager;
-    cache.ensure(CoildKinds.Node, { fieldSelector: `metadata.name=${cfg.nodeName}` });
-    cache.ensure(CoildKinds.Pod, { fieldSelector: `spec.nodeName=${cfg.nodeName}` });
-    if (cfg.enableIpam) {
-      // Egress-only mode watches none of these (the chart then grants no access to them).
-      const mine = { labelSelector: `${LABEL_NODE}=${cfg.nodeName}` };
-      cache.ensure(CoildKinds.AddressBlock, mine);
-      cache.ensure(CoildKinds.BlockRequest, mine);
-      cache.ensure(CoildKinds.Namespace);
-      cache.ensure(CoildKinds.AddressPool);
-      cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+    // What the enabled features cache (rbac.ts; the chart grants exactly the reads of these).
+    for (const feature of coildFeatures(cfg)) {
+      for (const c of COILD_ACCESS[feature].caches) cache.ensure(c.kind, c.options?.(cfg));
     }
+    if (cfg.enableIpam) cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
 
     this.uninstall = cfg.pod ? new UninstallDetector({ cache, client, pod: cfg.pod, logger: log.child({ logger: 'uninstall' }) }) : undefined;
 
@@ -141,7 +136,6 @@ export class Coild {
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
     if (cfg.enableEgress) {
-      cache.ensure(EgressClientKinds.Egress);
       const ip = kernel;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,

@@ -1,5 +1,5 @@
 /**
- * coild flags: Coil's names and defaults (coil-behaviour.md §1.2 `coild`) plus ours. Environment
+ * coild flags: Coil's names and defaults (docs/compatibility.md#coild-flags) plus ours. Environment
  * variables are read here and in main.ts only. Booleans take Go's forms: `--flag`,
  * `--flag=true`, `--flag=false`.
  */

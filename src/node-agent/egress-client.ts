@@ -6,12 +6,15 @@
  *
  * Concurrency: EgressClient holds no state; callers serialise calls per pod (coild's per-container
  * lock for ADD, the egress watcher's per-pod queue for updates).
- * @see coil-behaviour.md §7.3, §12 items 8, 11, 18
+ * @see docs/compatibility.md#client-pod-egress-setup, docs/compatibility.md#set-but-never-unset,
+ *   docs/compatibility.md#netns-lookup-through-bind-mounts,
+ *   docs/compatibility.md#fou-overhead-not-subtracted-from-the-mtu
  */
 import {
   EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID, PROTOCOL_ID,
 } from '../api/v2/keys.js';
-import { addressFamily, parseCidr } from '../netlink/cidr.js';
+import { containsCidr } from 'cidr-tools';
+import { addressFamily, formatCidr, parseCidr } from '../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../netlink/fou.js';
 import type { IpRunner } from '../netlink/ip-runner.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../netlink/policy-sync.js';
@@ -33,7 +36,8 @@ export const PRIVATE_RANGES: Readonly<Record<4 | 6, readonly string[]>> = {
  * IPv6: 40 + 8 = 48 (the ip6tnl links are made with `encaplimit none`, so no 8-byte
  * destination-options header). The inner IP header is not overhead: it is part of the packet the
  * tunnel MTU limits. Only the tunnel links get the smaller MTU; the pod's eth0 keeps the node MTU
- * because in-cluster traffic is not encapsulated (Coil subtracts nothing, §12 item 18).
+ * because in-cluster traffic is not encapsulated (Coil subtracts nothing:
+ * docs/compatibility.md#fou-overhead-not-subtracted-from-the-mtu).
  */
 export const FOU_OVERHEAD_BYTES: Readonly<Record<4 | 6, number>> = { 4: 28, 6: 48 };
 
@@ -82,10 +86,14 @@ export function clientRules(family: 4 | 6): PolicyRule[] {
   ];
 }
 
-/** True when `cidr` lies inside one of the family's private ranges (then it goes to table 117). */
+/**
+ * True when `cidr` lies inside one of the family's private ranges (then it goes to table 117).
+ * Checked on its canonical text by cidr-tools.
+ * @throws TypeError when `cidr` is not a network prefix (parseCidr)
+ */
 export function isNarrowDestination(cidr: string): boolean {
   const c = parseCidr(cidr);
-  return PRIVATE_RANGES[c.family].some((r) => contains(parseCidr(r), c));
+  return containsCidr([...PRIVATE_RANGES[c.family]], formatCidr(c));
 }
 
 /**
@@ -191,8 +199,9 @@ export class EgressClient {
 
   /**
    * Removes every egress rule and peer link (their routes go with them) from the pod netns — for
-   * a deleted Egress or a removed annotation, which Coil leaves in place (§12 item 8) — and the
-   * originating-only state. The FoU port and flow devices stay: harmless, and shared by any later apply.
+   * a deleted Egress or a removed annotation, which Coil leaves in place
+   * (docs/compatibility.md#set-but-never-unset) — and the originating-only state. The FoU port and
+   * flow devices stay: harmless, and shared by any later apply.
    * @throws NetlinkError when iproute2 fails
    */
   async remove(netns: string): Promise<void> {
@@ -204,20 +213,4 @@ export class EgressClient {
     if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
     await this.o.originatingOnly?.applier.remove(netns);
   }
-}
-
-function contains(outer: ReturnType<typeof parseCidr>, inner: ReturnType<typeof parseCidr>): boolean {
-  if (outer.family !== inner.family || inner.prefixBits < outer.prefixBits) return false;
-  const width = outer.family === 4 ? 32 : 128;
-  const shift = BigInt(width - outer.prefixBits);
-  return toBig(outer.address, outer.family) >> shift === toBig(inner.address, inner.family) >> shift;
-}
-
-function toBig(address: string, family: 4 | 6): bigint {
-  if (family === 4) return address.split('.').reduce((acc, o) => (acc << 8n) | BigInt(Number(o)), 0n);
-  const [head = '', tail] = address.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  return groups.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n);
 }

@@ -1,7 +1,8 @@
 /**
  * Pure helpers of the client side: which Egresses a pod names, and the gateways (one per Service
  * ClusterIP) an Egress and its Service make. No I/O.
- * @see coil-behaviour.md §7.1, §7.3 steps 1–2
+ * @see docs/compatibility.md#egress-client-opt-in, docs/compatibility.md#client-pod-egress-setup
+ *   (steps 1–2)
  */
 import type { V1Service } from '@kubernetes/client-node';
 import { ANN_EGRESS_PREFIX, GROUP, VERSION } from '../api/v2/keys.js';

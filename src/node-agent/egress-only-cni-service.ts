@@ -10,12 +10,14 @@
  * An unchained ADD, which Coil lets through with no addresses, is refused here with code 7: with
  * no prevResult nothing gives the pod an address.
  *
- * @see coil-behaviour.md §5.7 (ADD with IPAM off), §8 (egress-only overlays)
+ * @see docs/compatibility.md#add-del-and-check (ADD with IPAM off),
+ *   docs/compatibility.md#manifests-and-rbac (egress-only overlays)
  */
 import type Logger from 'bunyan';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
+import type { RbacRule } from '../runtime/registry.js';
 import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import { observed, type EgressHook } from './cni-service.js';
@@ -43,6 +45,9 @@ export interface EgressOnlyCniServiceOptions {
 
 /** The {@link CniHandler} of coild with `--enable-ipam=false`. */
 export class EgressOnlyCniService implements CniHandler {
+  /** What it calls beyond the cache: a live read of a Pod the cache has not seen yet. */
+  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['pods'], verbs: ['get'] }];
+
   constructor(private readonly o: EgressOnlyCniServiceOptions) {}
 
   /**

@@ -148,7 +148,7 @@ describe('EgressWatcher', () => {
     assert.deepEqual(w.calls, []);
   });
 
-  test('a missing Egress fails ADD naming it (Coil §7.3 step 1); records survive a restart and DEL forgets them', async () => {
+  test('a missing Egress fails ADD naming it (as in Coil); records survive a restart and DEL forgets them', async () => {
     const w = world();
     const { ew, dir } = await watcher(w);
     await assert.rejects(ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment), /Egress internet\/nat named by annotation/);

@@ -2,11 +2,14 @@
  * Client-side egress in coild: sets up a pod's tunnels at ADD, and keeps every egress client pod
  * of this node in step with its Egresses afterwards — destinations and `fouSourcePortAuto`
  * changes, as Coil's EgressWatcher (#253), and also what Coil leaves behind: a deleted Egress, a
- * removed annotation, or a Service with new ClusterIPs (§7.6, §12 item 8).
+ * removed annotation, or a Service with new ClusterIPs
+ * (docs/compatibility.md#egress-updates-to-running-clients,
+ * docs/compatibility.md#set-but-never-unset).
  *
  * The netns of each client pod is recorded at ADD, as a small JSON file per attachment in
  * `stateDir` (on tmpfs under /run, so it survives a coild restart but not a reboot, like the netns
- * itself), instead of Coil's search through `ip netns list-id` and /var/run/netns (§12 item 11).
+ * itself), instead of Coil's search through `ip netns list-id` and /var/run/netns
+ * (docs/compatibility.md#netns-lookup-through-bind-mounts).
  *
  * Kernel features are probed once at start. Without FoU/IPIP, ADD of a pod that names an Egress
  * fails (as in Coil, where FoU setup fails ADD), with a clear message, a Warning Event on the pod
@@ -16,7 +19,8 @@
  *
  * Concurrency: per-attachment work runs under coild's per-container lock (ADD already holds it
  * when it calls {@link onAdd}); the update loop handles one attachment at a time.
- * @see coil-behaviour.md §7.3, §7.6
+ * @see docs/compatibility.md#client-pod-egress-setup,
+ *   docs/compatibility.md#egress-updates-to-running-clients
  */
 import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
@@ -29,6 +33,7 @@ import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { sleep } from '../runtime/clock.js';
 import type { EventRecorder } from '../runtime/event-recorder.js';
+import type { RbacRule } from '../runtime/registry.js';
 import type { Runnable } from '../runtime/runnable.js';
 import { planEgressClient, type EgressClient, type EgressGateway } from './egress-client.js';
 import { EgressClientKinds, egressRefsOf, gatewaysOf } from './egress-gateways.js';
@@ -80,6 +85,9 @@ export class EgressSetupError extends Error {
 
 /** The client-side egress controller of one node. */
 export class EgressWatcher implements Runnable {
+  /** What it calls beyond the cache: the Service of a named Egress, read live by key. Its Events go through the Manager's recorder. */
+  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['services'], verbs: ['get'] }];
+
   private readonly attachments = new Map<string, EgressAttachment>();
   private readonly dirty = new Set<string>();
   private wake: (() => void) | undefined;

@@ -22,6 +22,8 @@ import type { CniArgs } from './cni-handler.js';
 import { CniService, type EgressHook } from './cni-service.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
 import { NodeGc } from './gc.js';
+import { hostWiring } from './pod-network-wiring.js';
+import { validateSetup } from './pod-network-validate.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { CoildKinds } from './kinds.js';
 import { NodeIpam } from './node-ipam.js';
@@ -248,5 +250,48 @@ describe('coild background readers racing CNI calls (real netns)', { skip }, () 
     assert.deepEqual((await next.gc.run()).freed, [`${a.containerId}:eth0`]);
     await old.pn.reap();
     await settle(next);
+  });
+  /**
+   * What an ADD leaves when coild is killed between its host requests 2 and 3: the veth with the
+   * pod's peer and coil's alias, no address on the host side and no pod-table route.
+   */
+  async function halfWire(c: ReturnType<typeof coild>, a: CniArgs): Promise<void> {
+    const v = validateSetup(a.netns, { containerId: a.containerId, ifname: a.ifname, pool: 'p', ipv4: '10.8.0.1', hostIPv4: '10.250.0.1' });
+    const wiring = hostWiring(v, { hostIfname: hostVethName(a.containerId, a.ifname), netnsPath: a.netns, mac: '02:00:00:00:00:01', podMac: '02:00:00:00:00:02', podTableId: 116, protocolId: 30 });
+    await ip.apply(wiring.slice(0, 2), { netns: c.host.path });
+  }
+
+  test('start-up recovery deletes a veth that a killed ADD left half-wired (alias, no pod route), and registers the rest', async () => {
+    const old = coild(await newHost());
+    const [live, cut] = [await pod(old), await pod(old)];
+    await old.service.add(live);
+    await halfWire(old, cut);
+    assert.deepEqual(new Map((await old.pn.list()).map((e) => [e.containerId, e.ipv4])), new Map([[live.containerId, '10.8.0.0'], [cut.containerId, undefined]]));
+    old.releaser.stop();
+    old.ipam.stop();
+    const next = coild(old.host);
+    const report = await recoverAllocations({ podNetwork: next.pn, ipam: next.ipam, releaser: next.releaser, logger: next.logger });
+    assert.deepEqual([report.registered, report.removed], [[`${live.containerId}:eth0`], [`${cut.containerId}:eth0`]]);
+    assert.equal(await hostLink(next, cut), undefined, 'the half-wired veth is gone');
+    assert.deepEqual((await next.pn.list()).map((e) => e.containerId), [live.containerId]);
+    // The runtime's retried ADD of the interrupted pod then wires it from scratch.
+    for (const a of [live, cut]) next.cache.put(CoildKinds.Pod, { metadata: { namespace: 'lab', name: a.args.K8S_POD_NAME } } as never);
+    await next.service.add(cut);
+    assert.equal((await next.pn.list()).length, 2);
+    await next.service.del(live);
+    await next.service.del(cut);
+    await settle(next);
+  });
+
+  test('a GC pass deletes a half-wired veth that appeared after recovery (no allocation, no pod route)', async () => {
+    const c = coild(await newHost());
+    const cut = await pod(c);
+    await halfWire(c, cut);
+    const report = await c.gc.run();
+    assert.deepEqual([report.adopted, report.removed], [[], [`${cut.containerId}:eth0`]]);
+    await c.pn.reap();
+    assert.equal(await hostLink(c, cut), undefined);
+    assert.deepEqual(c.ipam.allocations(), []);
+    await settle(c);
   });
 });

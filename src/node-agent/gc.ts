@@ -1,14 +1,15 @@
 /**
  * NodeGc: coild's periodic garbage collection (`--addressblock-gc-interval`, default 5 min, as
- * Coil's; coil-behaviour.md §5.5). Each pass:
+ * Coil's; docs/compatibility.md#freeing-addresses-and-releasing-blocks). Each pass:
  * 1. frees allocations whose host veth is gone (a pod torn down without a DEL reaching coild);
  * 2. adopts coil veths that hold no allocation (an `ip` batch of a SIGKILLed coild that finished
- *    after the restart's recovery read the host), so their addresses are not handed out twice;
+ *    after the restart's recovery read the host), so their addresses are not handed out twice,
+ *    and deletes those without a pod route (half-wired by an interrupted ADD; isHalfWired);
  * 3. releases blocks that have been empty past the grace period;
  * 4. re-syncs the export table (119) with this node's blocks.
  * Both directions together make coild's state converge on the host's, level-triggered.
  * A failed pass is logged and the next one retries; it never stops coild (unlike Coil's
- * controller GC, STYLE.md §3).
+ * controller GC: docs/compatibility.md#orphaned-block-gc-in-the-controller).
  *
  * Whose truth: the host's links are the record of which pod holds which address (recovery.ts),
  * and a key's ADD, DEL and CHECK change or read them under that key's lock. The pass's listing is
@@ -24,7 +25,7 @@ import type { BlockExport } from './block-export.js';
 import type { BlockReleaser } from './block-release.js';
 import type { KeyedMutex } from './keyed-mutex.js';
 import { allocationKey, type NodeIpam } from './node-ipam.js';
-import type { PodNetwork } from './pod-network.js';
+import { isHalfWired, type PodNetwork } from './pod-network.js';
 
 /** Constructor options of {@link NodeGc}. */
 export interface NodeGcOptions {
@@ -45,6 +46,8 @@ export interface GcReport {
   readonly freed: string[];
   /** Keys of veths found without an allocation and registered. */
   readonly adopted: string[];
+  /** Keys of half-wired veths (no allocation, no pod route) deleted. */
+  readonly removed: string[];
   readonly released: string[];
 }
 
@@ -90,6 +93,7 @@ export class NodeGc {
     }
     if (freed.length > 0) this.o.logger.info({ freed }, 'freed addresses of pods whose veth is gone');
     const adopted: string[] = [];
+    const removed: string[] = [];
     for (const e of entries) {
       const key = allocationKey(e.containerId, e.ifname);
       if (this.o.locks.isBusy(key) || this.o.ipam.lookup(e.containerId, e.ifname)) continue;
@@ -98,14 +102,20 @@ export class NodeGc {
         // Retired by a DEL, rolled back by a failed ADD or deleted since the listing: no pod's.
         const now = await this.o.podNetwork.inspect(e.containerId, e.ifname, e.hostIfname);
         if (now === undefined) return;
+        if (isHalfWired(now)) {
+          await this.o.podNetwork.destroy(e.containerId, e.ifname);
+          removed.push(key);
+          return;
+        }
         const r = this.o.ipam.register(now);
         if (r.ok) adopted.push(key);
         else this.o.logger.warn({ key, reason: r.reason }, 'coil veth without an allocation cannot be adopted');
       });
     }
     if (adopted.length > 0) this.o.logger.warn({ adopted }, 'adopted coil veths that held no allocation');
+    if (removed.length > 0) this.o.logger.warn({ removed }, 'deleted half-wired coil veths (no allocation, no pod route)');
     const released = await this.o.releaser.release();
     await this.o.exporter.sync();
-    return { freed, adopted, released };
+    return { freed, adopted, removed, released };
   }
 }

@@ -4,7 +4,7 @@
  * standard fields. The shim's process is gone by the time anyone looks, so this line is the
  * record of every CNI request.
  *
- * @see ../shared/reference/coil-behaviour.md §5.9; ../shared/seeds/cni-over-grpc.md "Logging"
+ * @see docs/compatibility.md#coild-logging-and-grpc-metrics; docs/design.md#cni-over-grpc
  */
 import { ServerInterceptingCall, type ServerInterceptor, status as GrpcStatus } from '@grpc/grpc-js';
 import type Logger from 'bunyan';

@@ -1,9 +1,10 @@
 /**
  * gRPC server metrics with go-grpc-prometheus' names and labels, as Coil's coild exports them,
  * so existing dashboards keep working. Unlike Coil, the handling-time histogram is on
- * (coil-behaviour.md §12 item 15).
+ * (docs/compatibility.md#metrics-gaps).
  *
- * @see ../shared/reference/coil-behaviour.md §5.9, §9; go-grpc-prometheus `server_metrics.go`
+ * @see docs/compatibility.md#coild-logging-and-grpc-metrics,
+ *   docs/compatibility.md#metric-names-and-types; go-grpc-prometheus `server_metrics.go`
  */
 import { ServerInterceptingCall, type ServerInterceptor, status as GrpcStatus } from '@grpc/grpc-js';
 import { Counter, Histogram, type Registry } from 'prom-client';

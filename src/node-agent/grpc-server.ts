@@ -4,8 +4,9 @@
  * The CNI work itself is a {@link CniHandler} passed in; this file only decodes, dispatches and
  * maps errors (`toCniError`).
  *
- * @see ../shared/reference/coil-behaviour.md §5.1 (API, socket), §5.9 (logging, metrics)
- * @see ../shared/seeds/cni-over-grpc.md
+ * @see docs/compatibility.md#the-cni-grpc-api (API, socket),
+ *   docs/compatibility.md#coild-logging-and-grpc-metrics (logging, metrics)
+ * @see docs/design.md#cni-over-grpc
  */
 import { chmod, lstat, mkdtemp, rename, rmdir, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';

@@ -1,8 +1,8 @@
 /**
  * coild's health port (`--health-addr`, default :9385): the `/healthz` and `/readyz` probes and
  * `GET /ipam`, a JSON view of this node's IPAM state in the spirit of the AWS VPC CNI's
- * `/ip-manager` introspection endpoint (aws-vpc-cni-proposal.md): every block with its
- * used/free/cooling counts, and every allocation with the pod it belongs to. `coild ipam-status`
+ * `/ip-manager` introspection endpoint: every block with its used/free/cooling counts, and every
+ * allocation with the pod it belongs to. `coild ipam-status`
  * (ipam-status.ts) prints it as tables.
  */
 import { createServer, type Server } from 'node:http';

@@ -4,7 +4,7 @@
  *
  * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT), 1 on a start-up or shutdown failure,
  * 2 on a bad flag or environment. SIGHUP runs a GC pass at once (see Coild.runGc).
- * @see coil-behaviour.md §1.2 (`coild`), §5.2
+ * @see docs/compatibility.md#coild-flags, docs/compatibility.md#coild-start-up
  */
 import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';

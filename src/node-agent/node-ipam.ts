@@ -6,7 +6,10 @@
  * `<containerID>:<ifname>` (Coil's key). When a pool has no free address here, the ADD waits on
  * the {@link BlockRequester} without holding anything, so other pools and other blocks keep
  * serving (Coil #368).
- * @see coil-behaviour.md §5.4 (allocation), §5.5 (freeing and release), §12 items 1, 2
+ * @see docs/compatibility.md#address-allocation-on-the-node,
+ *   docs/compatibility.md#freeing-addresses-and-releasing-blocks,
+ *   docs/compatibility.md#a-lossy-blockrequest-handshake,
+ *   docs/compatibility.md#blocks-released-the-moment-they-empty
  */
 import type Logger from 'bunyan';
 import { isReserved, poolOf, type AddressBlock } from '../api/v2/addressblock.js';
@@ -95,8 +98,8 @@ export interface NodeIpamOptions {
    * Writes this node's blocks to the export table (table 119) now. Started when a block appears;
    * an ADD does not return an address before the sync that includes its block has run, so a
    * router learns the block no later than the pod is up (Coil: the export table is re-synced on
-   * each block allocation, coil-behaviour §5.8). A failed sync is logged; the cache-driven sync
-   * (block-export.ts) and the GC retry it.
+   * each block allocation, docs/compatibility.md#export-table-119). A failed sync is logged; the
+   * cache-driven sync (block-export.ts) and the GC retry it.
    */
   readonly exportSync?: () => Promise<void>;
   /** Clock, ms since the epoch. Default Date.now. */

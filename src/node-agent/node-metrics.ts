@@ -1,7 +1,8 @@
 /**
  * coild's own metrics, registered on the program's prom-client Registry (never the global one).
  * Coil exports no per-node address metrics and no allocation or BlockRequest latency
- * (coil-behaviour.md §12 item 15); names follow `coil_<program>_<noun>_<unit>` (STYLE.md "Names").
+ * (docs/compatibility.md#metrics-gaps); names follow `coil_<program>_<noun>_<unit>`
+ * (docs/design.md#metric-names).
  *
  * - `coil_coild_allocated_addresses{pool}`, `coil_coild_free_addresses{pool}`,
  *   `coil_coild_cooling_addresses{pool}`, `coil_coild_blocks{pool}` (gauges, read at scrape time);

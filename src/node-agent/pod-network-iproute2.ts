@@ -2,8 +2,10 @@
  * PodNetwork on rtnetlink and iproute2: each setup is two lists of typed requests
  * (pod-network-wiring.ts), host side and pod side, applied by the IpRunner's rtnetlink backend in
  * one call (≈ 0.3 ms) or, without one, as one `ip -batch` per side (≈ 5–10 ms, against ≈ 30 ms for
- * one process per command; cni-baseline.md). Reads (list, check, inspect) run `ip -json`.
- * @see coil-behaviour.md §5.2, §5.6, §5.7
+ * one process per command; docs/performance.md#pod-wiring). Reads (list, check, inspect) run
+ * `ip -json`.
+ * @see docs/compatibility.md#coild-start-up, docs/compatibility.md#pod-network-setup,
+ *   docs/compatibility.md#add-del-and-check
  */
 import { randomFillSync } from 'node:crypto';
 import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
@@ -55,8 +57,8 @@ export interface IpRoutePodNetworkOptions {
  * pods route `default via fe80::1`. Coil instead waits (up to 10 s) for DAD and then reads the
  * kernel-generated link-local; a fixed address needs no wait and no read, link-local addresses
  * are per link so the same one on every veth cannot clash, and nodes without an IPv6 InternalIP
- * can host IPv6 pods (coil-behaviour.md §12 item 7). Pod addresses are added `nodad` as well:
- * IPAM hands each out once and the only other station on a veth is the host.
+ * can host IPv6 pods (docs/compatibility.md#gateways-need-node-internalips). Pod addresses are
+ * added `nodad` as well: IPAM hands each out once and the only other station on a veth is the host.
  *
  * State: the detected MTU (set by `init()`) and the reaper's timer; calls for different keys run
  * in parallel.

@@ -13,7 +13,7 @@ const v = validateSetup('/run/netns/p', {
   containerId: 'c1', ifname: 'eth0', pool: 'default', ipv4: '10.0.0.5', ipv6: 'fd00:0::5', hostIPv4: '192.168.0.1', hostIPv6: 'fd01::1',
 });
 
-describe('pod network wiring (coil-behaviour.md §5.6)', () => {
+describe('pod network wiring (docs/compatibility.md, "Pod network setup")', () => {
   test('host batch: veth into the pod netns, alias, gateway addresses, table-116 routes with proto 30', () => {
     const lines = hostWiring(v, { hostIfname: 'vethabc', netnsPath: '/run/netns/p', mac: '02:00:00:00:00:01', podMac: '02:00:00:00:00:02', podTableId: 116, protocolId: 30, mtuBytes: 1450 });
     assert.deepEqual(lines.map(text), [

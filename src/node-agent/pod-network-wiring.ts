@@ -1,6 +1,6 @@
 /**
  * The wiring of one pod interface as two lists of typed rtnetlink requests, one per side, exactly
- * as Coil's `SetupIPAM` (coil-behaviour.md §5.6) except for the IPv6 gateway (see
+ * as Coil's `SetupIPAM` (docs/compatibility.md#pod-network-setup) except for the IPv6 gateway (see
  * IpRoutePodNetwork). Pure: builds requests, runs nothing. (Below, each request in iproute2 words.)
  */
 import { rt, type RtRequest } from '../netlink/rt-request.js';

@@ -1,7 +1,8 @@
 /**
  * PodNetwork: how coild wires a pod's network namespace to the node, as Coil's
- * `nodenet.PodNetwork` (coil-behaviour.md §5.6). This file holds the contract, names and shapes;
- * `pod-network-iproute2.ts` implements it with iproute2 and tests can swap in a fake.
+ * `nodenet.PodNetwork` (docs/compatibility.md#pod-network-setup). This file holds the contract,
+ * names and shapes; `pod-network-iproute2.ts` implements it with iproute2 and tests can swap in a
+ * fake.
  */
 import { hash } from 'node:crypto';
 
@@ -23,7 +24,10 @@ export interface PodSetupOptions {
   ipv4?: string;
   /** Pod IPv6 address, added as /128. */
   ipv6?: string;
-  /** Node IPv4 (InternalIP): the pod's IPv4 gateway. Required with `ipv4` (Coil §12 item 7). */
+  /**
+   * Node IPv4 (InternalIP): the pod's IPv4 gateway. Required with `ipv4`
+   * (docs/compatibility.md#gateways-need-node-internalips).
+   */
   hostIPv4?: string;
   /** Node IPv6 (InternalIP), added as /128 on the host veth when given; the gateway is {@link IPV6_GATEWAY}. */
   hostIPv6?: string;
@@ -84,6 +88,20 @@ export interface PodNetworkEntry {
   netnsId?: number;
 }
 
+/**
+ * Whether a listed pod interface is what an ADD left when it stopped half-way (coild killed
+ * between its netlink requests): the host veth carries coil's alias, which the ADD sets right
+ * after creating the veth, but no pod-table route, which it adds last on the host side. An ADD
+ * reports success only after both, so no runtime was told this key has an address; the runtime
+ * answers the failed ADD with a DEL or a new ADD, and until then the veth holds nothing. Start-up
+ * recovery and GC delete it rather than keep a link no allocation accounts for. A veth whose route
+ * someone else removed from a running pod looks the same; that pod already had no traffic from
+ * the node and an address coild could not know, so deleting is no loss (docs/node-state.md).
+ */
+export function isHalfWired(e: PodNetworkEntry): boolean {
+  return e.ipv4 === undefined && e.ipv6 === undefined;
+}
+
 /** Result of {@link PodNetwork.init}. */
 export interface PodNetworkInitResult {
   /** MTU that setups will use by default; undefined = kernel default. */
@@ -95,7 +113,8 @@ export interface PodNetworkInitResult {
 /**
  * Kernel side of pod networking. Calls for different `containerId:ifname` keys may run in
  * parallel; the caller serialises calls for one key (coild's per-container lock, Coil #368).
- * @see coil-behaviour.md §5.2 (init), §5.6 (setup), §5.7 (check/destroy)
+ * @see docs/compatibility.md#coild-start-up (init), docs/compatibility.md#pod-network-setup
+ *   (setup), docs/compatibility.md#add-del-and-check (check/destroy)
  */
 export interface PodNetwork {
   /**
@@ -184,7 +203,10 @@ export function hostVethName(containerId: string, ifname: string): string {
   return `veth${hash('sha1', `${containerId}:${ifname}`, 'hex').slice(0, 11)}`;
 }
 
-/** The host veth alias `COIL:<pool>:<containerID>:<ifname>` (Coil's format, §5.6). */
+/**
+ * The host veth alias `COIL:<pool>:<containerID>:<ifname>` (Coil's format,
+ * docs/compatibility.md#pod-network-setup).
+ */
 export function formatAlias(pool: string, containerId: string, ifname: string): string {
   return `${ALIAS_PREFIX}${pool}:${containerId}:${ifname}`;
 }

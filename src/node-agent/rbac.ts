@@ -1,32 +1,87 @@
 /**
- * What coild may do in the API, by feature; hack/ writes it into the chart (files/rbac.yaml),
- * and the lab runs coild with exactly these rights, so a missing rule fails there.
+ * coild's API access, declared once per feature: the kinds it caches (coild.ts builds its informer
+ * cache from this table) and the calls its parts make beyond the cache (each part declares its
+ * own, next to the code making them). hack/chart-rbac.ts derives the chart's `coild` ClusterRole
+ * from it, as it derives coil-controller's from the reconcilers' registrations, and
+ * test/coild-rbac.test.ts checks that a constructed coild caches exactly these kinds.
  *
  * Deliberately absent (Coil grants some of them): creating AddressBlocks (only the controller
  * allocates), writing BlockRequest status (only the controller answers), any Pod or Node write,
  * Secrets.
  */
+import { LABEL_NODE } from '../api/v2/keys.js';
+import type { CacheKindOptions } from '../runtime/cache.js';
+import type { KindDescriptor } from '../runtime/kind.js';
+import { EVENT_RECORDER_RBAC, readRule } from '../runtime/rbac.js';
 import type { RbacRule } from '../runtime/registry.js';
+import { BlockReleaser } from './block-release.js';
+import { BlockRequester } from './block-request.js';
+import { CniService } from './cni-service.js';
+import type { CoildConfig } from './config.js';
+import { EgressOnlyCniService } from './egress-only-cni-service.js';
+import { EgressClientKinds } from './egress-gateways.js';
+import { EgressWatcher } from './egress-watcher.js';
+import { CoildKinds } from './kinds.js';
 
-export const COILD_RBAC: { readonly common: readonly RbacRule[]; readonly ipam: readonly RbacRule[]; readonly egress: readonly RbacRule[] } = {
-  common: [
-    // The Node's InternalIPs are the pods' gateways; the Node is the BlockRequests' owner.
-    { group: '', resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
-    // Events on Pods whose ADD failed (e.g. a pool out of blocks).
-    { group: '', resources: ['events'], verbs: ['create', 'patch'] },
-    // Its own Pod (the owning DaemonSet) and that DaemonSet: an uninstall removes coil from the node.
-    { group: '', resources: ['pods'], verbs: ['get'] },
-    { group: 'apps', resources: ['daemonsets'], verbs: ['get', 'list', 'watch'] },
-  ],
-  ipam: [
-    { group: '', resources: ['namespaces', 'pods'], verbs: ['get', 'list', 'watch'] },
-    // Release of an emptied block: remove the finalizer, delete the block.
-    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch', 'update', 'patch', 'delete'] },
-    { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'list', 'watch'] },
-    { group: 'coil.cybozu.com', resources: ['blockrequests'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
-  ],
-  egress: [
-    { group: '', resources: ['pods', 'services'], verbs: ['get', 'list', 'watch'] },
-    { group: 'coil.cybozu.com', resources: ['egresses'], verbs: ['get', 'list', 'watch'] },
-  ],
-};
+/** The chart's switches (`ipam.enabled` → `--enable-ipam`, `egress.enabled` → `--enable-egress`); `common` is always on. */
+export type CoildFeature = 'common' | 'ipam' | 'egress';
+
+/** A kind in coild's informer cache; `options` narrows it by coild's flags (to the node it serves). */
+export interface CachedKind {
+  readonly kind: KindDescriptor;
+  readonly options?: (config: CoildConfig) => CacheKindOptions;
+}
+
+/** What coild does in the API for one feature. */
+export interface CoildAccess {
+  /** Cached kinds: get, list and watch (a cached kind may also be read live by key). */
+  readonly caches: readonly CachedKind[];
+  /** Calls beyond the cache: writes, and live reads of kinds it does not cache. */
+  readonly calls: readonly RbacRule[];
+}
+
+const onThisNode = (config: CoildConfig): CacheKindOptions => ({ labelSelector: `${LABEL_NODE}=${config.nodeName}` });
+
+/** coild's access per feature. */
+export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.freeze({
+  common: {
+    caches: [
+      // The Node's InternalIPs are the pods' gateways; the Node owns the BlockRequests. Also read
+      // live at start (before the cache holds it) and at shutdown (`--clear-routes-on-shutdown`).
+      { kind: CoildKinds.Node, options: (config) => ({ fieldSelector: `metadata.name=${config.nodeName}` }) },
+      // This node's Pods: their pool (IPAM) and the Egresses they name (egress); also coild's own
+      // Pod, whose owner tells an uninstall from a restart (uninstall.ts).
+      { kind: CoildKinds.Pod, options: (config) => ({ fieldSelector: `spec.nodeName=${config.nodeName}` }) },
+      // The DaemonSets of coild's namespace: its own gone or deleting means an uninstall, and coild
+      // then takes coil off the node as it stops (uninstall.ts).
+      { kind: CoildKinds.DaemonSet, options: (config) => (config.pod ? { namespace: config.pod.namespace } : {}) },
+    ],
+    // Events on Pods whose ADD failed (a pool out of blocks, an Egress that cannot be set up).
+    calls: EVENT_RECORDER_RBAC,
+  },
+  ipam: {
+    caches: [
+      { kind: CoildKinds.AddressBlock, options: onThisNode },
+      { kind: CoildKinds.BlockRequest, options: onThisNode },
+      // A namespace's `coil.cybozu.com/pool` annotation chooses its pods' pool.
+      { kind: CoildKinds.Namespace },
+      { kind: CoildKinds.AddressPool },
+    ],
+    calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac],
+  },
+  egress: {
+    caches: [{ kind: EgressClientKinds.Egress }],
+    calls: [...EgressWatcher.rbac, ...EgressOnlyCniService.rbac],
+  },
+});
+
+/** The features a coild with these flags runs: `common`, then `ipam` and `egress` when enabled. */
+export function coildFeatures(flags: { readonly enableIpam: boolean; readonly enableEgress: boolean }): CoildFeature[] {
+  return ['common', ...(flags.enableIpam ? (['ipam'] as const) : []), ...(flags.enableEgress ? (['egress'] as const) : [])];
+}
+
+/** The RBAC rules of one feature: reads of its cached kinds, then its calls (unmerged). */
+export function coildRbac(feature: CoildFeature): RbacRule[] {
+  const access = COILD_ACCESS[feature];
+  return [...access.caches.map((c) => readRule(c.kind)), ...access.calls];
+}

@@ -2,7 +2,7 @@
  * RouteExporter: this node's AddressBlocks as routes in the export table, for an external router
  * (BIRD: `kernel table 119; learn`) to advertise. Declarative, as Coil's `RouteExporter.Sync`:
  * read the table, add what is missing, delete what is extra.
- * @see coil-behaviour.md §5.8, Coil #370 (flush on shutdown)
+ * @see docs/compatibility.md#export-table-119, Coil #370 (flush on shutdown)
  */
 import { EXPORT_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { formatCidr, parseCidr } from '../netlink/cidr.js';

@@ -16,18 +16,18 @@
  * its policy rule. Pods still running keep their veths until they are deleted; the CNI DEL for them
  * then runs whatever conflist the node has next.
  *
- * Without Coil's counterpart: Coil leaves all of it behind (coil-behaviour.md §12).
+ * Without Coil's counterpart: Coil leaves all of it behind (docs/compatibility.md#nothing-removed-on-uninstall).
  */
 import { readFile, rm } from 'node:fs/promises';
 import type { V1DaemonSet, V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
-import { defineKind } from '../runtime/kind.js';
+import { CoildKinds } from './kinds.js';
 
-/** DaemonSets, cached in coild's own namespace only. */
-export const DaemonSetKind = defineKind<V1DaemonSet>({ group: 'apps', version: 'v1', kind: 'DaemonSet', plural: 'daemonsets', namespaced: true });
-const PodKind = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
+/** DaemonSets, cached in coild's own namespace only (rbac.ts declares the cache). */
+export const DaemonSetKind = CoildKinds.DaemonSet;
+const PodKind = CoildKinds.Pod;
 
 /** The owning DaemonSet of a Pod. */
 export interface DaemonSetOwner {

@@ -2,11 +2,12 @@
  * AddressBlock garbage collection in the controller, without coild:
  * - blocks of Nodes that no longer exist are released (Node deletions are watched; every block is
  *   also re-checked each `gcIntervalMs` and at start), fixing Coil's hourly-poll-only GC whose
- *   first error stopped the controller (coil-behaviour.md §4.4, §12 item 4);
+ *   first error stopped the controller (docs/compatibility.md#orphaned-block-gc-in-the-controller);
  * - blocks of a Node NotReady for longer than `nodeNotReadyReclaimMs` that no pod of that node
  *   uses any more are released too (Coil #204: a dead node's blocks stayed pinned by their finalizer).
  *
- * @see coil-behaviour.md §4.4, §11 (#204), §12 item 4
+ * @see docs/compatibility.md#orphaned-block-gc-in-the-controller,
+ *   docs/compatibility.md#orphaned-blocks-reclaimed-only-after-node-deletion
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { inject } from 'inversify';
@@ -20,7 +21,7 @@ import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
 import type { Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
-import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
+import { fromBinding, type Reconcile, type ReconcileContext, type Request } from '../runtime/registry.js';
 import { blockNodeIndex } from './block-indexes.js';
 import { Kinds, timeMs } from './kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
@@ -54,7 +55,7 @@ export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Rea
 
 /**
  * Reconciles one AddressBlock against its Node. Keyed by block so every block is visited at start
- * and at each resync (the periodic sweep; the program sets `resyncPeriodMs` from `--gc-interval`);
+ * and at each resync (the periodic sweep, every `gcIntervalMs` of the bound options: `--gc-interval`);
  * a Node event enqueues that node's blocks. Failures are thrown and retried with backoff — never
  * fatal to the process (Coil's runner returned the error and stopped the manager).
  *
@@ -66,7 +67,7 @@ export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Rea
   watches: [{ kind: Kinds.Node, map: (node, cache) => cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_NODE, node.metadata?.name ?? '').map((b) => ({ name: b.metadata!.name! })) }],
   indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_NODE, fn: blockNodeIndex }],
   leaderOnly: true,
-  resyncPeriodMs: 3_600_000,
+  resyncPeriodMs: fromBinding(IPAM_OPTIONS, (o: IpamOptions) => o.gcIntervalMs),
   rbac: [
     { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch', 'update', 'patch', 'delete'] },
     { group: '', resources: ['nodes'], verbs: ['get', 'list', 'watch'] },

@@ -21,6 +21,7 @@ import { FIN_COIL, INDEX_BLOCK_BY_POOL } from '../api/v2/keys.js';
 import { PoolLayoutError } from '../ipam/pool.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
+import { OperatorFacade } from '../runtime/operator-facade.js';
 import { Reconciler } from '../runtime/decorators.js';
 import { PermanentError, type Result } from '../runtime/errors.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
@@ -73,6 +74,7 @@ export class AddressPoolReconciler implements Reconcile {
     @inject(Client) private readonly client: Client,
     @inject(PoolManager) private readonly pools: PoolManager,
     @inject(IPAM_OPTIONS) private readonly options: IpamOptions,
+    @inject(OperatorFacade) private readonly operator: OperatorFacade,
     @inject(TOKENS.Logger) logger: Logger,
   ) {
     this.log = logger.child({ reconciler: 'addresspool' });
@@ -90,16 +92,19 @@ export class AddressPoolReconciler implements Reconcile {
       this.generationSeen.delete(req.name);
       return {};
     }
-    if (pool.metadata?.deletionTimestamp) return this.cleanup(pool);
+    // The finalizer goes only when no AddressBlock carries the pool's label (docs/compatibility.md#addresspool-reconciler).
+    if (pool.metadata?.deletionTimestamp && pool.metadata.finalizers?.includes(FIN_COIL)) {
+      const wait = this.blocksLeft(pool);
+      if (wait) return wait;
+    }
+    // dot-i's finalizer flow (operator-facade.ts): a live pool without the finalizer gets it (the
+    // mutating webhook adds it on create; pools created while it was absent get it here); a
+    // deleting one is forgotten and loses it. Either way the write re-enqueues the pool.
+    if (await this.operator.handleFinalizer(Kinds.AddressPool, pool, FIN_COIL, async (p) => this.forget(p))) return {};
     return this.apply(pool);
   }
 
   private async apply(pool: Readonly<AddressPool>): Promise<Result> {
-    // The mutating webhook adds the finalizer on create; pools created while it was absent get it here.
-    if (!pool.metadata?.finalizers?.includes(FIN_COIL)) {
-      await this.client.addFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
-      return {};
-    }
     const counts = this.syncState(pool);
     const status = { allocatedBlocks: counts.allocatedBlocks, maxBlocks: counts.maxBlocks.toString() };
     const name = pool.metadata!.name!;
@@ -135,10 +140,12 @@ export class AddressPoolReconciler implements Reconcile {
     return served;
   }
 
-  /** coil-behaviour.md §4.1: the finalizer goes only when no AddressBlock carries the pool's label. */
-  private async cleanup(pool: Readonly<AddressPool>): Promise<Result> {
+  /**
+   * What to return while a deleting pool still has blocks (or a block being created): the
+   * finalizer stays (docs/compatibility.md#addresspool-reconciler). Undefined once none is left.
+   */
+  private blocksLeft(pool: Readonly<AddressPool>): Result | undefined {
     const name = pool.metadata!.name!;
-    if (!pool.metadata?.finalizers?.includes(FIN_COIL)) return {};
     try {
       this.pools.sync(pool, Date.now());
     } catch (e) {
@@ -148,11 +155,15 @@ export class AddressPoolReconciler implements Reconcile {
     // Each remaining block's deletion re-enqueues the pool (watch), so no polling is needed for them.
     if (this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_POOL, name).length > 0) return {};
     if (this.pools.hasPending(name)) return { requeueAfterMs: PENDING_RECHECK_MS };
-    await this.client.removeFinalizer(Kinds.AddressPool, structuredClone(pool) as AddressPool, FIN_COIL);
+    return undefined;
+  }
+
+  /** The cleanup of a deleting pool, just before its finalizer goes: its state and gauges. */
+  private forget(pool: Readonly<AddressPool>): void {
+    const name = pool.metadata!.name!;
     this.pools.drop(name);
     this.statusWrittenAt.delete(name);
     this.generationSeen.delete(name);
-    return {};
   }
 
   private syncState(pool: Readonly<AddressPool>): ReturnType<PoolManager['sync']> {

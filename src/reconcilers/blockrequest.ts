@@ -2,7 +2,8 @@
  * BlockRequest reconciler: answers a node's request for one more block of a pool by creating the
  * AddressBlock at the lowest free index and writing the request's status — exactly once.
  *
- * @see coil-behaviour.md §4.2, §4.3; Coil #152, #198, #271
+ * @see docs/compatibility.md#block-allocation-in-the-controller,
+ *   docs/compatibility.md#blockrequest-reconciler; Coil #152, #198, #271
  */
 import { inject } from 'inversify';
 import type { AddressBlock } from '../api/v2/addressblock.js';
@@ -17,7 +18,7 @@ import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
 import { isAlreadyExists, PermanentError, TransientError, type Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
-import type { Reconcile, Request } from '../runtime/registry.js';
+import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
 import { Kinds, timeMs } from './kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 import { blockNodeIndex, blockPoolIndex } from './block-indexes.js';
@@ -75,7 +76,7 @@ export class BlockRequestReconciler implements Reconcile {
    * @throws PermanentError when the pool's spec cannot be laid out
    * @throws ApiError on a failed write (retried; a stale status write fails its resourceVersion)
    */
-  async reconcile(req: Request): Promise<Result> {
+  async reconcile(req: Request, ctx: ReconcileContext): Promise<Result> {
     const br = this.cache.get(Kinds.BlockRequest, req);
     if (!br) return {};
     if (isAnswered(br.status)) return this.expire(br);
@@ -87,9 +88,13 @@ export class BlockRequestReconciler implements Reconcile {
     if (!pool) throw new TransientError(`AddressPool ${poolName} not found`, POOL_MISSING_RETRY_MS);
     if (pool.metadata?.deletionTimestamp) return this.answerFailed(br, `pool ${poolName} is being deleted`);
     for (let collisions = 0; collisions < MAX_COLLISIONS; collisions++) {
+      // Stop when told to (shutdown past its deadline, Lease lost): a created block is found by
+      // the next leader through its request label and answered then.
+      ctx.signal.throwIfAborted();
       const choice = this.allocate(pool, uid);
       if (choice === undefined) return this.answerFailed(br, `pool ${poolName} does not have free blocks`);
       const name = await this.createBlock(pool, br, choice);
+      ctx.signal.throwIfAborted();
       if (name !== undefined) return this.answerAllocated(br, name);
     }
     throw new TransientError(`AddressPool ${poolName}: ${MAX_COLLISIONS} block names already taken; the cache is behind`);
@@ -165,7 +170,10 @@ export class BlockRequestReconciler implements Reconcile {
     await this.client.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, status, { resourceVersion: br.metadata!.resourceVersion! });
   }
 
-  /** Deletes an answered request once it is older than the TTL (coil-behaviour.md §12 item 1). */
+  /**
+   * Deletes an answered request once it is older than the TTL
+   * (docs/compatibility.md#a-lossy-blockrequest-handshake).
+   */
   private async expire(br: Readonly<BlockRequest>): Promise<Result> {
     const ttl = this.options.blockRequestTtlMs;
     if (ttl <= 0) return {};

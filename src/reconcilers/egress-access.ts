@@ -10,7 +10,9 @@
  * state converges from the cache alone (also after a restart, since the cached objects are
  * re-enqueued) without a finalizer on the Egress.
  *
- * @see coil-behaviour.md §4.5 steps 1–2, §8 (RBAC of coil-egress), §12 item 8
+ * @see docs/compatibility.md#egress-reconciler (steps 1–2),
+ *   docs/compatibility.md#manifests-and-rbac (RBAC of coil-egress),
+ *   docs/compatibility.md#set-but-never-unset
  */
 import type { V1ClusterRoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import { inject } from 'inversify';

@@ -4,12 +4,12 @@
  *
  * Each body states every field the controller is the authority on, and only those. Applied with
  * one field manager, a field the spec no longer asks for is therefore removed by the apiserver
- * (Coil's "set but never unset" gaps, coil-behaviour.md §12 item 8), while fields other managers
- * own (kubectl's `restartedAt` annotation, the allocated clusterIP) are left alone. Where the
- * apiserver would default a field we may later need to drop (Deployment `rollingUpdate`, Service
- * `sessionAffinityConfig`), the default is stated explicitly so that we own it.
+ * (Coil's "set but never unset" gaps, docs/compatibility.md#set-but-never-unset), while fields
+ * other managers own (kubectl's `restartedAt` annotation, the allocated clusterIP) are left alone.
+ * Where the apiserver would default a field we may later need to drop (Deployment `rollingUpdate`,
+ * Service `sessionAffinityConfig`), the default is stated explicitly so that we own it.
  *
- * @see coil-behaviour.md §4.5
+ * @see docs/compatibility.md#egress-reconciler
  */
 import type { V1Container, V1Deployment, V1DeploymentStrategy, V1OwnerReference, V1PodDisruptionBudget, V1PodSpec, V1Service } from '@kubernetes/client-node';
 import { EGRESS_CONTAINER_NAME, type Egress, type EgressStatus } from '../api/v2/egress.js';
@@ -93,7 +93,7 @@ export function egressPodSpec(egress: Readonly<Egress>, opts: EgressOptions): V1
 
 /**
  * Completes the `egress` container; the user's values win everywhere except the three env
- * variables coil-egress needs. Defaults (coil-behaviour.md §4.5, with fixes):
+ * variables coil-egress needs. Defaults (docs/compatibility.md#egress-reconciler, with fixes):
  * - image `opts.image`, command `["coil-egress"]`;
  * - args, when none are given: `--fou-port=<opts.fouPort>` (Coil passes none, so a non-default
  *   port broke), `--backend=<opts.backend>`, and `--enable-sport-auto` when `fouSourcePortAuto`;

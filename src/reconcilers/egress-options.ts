@@ -2,7 +2,7 @@
  * Kinds and tunables of the Egress reconcilers. The options are bound in the container under
  * {@link EGRESS_OPTIONS} by the program (from flags) or by a test.
  *
- * @see coil-behaviour.md §1.2 (coil-egress-controller flags), §4.5
+ * @see docs/compatibility.md#coil-egress-controller-flags, docs/compatibility.md#egress-reconciler
  */
 import type { V1ClusterRoleBinding, V1Deployment, V1PodDisruptionBudget, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
 import type { Egress } from '../api/v2/egress.js';

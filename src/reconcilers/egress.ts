@@ -14,7 +14,7 @@
  * Egress disappears. A finalizer would only add a way to get stuck (controller down → Egress
  * undeletable).
  *
- * @see coil-behaviour.md §4.5, §12 item 8
+ * @see docs/compatibility.md#egress-reconciler, docs/compatibility.md#set-but-never-unset
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { inject } from 'inversify';
@@ -26,7 +26,7 @@ import { Reconciler } from '../runtime/decorators.js';
 import { ApiError, PermanentError, TransientError, type Result } from '../runtime/errors.js';
 import type { KindDescriptor, ObjectKey } from '../runtime/kind.js';
 import { Metrics } from '../runtime/metrics.js';
-import type { Reconcile, Request } from '../runtime/registry.js';
+import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
 import { desiredDeployment, desiredPdb, desiredService, egressStatus, isControlledBy } from './egress-objects.js';
 import { EGRESS_OPTIONS, EgressKinds, type EgressOptions } from './egress-options.js';
 
@@ -78,7 +78,7 @@ export class EgressReconciler implements Reconcile {
    * @throws TransientError while objects of a deleted Egress of the same name await garbage collection
    * @throws ApiError on other failed writes (retried with backoff)
    */
-  async reconcile(req: Request): Promise<Result> {
+  async reconcile(req: Request, ctx: ReconcileContext): Promise<Result> {
     const egress = this.cache.get(EgressKinds.Egress, req);
     if (!egress || egress.metadata?.deletionTimestamp) {
       const labels = { namespace: req.namespace ?? '', egress: req.name };
@@ -86,11 +86,16 @@ export class EgressReconciler implements Reconcile {
       this.availableReplicas.remove(labels);
       return {};
     }
+    // Between writes, stop when told to (shutdown past its deadline, Lease lost); the next leader
+    // applies the rest.
     await this.apply(EgressKinds.Deployment, egress, desiredDeployment(egress, this.opts));
+    ctx.signal.throwIfAborted();
     await this.apply(EgressKinds.Service, egress, desiredService(egress, this.opts));
+    ctx.signal.throwIfAborted();
     const pdb = desiredPdb(egress);
     if (pdb) await this.apply(EgressKinds.PodDisruptionBudget, egress, pdb);
     else await this.deleteOwned(EgressKinds.PodDisruptionBudget, egress);
+    ctx.signal.throwIfAborted();
     await this.syncStatus(egress);
     return {};
   }

@@ -11,7 +11,8 @@ export interface IpamOptions {
   /**
    * How often every AddressBlock is checked against the Nodes even without an event (Coil
    * `--gc-interval`, default 3 600 000 ms). Node deletions are also watched, so this is a safety
-   * net, not the main path (coil-behaviour.md §4.4: Coil only polls).
+   * net, not the main path (docs/compatibility.md#orphaned-block-gc-in-the-controller: Coil only
+   * polls).
    */
   readonly gcIntervalMs: number;
   /**

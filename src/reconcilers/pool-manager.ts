@@ -2,7 +2,7 @@
  * The controller's in-memory block allocation state, shared by the AddressPool reconciler (which
  * re-syncs it from the informer cache) and the BlockRequest reconciler (which allocates from it).
  *
- * @see coil-behaviour.md §4.2 (Coil's `PoolManager`)
+ * @see docs/compatibility.md#block-allocation-in-the-controller (Coil's `PoolManager`)
  */
 import { inject, injectable } from 'inversify';
 import { Gauge } from 'prom-client';
@@ -149,11 +149,6 @@ export class PoolManager {
     this.pools.delete(poolName);
     this.maxBlocks.remove({ pool: poolName });
     this.allocatedBlocks.remove({ pool: poolName });
-  }
-
-  /** The indices currently taken in `poolName` (for tests and invariant checks). */
-  usedIndices(poolName: string): ReadonlySet<bigint> {
-    return this.pools.get(poolName)?.state.used ?? new Set();
   }
 
   private publish(name: string, state: PoolState): PoolCounts {

@@ -5,8 +5,12 @@ import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 /** One scripted list answer: a status code to fail with, or items and the list resourceVersion. */
 export type FakeListAnswer = number | { readonly items: KubernetesObject[]; readonly rv: string };
 
-/** One scripted watch: send a 410 Gone ERROR event, or stay silent (headers never even flushed). */
-export type FakeWatchAnswer = 'gone' | 'silent';
+/**
+ * One scripted watch: send a 410 Gone ERROR event; stay silent (headers never even flushed); or
+ * `open`: accept it, send one MODIFIED event of object `a` at resourceVersion `w<n>` (n: the
+ * watch's ordinal, so a test sees it arrive), and keep it open until {@link FakeApiServer.cutWatches}.
+ */
+export type FakeWatchAnswer = 'gone' | 'silent' | 'open';
 
 /**
  * A scripted stand-in for the API server's list and watch endpoints, for the informer recovery
@@ -42,7 +46,9 @@ export class FakeApiServer {
         res.writeHead(200, { 'content-type': 'application/json' });
         this.open.add(res);
         res.on('close', () => this.open.delete(res));
-        if (next(this.watches) === 'gone') res.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } }) + '\n');
+        const answer = next(this.watches);
+        if (answer === 'open') res.write(JSON.stringify({ type: 'MODIFIED', object: { metadata: { name: 'a', resourceVersion: `w${this.watchRVs.length}` } } }) + '\n');
+        if (answer === 'gone') res.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } }) + '\n');
         return;
       }
       this.listCount++;
@@ -64,6 +70,11 @@ export class FakeApiServer {
       currentContext: 'fake',
     });
     return kc;
+  }
+
+  /** Breaks every open watch connection, as an apiserver restart does. */
+  cutWatches(): void {
+    for (const r of this.open) r.destroy();
   }
 
   /** Cuts open watches and stops listening. */

@@ -76,12 +76,14 @@ export class ApiTransport {
    * caller's business (see `onData`).
    *
    * @param onData called for every chunk received, events or not (watchdog resets)
+   * @param onOpen called once the server has accepted the watch (a 2xx status), before any event
    * @throws ApiError when the server answers the watch with a non-2xx status (e.g. 410 Gone)
    */
-  async watch(req: Omit<ApiRequest, 'method' | 'body' | 'signal'>, signal: AbortSignal, onEvent: (type: string, object: unknown) => void, onData: () => void = () => undefined): Promise<void> {
+  async watch(req: Omit<ApiRequest, 'method' | 'body' | 'signal'>, signal: AbortSignal, onEvent: (type: string, object: unknown) => void, onData: () => void = () => undefined, onOpen: () => void = () => undefined): Promise<void> {
     const full: ApiRequest = { ...req, method: 'GET', query: { ...req.query, watch: true } };
     const { status, body } = await this.send(full, signal);
     if (status < 200 || status >= 300) throw failure(full, status, await body.text());
+    onOpen();
     const decoder = new TextDecoder();
     let buffered = '';
     try {

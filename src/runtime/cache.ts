@@ -1,4 +1,4 @@
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { ApiTransport } from './api-transport.js';
 import { Informer, type IndexFunc, type InformerEvent, type InformerOptions } from './informer.js';
@@ -34,7 +34,6 @@ export class Cache {
 
   constructor(
     private readonly transport: ApiTransport,
-    private readonly kubeConfig: KubeConfig,
     private readonly log: Logger,
     /** Defaults for every informer; a kind's own options override them. */
     private readonly defaults: InformerOptions = {},
@@ -48,7 +47,7 @@ export class Cache {
     const id = kindId(kind);
     let inf = this.informers.get(id) as Informer<T> | undefined;
     if (!inf) {
-      inf = new Informer<T>(kind, this.transport, this.kubeConfig, this.log.child({ informer: id }), { ...this.defaults, ...options });
+      inf = new Informer<T>(kind, this.transport, this.log.child({ informer: id }), { ...this.defaults, ...options });
       this.informers.set(id, inf as unknown as Informer);
       if (this.started) inf.start();
     }

@@ -1,14 +1,34 @@
 import { randomUUID } from 'node:crypto';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Cache } from './cache.js';
-import { PermanentError, TransientError, type Result } from './errors.js';
+import { PermanentError, TransientError, isStaleWrite, type Result } from './errors.js';
 import type { EventRecorder } from './event-recorder.js';
 import type { InformerEvent } from './informer.js';
 import { keyOf, parseKey } from './kind.js';
 import type { Logger } from './logging.js';
 import type { Metrics } from './metrics.js';
-import type { Reconcile, ReconcilerRegistration, Request } from './registry.js';
+import { resolveSetting, type Reconcile, type ReconcilerRegistration, type Request } from './registry.js';
 import { WorkQueue } from './work-queue.js';
+
+/** The settings a controller runs with: its registration's, bound ones read from the container. */
+export interface ControllerSettings {
+  /** ms between re-enqueues of every cached `for` object. */
+  readonly resyncPeriodMs: number;
+  /** Workers, at least 1. */
+  readonly maxConcurrentReconciles: number;
+}
+
+/**
+ * Reads the settings of `reg`, with their defaults (10 h resync, 1 worker); `get` resolves the
+ * bound ones (the Manager passes its container's `get`).
+ * @throws Error when a setting is bound and `get` is absent
+ */
+export function controllerSettings(reg: ReconcilerRegistration, get?: (token: symbol) => unknown): ControllerSettings {
+  return {
+    resyncPeriodMs: resolveSetting(reg.resyncPeriodMs ?? 36_000_000, get),
+    maxConcurrentReconciles: Math.max(1, resolveSetting(reg.maxConcurrentReconciles ?? 1, get)),
+  };
+}
 
 /**
  * Runs one reconciler: maps cache events to keys, feeds a {@link WorkQueue}, and drives
@@ -31,6 +51,8 @@ export class Controller {
   private readonly unsubscribe: (() => void)[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
   private readonly log: Logger;
+  /** The reconciles' {@link ReconcileContext.signal}: aborted when they must stop. */
+  private readonly abort = new AbortController();
 
   constructor(
     readonly registration: ReconcilerRegistration,
@@ -39,6 +61,7 @@ export class Controller {
     private readonly metrics: Metrics,
     private readonly recorder: EventRecorder,
     log: Logger,
+    readonly settings: ControllerSettings = controllerSettings(registration),
   ) {
     this.log = log.child({ controller: registration.name });
     this.queue = new WorkQueue({ ...registration.backoff, observer: metrics.queueObserver(registration.name) });
@@ -63,7 +86,7 @@ export class Controller {
     }
     // Objects already in a synced cache produced their ADDED events before we subscribed.
     for (const obj of this.cache.list(reg.for)) this.queue.add(keyOf(obj));
-    const resync = reg.resyncPeriodMs ?? 36_000_000;
+    const resync = this.settings.resyncPeriodMs;
     this.resyncTimer = setInterval(() => {
       for (const obj of this.cache.list(reg.for)) this.queue.add(keyOf(obj));
     }, resync).unref();
@@ -72,24 +95,26 @@ export class Controller {
   }
 
   /**
-   * Stops taking new keys and waits for in-flight reconciles to finish (the drain), or until
-   * `timeoutMs` passes. @returns false when the drain timed out
+   * Stops taking new keys and waits up to `timeoutMs` for in-flight reconciles to finish (the
+   * drain); then aborts their context's signal and waits up to `abortGraceMs` more for them to
+   * return. A deposed leader passes 0: its reconciles are aborted at once.
+   * @returns true once no reconcile runs; false when one still runs after both waits
    */
-  async stop(timeoutMs = 30_000): Promise<boolean> {
+  async stop(timeoutMs = 30_000, abortGraceMs = ABORT_GRACE_MS): Promise<boolean> {
     for (const u of this.unsubscribe.splice(0)) u();
     clearInterval(this.resyncTimer);
     this.queue.shutdown();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs)));
-    const drained = Promise.all(this.workers).then(() => true);
-    const ok = await Promise.race([drained, timedOut]);
-    clearTimeout(timer);
-    if (!ok) this.log.warn({ timeoutMs }, 'reconciles still running at shutdown deadline');
-    return ok;
+    const stopped = Promise.all(this.workers).then(() => true);
+    if (await within(stopped, timeoutMs)) return true;
+    this.log.warn({ timeoutMs, running: this.queue.inFlight() }, 'reconciles still running at the shutdown deadline; aborting them');
+    this.abort.abort(new Error(`controller ${this.registration.name} is stopping`));
+    if (await within(stopped, abortGraceMs)) return true;
+    this.log.error({ abortGraceMs, running: this.queue.inFlight() }, 'reconciles still running after their signal was aborted');
+    return false;
   }
 
   private concurrency(): number {
-    return Math.max(1, this.registration.maxConcurrentReconciles ?? 1);
+    return this.settings.maxConcurrentReconciles;
   }
 
   private enqueueOwners(e: InformerEvent<KubernetesObject>): void {
@@ -125,8 +150,15 @@ export class Controller {
     const endTimer = this.metrics.reconcileTime.startTimer({ controller: name });
     let result: Result;
     try {
-      result = (await this.reconciler.reconcile(req, { attempt, reconcileID, log })) ?? {};
+      result = (await this.reconciler.reconcile(req, { attempt, reconcileID, log, signal: this.abort.signal })) ?? {};
     } catch (err) {
+      if (isStaleWrite(err)) {
+        // The cache was behind (errors.ts): not an error; try again once it may have caught up.
+        this.metrics.reconcileTotal.inc({ controller: name, result: 'requeue' });
+        const delay = this.queue.addRateLimited(key);
+        log.debug({ err, attempt: attempt + 1, retryInMs: delay }, 'write refused on a stale resourceVersion; requeued');
+        return;
+      }
       this.metrics.reconcileErrors.inc({ controller: name });
       this.metrics.reconcileTotal.inc({ controller: name, result: 'error' });
       if (err instanceof PermanentError) {
@@ -152,6 +184,23 @@ export class Controller {
       this.metrics.reconcileTotal.inc({ controller: name, result: 'success' });
     }
     log.debug({ requeueAfterMs: result.requeueAfterMs }, 'reconciled');
+  }
+}
+
+/**
+ * How long {@link Controller.stop} waits for aborted reconciles to return: one that checks its
+ * signal between writes returns at its next check, well within this.
+ */
+export const ABORT_GRACE_MS = 5_000;
+
+/** Whether `done` settles within `ms` (a timer of 0 still lets an already settled one win). */
+async function within(done: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
+  try {
+    return await Promise.race([done, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -7,7 +7,18 @@
  * | `{ requeueAfterMs }`            | forget failures; re-enqueue after the delay               |
  * | throw {@link TransientError}    | count a failure; retry after `delayMs` or the backoff     |
  * | throw {@link PermanentError}    | log, count, Warning Event; never retried                  |
+ * | throw a stale write ({@link isStaleWrite}) | no error: debug log, `result="requeue"`; retry after the per-key backoff |
  * | throw anything else             | as TransientError without a delay (per-key backoff)       |
+ *
+ * A stale write is the normal price of writing from an informer cache, not a failure: a reconcile
+ * that runs again before the watch has delivered its own previous write (or anyone's) decides on
+ * an old resourceVersion, and the apiserver refuses the guarded write. The watch event of the
+ * newer version enqueues the key again anyway. Counted as errors, they made a pool created
+ * without the webhook (its finalizer added by the AddressPool reconciler, then a block event
+ * arriving before the watch delivered that write) log "reconcile failed" and move
+ * `controller_runtime_reconcile_errors_total`, which the dashboard plots. knative's controller
+ * treats conflicts the same way (knative/pkg#3289). A contention that never ends still shows, in
+ * `controller_runtime_reconcile_total{result="requeue"}` and `workqueue_retries_total`.
  *
  * There is no boolean `requeue` and a Result cannot travel with an error: both were sources of
  * confusion in controller-runtime (`Result.Requeue` is deprecated; a Result returned with an
@@ -104,6 +115,16 @@ export function isAlreadyExists(e: unknown): boolean {
  */
 export function isPatchTestFailed(e: unknown): boolean {
   return e instanceof ApiError && e.code === 422 && !(e.status?.details?.causes?.length ?? 0);
+}
+
+/**
+ * A write refused because the object changed since it was read: 409 `Conflict` (a stale
+ * resourceVersion or uid precondition — not `AlreadyExists`, which a create meets on a name that
+ * may stay taken) or a failed JSON-patch `test` op ({@link isPatchTestFailed}). Retrying after the
+ * cache caught up is the whole remedy.
+ */
+export function isStaleWrite(e: unknown): boolean {
+  return (isConflict(e) && !isAlreadyExists(e)) || isPatchTestFailed(e);
 }
 
 /** 410: the watch resourceVersion is older than etcd's compaction window; the caller must relist. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import bunyan from 'bunyan';
 import { ApiTransport } from './api-transport.js';
 import { FakeApiServer } from './api-server.fake.js';
 import { Informer, type InformerEvent } from './informer.js';
@@ -26,7 +27,7 @@ describe('Informer recovery', () => {
   });
   afterEach(() => api.stop());
 
-  const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), kc, silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
+  const informer = (opts = {}) => new Informer(Thing, new ApiTransport(kc), silentLogger(), { initialBackoffMs: 20, maxBackoffMs: 100, ...opts });
 
   async function until(cond: () => boolean): Promise<void> {
     const end = Date.now() + 10_000;
@@ -45,6 +46,26 @@ describe('Informer recovery', () => {
     assert.equal(inf.get('a')?.metadata?.resourceVersion, '5');
     await until(() => api.watchRVs.length === 1);
     assert.deepEqual(api.watchRVs, ['5'], 'the watch starts from the list resourceVersion');
+    await inf.stop();
+  });
+
+  it('starts the backoff again after each outage once a watch was accepted, so repeated restarts do not stretch the retry delay', async () => {
+    // Each cut is a new outage (an apiserver restart) after a watch the server had accepted: every
+    // retry is the first of its outage. Before, the count kept growing across outages, and after
+    // a few restarts an informer waited its maximum delay before it even tried again.
+    api.play([{ items: [obj('a', '5')], rv: '5' }], ['open']);
+    const ring = new bunyan.RingBuffer({ limit: 100 });
+    const log = bunyan.createLogger({ name: 'test', streams: [{ type: 'raw', stream: ring, level: 'warn' }] });
+    const inf = new Informer(Thing, new ApiTransport(kc), log, { initialBackoffMs: 20, maxBackoffMs: 10_000 });
+    inf.start();
+    for (let cut = 1; cut <= 5; cut++) {
+      // The watch's event came through, so the informer has seen the server accept it.
+      await until(() => inf.get('a')?.metadata?.resourceVersion === `w${cut}`);
+      api.cutWatches();
+    }
+    await until(() => inf.get('a')?.metadata?.resourceVersion === 'w6');
+    const failures = (ring.records as { msg: string; failures: number }[]).filter((r) => r.msg === 'list/watch failed; retrying').map((r) => r.failures);
+    assert.deepEqual(failures, [1, 1, 1, 1, 1]);
     await inf.stop();
   });
 

@@ -1,4 +1,4 @@
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { ApiTransport } from './api-transport.js';
 import { sleep } from './clock.js';
@@ -65,7 +65,7 @@ class WatchEnded extends Error {
  * and retried with exponential backoff — the loop only ends at {@link stop}, never the process.
  *
  * This replaces client-node's `makeInformer`, which stops on any error other than 410, never
- * resyncs and never asks for bookmarks (../shared/reference/npm-ecosystem.md §1), and its
+ * resyncs and never asks for bookmarks (docs/design.md#our-informer-not-client-nodes), and its
  * `Watch`, whose connection cannot be cancelled before response headers arrive.
  *
  * Concurrency: one loop per informer; handlers run synchronously inside it and must only enqueue.
@@ -91,7 +91,6 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
   constructor(
     readonly kind: KindDescriptor<T>,
     private readonly transport: ApiTransport,
-    private readonly kubeConfig: KubeConfig,
     private readonly log: Logger,
     readonly options: InformerOptions = {},
   ) {}
@@ -165,10 +164,12 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
       try {
         await this.relist();
         for (;;) {
-          const end = await this.watch();
-          // Reset the backoff only after a watch ended cleanly: a server that lists fine but
-          // refuses every watch (RBAC without `watch`) must not be relisted in a hot loop.
-          failures = 0;
+          // The backoff starts again once the server has accepted a watch: the outage that ends
+          // this watch (an apiserver or etcd restart hours later) is a new one, retried from the
+          // initial delay, not from where the last outage left the doubling. Not on a good list
+          // alone: a server that lists fine but refuses every watch (RBAC without `watch`) must
+          // not be relisted in a hot loop.
+          const end = await this.watch(() => (failures = 0));
           // 'closed': the server ended the watch (timeoutSeconds); resume from the last resourceVersion.
           if (stop.aborted || end !== 'closed') break;
         }
@@ -219,7 +220,8 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     }
   }
 
-  private async watch(): Promise<WatchEnd> {
+  /** One watch from the current resourceVersion; `onOpen` once the server has accepted it. */
+  private async watch(onOpen: () => void): Promise<WatchEnd> {
     if (this.relistDue) return 'relist';
     const watchdogMs = this.options.watchdogMs ?? 300_000;
     const abort = new AbortController();
@@ -260,6 +262,7 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         abort.signal,
         onEvent,
         feed,
+        onOpen,
       );
       return this.stopping.signal.aborted || this.relistDue ? 'relist' : end;
     } catch (err) {

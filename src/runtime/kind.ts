@@ -30,9 +30,6 @@ export function defineKind<T extends KubernetesObject>(d: Omit<KindDescriptor<T>
   return Object.freeze({ ...d });
 }
 
-/** The object type a descriptor stands for. */
-export type ObjectOf<K> = K extends KindDescriptor<infer T> ? T : never;
-
 /** `apiVersion` of objects of this kind: `group/version`, or just `version` for the core group. */
 export function apiVersionOf(k: KindDescriptor): string {
   return k.group === '' ? k.version : `${k.group}/${k.version}`;
@@ -89,9 +86,4 @@ export function objectKeyOf(obj: KubernetesObject): ObjectKey {
 export function parseKey(key: string): ObjectKey {
   const slash = key.indexOf('/');
   return slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
-}
-
-/** Whether `obj` is of kind `k` (by apiVersion and kind). */
-export function isKind(k: KindDescriptor, obj: { apiVersion?: string; kind?: string }): boolean {
-  return obj.kind === k.kind && obj.apiVersion === apiVersionOf(k);
 }

@@ -6,7 +6,7 @@ import { mutate, validate } from './admission.js';
 import { ApiTransport } from './api-transport.js';
 import { Cache, type CacheKindOptions } from './cache.js';
 import { Client } from './client.js';
-import { Controller } from './controller.js';
+import { Controller, controllerSettings } from './controller.js';
 import { EventRecorder } from './event-recorder.js';
 import { HttpEndpoints, type BindAddress } from './http-servers.js';
 import type { InformerOptions } from './informer.js';
@@ -71,8 +71,8 @@ export interface ManagerOptions {
  *
  * `start()` runs the fixed order: HTTP endpoints → webhook server → caches (wait for sync) →
  * reconcilers and runnables that do not need the lease → leader election → leader-only ones. Webhooks
- * and metrics serve on every replica. `stop()` drains reconciles (30 s), then releases the
- * lease, then stops caches and servers.
+ * and metrics serve on every replica. `stop()` drains reconciles (30 s; then aborts them), releases
+ * the lease once leader-only work has returned, then stops caches and servers.
  *
  * @example
  *   const mgr = new Manager({ kubeConfig, registry, leaderElection: { name: LEADER_ELECTION_ID, namespace: 'kube-system' },
@@ -116,11 +116,10 @@ export class Manager {
     this.metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
     this.transport = new ApiTransport(options.kubeConfig);
     this.client = new Client(this.transport, name);
-    this.cache = new Cache(this.transport, options.kubeConfig, this.log, options.cache?.defaults);
+    this.cache = new Cache(this.transport, this.log, options.cache?.defaults);
     this.recorder = new EventRecorder(this.transport, name, this.identity, this.log);
     this.endpoints = new HttpEndpoints(this.metrics.registry);
     const c = (this.container = options.container ?? new Container());
-    c.bind(TOKENS.KubeConfig).toConstantValue(options.kubeConfig);
     c.bind(TOKENS.Logger).toConstantValue(this.log);
     c.bind(TOKENS.Manager).toConstantValue(this);
     c.bind(Client).toConstantValue(this.client);
@@ -164,7 +163,8 @@ export class Manager {
       for (const kind of [r.for, ...(r.owns ?? []), ...(r.watches ?? []).map((w) => w.kind), ...(r.reads ?? [])]) this.cache.ensure(kind);
       for (const ix of r.indexes ?? []) this.cache.addIndex(ix.kind, ix.name, ix.fn);
       if (!this.container.isBound(r.target)) this.container.bind(r.target).toSelf().inSingletonScope();
-      this.controllers.push(new Controller(r, this.container.get<Reconcile>(r.target), this.cache, this.metrics, this.recorder, this.log));
+      const settings = controllerSettings(r, (token) => this.container.get(token));
+      this.controllers.push(new Controller(r, this.container.get<Reconcile>(r.target), this.cache, this.metrics, this.recorder, this.log, settings));
     }
     for (const w of this.registry.webhooks) this.cache.ensure(w.for);
     for (const r of this.registry.runnables) {
@@ -243,15 +243,26 @@ export class Manager {
 
   /**
    * Graceful shutdown: stop taking work and drain in-flight reconciles (up to
-   * `gracefulShutdownTimeoutMs`), release the lease (unless `releaseLease: false`, which simulates
-   * a crash for tests), flush Events, stop caches and servers. Idempotent.
+   * `gracefulShutdownTimeoutMs`; then their signal is aborted and they get a short grace, see
+   * {@link Controller.stop}), stop runnables, release the lease (unless `releaseLease: false`,
+   * which simulates a crash for tests), flush Events, stop caches and servers. Idempotent.
+   *
+   * The Lease is released only once every leader-only reconcile and runnable has returned: a
+   * released Lease lets a standby lead at once, and two leaders must never write together. When one
+   * still runs, renewal stops without a release, so a standby waits out the lease duration (by then
+   * the process has exited).
    */
   async stop(opts: { releaseLease?: boolean } = {}): Promise<void> {
     if (this.state === 'stopping' || this.state === 'stopped') return;
     this.state = 'stopping';
     const timeout = this.options.gracefulShutdownTimeoutMs ?? 30_000;
-    await Promise.all([...this.controllers.map((c) => c.stop(timeout)), ...this.runnables.map((r) => r.stop(timeout))]);
-    await this.elector?.stop({ release: (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true) });
+    const leaderWorkStopped = await Promise.all([
+      ...this.controllers.map(async (c) => (await c.stop(timeout)) || c.registration.leaderOnly === false),
+      ...this.runnables.map(async (r) => (await r.stop(timeout)) || r.options.leaderOnly === false),
+    ]).then((done) => done.every(Boolean));
+    const release = (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true);
+    if (this.elector && release && !leaderWorkStopped) this.log.error('leader-only work still runs at shutdown: the Lease is not released, a standby takes over once it expires');
+    await this.elector?.stop({ release: release && leaderWorkStopped });
     this.leaderStarted = false;
     await this.recorder.flush();
     this.operator?.stop();
@@ -299,6 +310,7 @@ export class Manager {
 
   private leadershipLost(): void {
     this.leaderStarted = false;
+    // A deposed leader must stop writing: in-flight reconciles are aborted at once.
     for (const c of this.controllers) if (c.registration.leaderOnly !== false) void c.stop(0);
     for (const r of this.runnables) if (r.options.leaderOnly !== false) void r.stop(0);
     const handler =

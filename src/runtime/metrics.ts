@@ -9,9 +9,6 @@ const RECONCILE_BUCKETS = [
 /** client-go workqueue buckets: `ExponentialBuckets(1e-8, 10, 12)`, 10 ns … 1000 s. */
 const QUEUE_BUCKETS = Array.from({ length: 12 }, (_, i) => Number((1e-8 * 10 ** i).toPrecision(1)));
 
-/** Outcome label of `controller_runtime_reconcile_total`. */
-export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after';
-
 /**
  * Every metric of one process, registered on a prom-client {@link Registry} instance owned here
  * (never the global default registry: two Managers in one test process must not collide, and
@@ -27,7 +24,7 @@ export type ReconcileOutcome = 'success' | 'error' | 'requeue' | 'requeue_after'
  * latency_seconds,requests_in_flight}`, `certwatcher_read_certificate{,_errors}_total`, plus
  * prom-client's `process_*`/`nodejs_*` defaults.
  *
- * @see ../shared/reference/peers.md §6, controller-runtime `pkg/internal/controller/metrics`
+ * @see docs/design.md#metric-names, controller-runtime `pkg/internal/controller/metrics`
  */
 export class Metrics {
   readonly registry = new Registry();

@@ -1,5 +1,5 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import doti, { ResourceEventType, ResourceMetaImpl, type ResourceEvent, type ResourceMeta } from '@dot-i/k8s-operator';
+import doti, { ResourceEventType, ResourceMetaImpl, type OperatorLogger, type ResourceEvent, type ResourceMeta } from '@dot-i/k8s-operator';
 import type { Cache } from './cache.js';
 import type { Client } from './client.js';
 import { kindId, parseKey, type KindDescriptor } from './kind.js';
@@ -11,6 +11,18 @@ import type { Logger } from './logging.js';
  */
 const Operator = (doti as unknown as { default?: typeof doti.default }).default ?? (doti as unknown as typeof doti.default);
 
+/**
+ * dot-i's `Operator` without its constructor. That constructor only builds the I/O this façade
+ * replaces: it loads a second KubeConfig of its own (`loadFromDefault`: `$KUBECONFIG`,
+ * `~/.kube/config` or the pod's service account — whatever the program was told), a CoreV1Api on
+ * it, and the queue of its bare watches. This stand-in constructor keeps only the logger; dot-i's
+ * prototype, and so its `start()` and `handleResourceFinalizer`, are inherited unchanged.
+ */
+const OperatorBase = function OperatorBase(this: { logger: OperatorLogger }, logger: OperatorLogger) {
+  this.logger = logger;
+} as unknown as typeof Operator;
+OperatorBase.prototype = Operator.prototype;
+
 /** A watch the façade opens at start: which kind, and where its events go. */
 export interface FacadeWatch {
   readonly kind: KindDescriptor;
@@ -18,9 +30,16 @@ export interface FacadeWatch {
 }
 
 /**
- * @dot-i/k8s-operator used as a thin façade: its `Operator` lifecycle (`start()` → `init()` →
- * watches; `stop()`), its `ResourceEvent` shape, and its `handleResourceFinalizer` control flow.
- * Every piece of its I/O is overridden with client-node 2.x code, because as shipped (1.3.9):
+ * What coil takes from @dot-i/k8s-operator, and only that:
+ * - its `Operator` lifecycle: the Manager starts its caches through `start()` → `init()` →
+ *   `watchResource()` per kind, and stops them through `stop()`;
+ * - its finalizer flow, `handleResourceFinalizer`: add the finalizer to a live object, run the
+ *   cleanup and remove it from a deleting one ({@link handleFinalizer}; the AddressPool
+ *   reconciler's finalizer goes this way);
+ * - its `ResourceEvent` shape.
+ *
+ * Its I/O is not used, because as shipped (1.3.9):
+ * - its constructor loads a default KubeConfig of its own (see {@link OperatorBase});
  * - `watchResource` opens a bare watch with no list and no resourceVersion, replays everything
  *   on reconnect, never reports deletes that happened while disconnected, funnels all kinds into
  *   one concurrency-1 queue and calls `process.exit(1)` on any watch error — here it subscribes
@@ -29,12 +48,12 @@ export interface FacadeWatch {
  *   (racing other controllers), and under client-node 2.x its URL is `undefined/apis/…`
  *   (`k8sApi.basePath` is gone) — here it is a JSON patch with a resourceVersion `test`;
  * - `setResourceStatus`/`patchResourceStatus` go through gaxios with copied auth and swallow
- *   409s — here they use the runtime {@link Client} and throw, so the reconcile is retried;
- * - `registerCustomResourceDefinition` never updates an existing CRD — CRDs ship in the chart.
+ *   409s, and `registerCustomResourceDefinition` never updates an existing CRD — coil never calls
+ *   them: status is written with the runtime {@link Client}, CRDs ship in the chart.
  *
- * @see ../shared/reference/npm-ecosystem.md §2
+ * @see docs/design.md#the-operator-package
  */
-export class OperatorFacade extends Operator {
+export class OperatorFacade extends OperatorBase {
   private readonly kinds = new Map<string, KindDescriptor>();
   private readonly watches: FacadeWatch[] = [];
 
@@ -89,30 +108,10 @@ export class OperatorFacade extends Operator {
     return this.handleResourceFinalizer(event, finalizer, async () => cleanup(object));
   }
 
-  /** Public form of dot-i's status patch (merge patch on `/status`, resourceVersion-guarded). */
-  patchStatus(meta: ResourceMeta, status: unknown): Promise<ResourceMeta | null> {
-    return this.patchResourceStatus(meta, status);
-  }
-
   protected override async setResourceFinalizers(meta: ResourceMeta, finalizers: string[]): Promise<void> {
     const kind = this.kindOf(meta);
     const obj = { metadata: { ...parseKey(meta.namespace ? `${meta.namespace}/${meta.name}` : meta.name), resourceVersion: meta.resourceVersion } };
     await this.client.setFinalizers(kind, obj, finalizers);
-  }
-
-  protected override async patchResourceStatus(meta: ResourceMeta, status: unknown): Promise<ResourceMeta | null> {
-    const kind = this.kindOf(meta);
-    const key = meta.namespace ? { namespace: meta.namespace, name: meta.name } : { name: meta.name };
-    const updated = await this.client.patchStatus(kind, key, status as object, { resourceVersion: meta.resourceVersion });
-    return ResourceMetaImpl.createWithId(meta.id, updated);
-  }
-
-  protected override async setResourceStatus(meta: ResourceMeta, status: unknown): Promise<ResourceMeta | null> {
-    return this.patchResourceStatus(meta, status);
-  }
-
-  protected override registerCustomResourceDefinition(): Promise<never> {
-    return Promise.reject(new Error('CRDs are installed by the Helm chart (charts/coil/crds), not at runtime'));
   }
 
   private kindOf(meta: ResourceMeta): KindDescriptor {

@@ -3,13 +3,23 @@
  * (cluster-wide, on the reconciled objects) and, in the leader-election namespace only, the
  * Lease. hack/ writes them into the chart (files/rbac.yaml).
  */
+import type { EventRecorder } from './event-recorder.js';
+import type { KindDescriptor } from './kind.js';
 import type { RbacRule } from './registry.js';
 
-/** Cluster-wide: the event recorder writes core/v1 Events (and events.k8s.io for newer clients). */
+/** What the Manager's {@link EventRecorder} writes: core/v1 Events, created and patched (counts). */
+export const EVENT_RECORDER_RBAC: readonly RbacRule[] = [{ group: '', resources: ['events'], verbs: ['create', 'patch'] }];
+
+/** Cluster-wide: the event recorder's Events (and events.k8s.io for newer clients). */
 export const MANAGER_RBAC: readonly RbacRule[] = [
-  { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+  ...EVENT_RECORDER_RBAC,
   { group: 'events.k8s.io', resources: ['events'], verbs: ['create', 'patch'] },
 ];
+
+/** get, list and watch on `kind`: what caching it (an informer) needs. */
+export function readRule(kind: KindDescriptor): RbacRule {
+  return { group: kind.group, resources: [kind.plural], verbs: ['get', 'list', 'watch'] };
+}
 
 /** In the leader-election namespace only (a Role): the Lease, and Events about it. */
 export const LEADER_ELECTION_RBAC: readonly RbacRule[] = [

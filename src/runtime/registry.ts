@@ -19,6 +19,12 @@ export interface ReconcileContext {
   readonly reconcileID: string;
   /** Child logger with `controller`, `object` and `reconcileID` fields. */
   readonly log: Logger;
+  /**
+   * Aborted when this reconcile must stop: its controller is stopping and the drain deadline
+   * passed, or the leader lost its Lease. Check it between writes (`signal.throwIfAborted()`) and
+   * pass it to long waits; the Lease is released only once every leader-only reconcile returned.
+   */
+  readonly signal: AbortSignal;
 }
 
 /** The reconciler contract. @see errors.ts for the retry contract */
@@ -68,6 +74,38 @@ export interface RbacRule {
 }
 
 /**
+ * A reconciler setting whose value the program supplies at run time: `read` picks it from the
+ * object bound in the Manager's container under `token` (e.g. the IPAM options built from
+ * `--gc-interval`). The Manager reads it when it builds the controller, so the flag stays the one
+ * source of the value; nothing copies the registration to change it. Build with {@link fromBinding}.
+ */
+export interface BoundSetting<T> {
+  readonly token: symbol;
+  readonly read: (bound: never) => T;
+}
+
+/** A setting fixed in the decorator, or one the program supplies ({@link BoundSetting}). */
+export type Setting<T> = T | BoundSetting<T>;
+
+/**
+ * A {@link BoundSetting} typed by the bound object.
+ * @example resyncPeriodMs: fromBinding(IPAM_OPTIONS, (o: IpamOptions) => o.gcIntervalMs)
+ */
+export function fromBinding<O, T>(token: symbol, read: (bound: O) => T): BoundSetting<T> {
+  return { token, read: read as (bound: never) => T };
+}
+
+/**
+ * The value of `setting`; a bound one is read from `get(token)` (the container's binding).
+ * @throws Error for a bound setting when `get` is absent or the token is unbound
+ */
+export function resolveSetting<T extends number | string | boolean>(setting: Setting<T>, get?: (token: symbol) => unknown): T {
+  if (typeof setting !== 'object') return setting;
+  if (!get) throw new Error(`setting bound to ${String(setting.token)} needs a container to read it from`);
+  return setting.read(get(setting.token) as never);
+}
+
+/**
  * Options of `@Reconciler`. `watches` and `indexes` take `any` kinds because their `map`/`fn`
  * parameters make WatchSpec/IndexSpec contravariant; build them with {@link watchKind} /
  * {@link indexKind} to keep the types.
@@ -86,9 +124,12 @@ export interface ReconcilerOptions {
   /** Run only on the elected leader. Default true. */
   readonly leaderOnly?: boolean;
   /** Parallel workers (distinct keys only). Default 1, as controller-runtime. */
-  readonly maxConcurrentReconciles?: number;
-  /** Re-enqueue every cached `for` object this often. Default 36 000 000 ms (10 h, controller-runtime `SyncPeriod`). */
-  readonly resyncPeriodMs?: number;
+  readonly maxConcurrentReconciles?: Setting<number>;
+  /**
+   * Re-enqueue every cached `for` object this often (ms). Default 36 000 000 ms (10 h,
+   * controller-runtime `SyncPeriod`). A program flag sets it through {@link fromBinding}.
+   */
+  readonly resyncPeriodMs?: Setting<number>;
   /** Per-key error backoff; defaults 5 ms → 300 000 ms (see {@link WorkQueueOptions}). */
   readonly backoff?: { readonly baseDelayMs?: number; readonly maxDelayMs?: number };
   readonly rbac?: readonly RbacRule[];
@@ -176,6 +217,17 @@ export class Registry {
   addWebhook(reg: WebhookRegistration): void {
     if (this.webhooks.some((w) => w.path === reg.path)) throw new Error(`duplicate webhook path ${reg.path}`);
     this.webhooks.push(reg);
+  }
+
+  /**
+   * Records the reconcilers and webhooks of `source` whose class is in `targets`, as they were
+   * registered (a program assembles its parts from what the decorators recorded).
+   * @returns this, for chaining
+   */
+  addFrom(source: Registry, targets: ReadonlySet<Newable<unknown>>): this {
+    for (const r of source.reconcilers) if (targets.has(r.target)) this.addReconciler(r);
+    for (const w of source.webhooks) if (targets.has(w.target)) this.addWebhook(w);
+    return this;
   }
 }
 

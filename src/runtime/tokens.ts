@@ -4,8 +4,6 @@
  * Symbols are `Symbol.for` so two copies of this module (tests, bundles) agree.
  */
 export const TOKENS = Object.freeze({
-  /** The `@kubernetes/client-node` KubeConfig the Manager was built with. */
-  KubeConfig: Symbol.for('coil.runtime.KubeConfig'),
   /** The root bunyan logger. */
   Logger: Symbol.for('coil.runtime.Logger'),
   /** The Manager itself (for runnables that need `isLeader()`). */

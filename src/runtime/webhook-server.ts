@@ -53,11 +53,6 @@ export class WebhookServer {
     this.handlers.set(path, handler);
   }
 
-  /** Registered paths. */
-  paths(): string[] {
-    return [...this.handlers.keys()];
-  }
-
   /** Reads the certificates and listens. @throws Error when the certificate files cannot be read or the port is taken */
   async start(): Promise<void> {
     const creds = this.readCerts();

@@ -18,7 +18,7 @@ export interface WorkQueueOptions {
   readonly baseDelayMs?: number;
   /**
    * Cap of the per-key backoff. Default 300 000 ms (5 min): client-go's 1000 s makes a fixed
-   * problem look permanent for a quarter of an hour (STYLE.md §3).
+   * problem look permanent for a quarter of an hour (docs/design.md#retry-backoff).
    */
   readonly maxDelayMs?: number;
   readonly clock?: Clock;

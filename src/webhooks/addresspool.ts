@@ -4,7 +4,7 @@
  * pool or with other pools, a bound on blockSizeBits, no host bits) with messages naming the field.
  *
  * Paths are Coil's: `/mutate-coil-cybozu-com-v2-addresspool`, `/validate-coil-cybozu-com-v2-addresspool`.
- * @see coil-behaviour.md §3 (AddressPool), §12 item 5
+ * @see docs/compatibility.md#addresspool-webhooks, docs/compatibility.md#pool-validation-gaps
  */
 import { inject } from 'inversify';
 import type { AddressPool } from '../api/v2/addresspool.js';
@@ -15,7 +15,10 @@ import { Cache } from '../runtime/cache.js';
 import { MutatingWebhook, ValidatingWebhook } from '../runtime/decorators.js';
 import type { Defaulter, Validator, Verdict } from '../runtime/registry.js';
 
-/** Adds the finalizer that keeps a pool until its last AddressBlock is gone (coil-behaviour.md §3, §4.1). */
+/**
+ * Adds the finalizer that keeps a pool until its last AddressBlock is gone
+ * (docs/compatibility.md#addresspool-webhooks, docs/compatibility.md#addresspool-reconciler).
+ */
 @MutatingWebhook({ for: Kinds.AddressPool, operations: ['CREATE'], failurePolicy: 'Fail', sideEffects: 'None' })
 export class AddressPoolDefaulter implements Defaulter<AddressPool> {
   default(obj: AddressPool): void {

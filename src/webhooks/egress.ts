@@ -5,8 +5,10 @@
  * warns about template fields the reconciler overrides.
  *
  * Paths are Coil's: `/mutate-coil-cybozu-com-v2-egress`, `/validate-coil-cybozu-com-v2-egress`.
- * Both are pure: no cache read, so they answer as soon as the server runs.
- * @see coil-behaviour.md §3 (Egress)
+ * Both are pure (no cache read), but they do not answer before the controller's caches have
+ * synced: until then the webhook server denies every request, theirs too, with 503 and a retry
+ * hint (`notReadyReason` in src/runtime/webhook-server.ts, set by the Manager).
+ * @see docs/compatibility.md#egress-webhooks
  */
 import type { Egress } from '../api/v2/egress.js';
 import { defaultEgress, egressWarnings, validateEgressSpec } from '../api/v2/egress-validation.js';
@@ -14,7 +16,10 @@ import { EgressKinds } from '../reconcilers/egress-options.js';
 import { MutatingWebhook, ValidatingWebhook } from '../runtime/decorators.js';
 import type { Defaulter, Validator, Verdict } from '../runtime/registry.js';
 
-/** Inserts `{name: egress}` when `spec.template` has no container (coil-behaviour.md §3). */
+/**
+ * Inserts `{name: egress}` when `spec.template` has no container
+ * (docs/compatibility.md#egress-webhooks).
+ */
 @MutatingWebhook({ for: EgressKinds.Egress, operations: ['CREATE'], failurePolicy: 'Fail', sideEffects: 'None' })
 export class EgressDefaulter implements Defaulter<Egress> {
   default(obj: Egress): void {

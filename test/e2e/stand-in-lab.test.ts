@@ -2,7 +2,8 @@
  * End to end in the STAND-IN lab (hack/lab/stand-in-lab.ts; the real-node lab's suite is
  * test/e2e/real-nodes.test.ts): 3 netns nodes with coild and BIRD, coil-controller,
  * the chart's RBAC, pods made through the real `coil` executable. The scenarios follow Coil's
- * own e2e suite (coil-behaviour.md §10.2, IPAM 1–13 and 18), adapted to the lab.
+ * own e2e suite (docs/compatibility.md#coils-end-to-end-scenarios, 1–13 and 18), adapted to the
+ * lab.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

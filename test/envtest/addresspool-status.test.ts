@@ -24,7 +24,7 @@ import type { Manager } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
 import { ControlPlane, REPO_ROOT, eventually } from './control-plane.js';
 import { adminClient, createPool, createRequest, ipamManager, registerWebhooks } from './controller-support.js';
-import { metricValue, scrape } from './runtime-support.js';
+import { metricValue, recordingLogger, scrape } from './runtime-support.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -79,12 +79,13 @@ describe("AddressPool reconciler on Coil's AddressPool CRD (no status subresourc
   let cp: ControlPlane;
   let mgr: Manager;
   let client: Client;
+  const logs = recordingLogger('ipam-test');
 
   before(async () => {
     const coils = parse(await readFile(join(REPO_ROOT, 'test/envtest/fixtures/coil-v2.15-addresspools-crd.yaml'), 'utf8')) as { metadata: { name: string } };
     const crds = coilCrds().map((c) => (c.metadata?.name === coils.metadata.name ? coils : c));
     cp = await ControlPlane.start({ crds });
-    mgr = await ipamManager(cp, { addressPool: true, blockRequest: true }, { poolStatusSettleMs: 200, crdProbeIntervalMs: 1_000 });
+    mgr = await ipamManager(cp, { addressPool: true, blockRequest: true }, { poolStatusSettleMs: 200, crdProbeIntervalMs: 1_000 }, 'ipam-test', { logger: logs.logger });
     await mgr.start();
     client = adminClient(cp);
   });
@@ -104,8 +105,10 @@ describe("AddressPool reconciler on Coil's AddressPool CRD (no status subresourc
     await eventually(async () => metricValue(await scrape(mgr.ports.metrics!), 'coil_controller_allocated_blocks', { pool: 'coils' }) === 1);
     // Well past the settle time: a status write would have been tried (and failed) by now.
     await sleep(3_000);
+    // Status writes only: other reconcile errors (an apiserver hiccup under load) are not this test's subject.
+    const statusWrites = logs.records.filter((r) => r.err?.message?.includes('/addresspools/coils/status'));
+    assert.equal(statusWrites.length, 0, `a status write failed; the controller's warnings:\n${logs.warnings()}`);
     const m = await scrape(mgr.ports.metrics!);
-    assert.equal(metricValue(m, 'controller_runtime_reconcile_errors_total', { controller: 'addresspool' }) ?? 0, 0, 'a status write failed');
     assert.equal(metricValue(m, 'coil_controller_max_blocks', { pool: 'coils' }), 16);
     assert.equal((await client.get(Kinds.AddressPool, { name: 'coils' }))?.status, undefined);
 

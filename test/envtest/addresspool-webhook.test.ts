@@ -137,7 +137,7 @@ describe('AddressPool webhooks through the real apiserver', () => {
   });
 
   test('the validator denies, asking for a retry, while its cache is not synced', async () => {
-    const cache = new Cache(new ApiTransport(cp.kubeConfig), cp.kubeConfig, silentLogger());
+    const cache = new Cache(new ApiTransport(cp.kubeConfig), silentLogger());
     cache.ensure(Kinds.AddressPool);
     const res = await validate(new AddressPoolValidator(cache), Kinds.AddressPool, {
       uid: 'u1',

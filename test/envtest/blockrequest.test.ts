@@ -28,7 +28,7 @@ class AnswerLog {
   private readonly informer: Informer<BlockRequest>;
 
   constructor(cp: ControlPlane) {
-    this.informer = new Informer(Kinds.BlockRequest, new ApiTransport(cp.kubeConfig), cp.kubeConfig, silentLogger());
+    this.informer = new Informer(Kinds.BlockRequest, new ApiTransport(cp.kubeConfig), silentLogger());
     this.informer.onEvent((e) => {
       if (e.type === 'DELETED' || !isAnswered(e.object.status) || (e.old && isAnswered(e.old.status))) return;
       const r = blockRequestResult(e.object.status);

@@ -4,7 +4,7 @@
  * kubeconfig — the TypeScript counterpart of controller-runtime's envtest.
  *
  * Binaries come from `hack/build-control-plane.sh` (built from the Go module proxy, cached).
- * Flags follow envtest plus what 1.36/1.37 need (../shared/reference/real-control-plane.md §3).
+ * Flags follow envtest plus what 1.36/1.37 need (docs/design.md#the-envtest-control-plane).
  *
  * One plane per test file: starting one takes a few seconds on 2 cores.
  *
@@ -66,7 +66,10 @@ export function mergeFlags(defaults: readonly string[], overrides: readonly stri
   return [...out, ...overrides.filter((f) => !present.has(name(f)))];
 }
 
-/** Controllers run by the optional kube-controller-manager (real-control-plane.md §3.6). */
+/**
+ * Controllers run by the optional kube-controller-manager
+ * (docs/design.md#the-envtest-control-plane).
+ */
 export const KCM_CONTROLLERS = [
   'garbage-collector-controller',
   'deployment-controller',

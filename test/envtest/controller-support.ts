@@ -16,7 +16,7 @@ import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../../src/reconcilers/op
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { stripManagedFields } from '../../src/runtime/informer.js';
-import type { Manager } from '../../src/runtime/manager.js';
+import type { Manager, ManagerOptions } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
 import { webhookConfigurations } from '../../src/runtime/webhook-config.js';
 import type { ControlPlane } from './control-plane.js';
@@ -26,9 +26,9 @@ import { testManager } from './runtime-support.js';
  * A Manager (not started) with the chosen IPAM parts, caching as coil-controller does (managedFields
  * stripped, AddressBlocks slimmed: {@link ipamCache}); webhooks get a serving certificate from `cp`.
  */
-export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: Partial<IpamOptions> = {}, identity = 'ipam-test'): Promise<Manager> {
+export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: Partial<IpamOptions> = {}, identity = 'ipam-test', extra: Partial<ManagerOptions> = {}): Promise<Manager> {
   const opts = { ...DEFAULT_IPAM_OPTIONS, ...options };
-  const registry = addIpam(new Registry(), { webhooks: false, addressPool: false, blockRequest: false, gc: false, ...parts }, opts);
+  const registry = addIpam(new Registry(), { webhooks: false, addressPool: false, blockRequest: false, gc: false, ...parts });
   const container = bindIpam(new Container(), opts);
   let webhook;
   if (registry.webhooks.length > 0) {
@@ -39,7 +39,7 @@ export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: P
     webhook = { host: '127.0.0.1', port: 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
   }
   const cache = { defaults: { initialBackoffMs: 100, maxBackoffMs: 2_000, transform: stripManagedFields }, kinds: ipamCache() };
-  return testManager(cp, registry, { container, identity, name: 'coil-controller', cache, ...(webhook && { webhook }) });
+  return testManager(cp, registry, { container, identity, name: 'coil-controller', cache, ...(webhook && { webhook }), ...extra });
 }
 
 /** Registers the webhook configurations of `registry` pointing at a started Manager. */

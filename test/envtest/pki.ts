@@ -2,7 +2,7 @@
  * Test PKI for the envtest control plane: one CA, the apiserver serving certificate, an admin
  * client certificate, service-account keys and webhook serving certificates — the same set
  * controller-runtime's envtest mints (`pkg/internal/testing/certs/tinyca.go`), made with the
- * openssl CLI (../shared/reference/real-control-plane.md §3.1, verified against Go's verifier).
+ * openssl CLI (docs/design.md#test-certificates; verified against Go's verifier).
  *
  * Certificates are ECDSA P-256 and valid for 7 days: long enough for any suite, short enough
  * that a leaked test CA is worthless.

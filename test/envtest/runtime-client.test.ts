@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Cache } from '../../src/runtime/cache.js';
 import { Client } from '../../src/runtime/client.js';
-import { ApiError, isConflict, isNotFound, isPatchTestFailed } from '../../src/runtime/errors.js';
+import { ApiError, isConflict, isNotFound, isPatchTestFailed, isStaleWrite } from '../../src/runtime/errors.js';
 import { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, eventually } from './control-plane.js';
@@ -39,7 +39,7 @@ describe('runtime: client helpers and cache on a real apiserver', () => {
     await createNamespace(cp, NS);
     const transport = new ApiTransport(cp.kubeConfig);
     client = new Client(transport, 'rt-client-test');
-    cache = new Cache(transport, cp.kubeConfig, silentLogger(), { initialBackoffMs: 100 });
+    cache = new Cache(transport, silentLogger(), { initialBackoffMs: 100 });
     cache.ensure(Box, { namespace: NS, labelSelector: `${GROUP}/tier=gold` });
     cache.ensure(ConfigMap, { namespace: NS, fieldSelector: 'metadata.name!=skip-me' });
     cache.addIndex(Box, 'by-owner', (b) => [String(b.spec?.['owner'] ?? '')]);
@@ -63,6 +63,7 @@ describe('runtime: client helpers and cache on a real apiserver', () => {
     await client.mergePatch(Box, { namespace: NS, name: 'b1' }, { spec: { size: 1 } });
     const err = await failure(client.mergePatch(Box, { namespace: NS, name: 'b1' }, { spec: { size: 2 } }, { resourceVersion: b.metadata!.resourceVersion! }));
     assert.ok(isConflict(err), err.message);
+    assert.ok(isStaleWrite(err), 'a controller requeues it as no error');
   });
 
   test('a JSON patch guarded by a stale resourceVersion fails its test op', async () => {
@@ -81,6 +82,7 @@ describe('runtime: client helpers and cache on a real apiserver', () => {
     assert.equal(await client.addFinalizer(Box, b, `${GROUP}/a`), b, 'no write when already present');
     const err = await failure(client.addFinalizer(Box, stale, `${GROUP}/c`));
     assert.ok(isPatchTestFailed(err), 'a stale object cannot clobber the list');
+    assert.ok(isStaleWrite(err), 'a controller requeues it as no error (the AddressPool reconciler met this on a stale cache)');
     b = await client.removeFinalizer(Box, b, `${GROUP}/a`);
     b = await client.removeFinalizer(Box, b, `${GROUP}/b`);
     assert.deepEqual(b.metadata?.finalizers ?? [], []);

@@ -17,13 +17,16 @@ import { Reconciler } from '../../src/runtime/decorators.js';
 import type { Result } from '../../src/runtime/errors.js';
 import { keyOf } from '../../src/runtime/kind.js';
 import { LeaseKind, microTime } from '../../src/runtime/leader-election.js';
-import type { Manager } from '../../src/runtime/manager.js';
-import { Registry, type Reconcile, type Request } from '../../src/runtime/registry.js';
+import type { Manager, ManagerOptions } from '../../src/runtime/manager.js';
+import { sleep } from '../../src/runtime/clock.js';
+import { Registry, type Reconcile, type ReconcileContext, type Request } from '../../src/runtime/registry.js';
 import { TOKENS } from '../../src/runtime/tokens.js';
 import { ControlPlane, eventually } from './control-plane.js';
 import { createNamespace, metricValue, sampleCrd, sampleKind, scrape, testManager } from './runtime-support.js';
 
 const Token = sampleKind('Token');
+/** Reconciled slowly: `honours-*` objects until the signal aborts (or 3 s), `ignores-*` for 8 s whatever happens. */
+const Chore = sampleKind('Chore');
 const NS = 'rt-leader';
 const LEASE = { name: 'rt-leader', namespace: NS, leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 const RECONCILES = Symbol('reconciles');
@@ -46,6 +49,22 @@ class TokenReconciler implements Reconcile {
   }
 }
 
+/** When (performance.now) each slow reconcile began and returned, and whether its signal was aborted. */
+const chores = new Map<string, { startedAt: number; returnedAt?: number; aborted?: boolean }>();
+
+@Reconciler({ name: 'chore', for: Chore, registry, leaderOnly: true })
+class ChoreReconciler implements Reconcile {
+  async reconcile(req: Request, ctx: ReconcileContext): Promise<Result> {
+    if (chores.has(req.name)) return {}; // only the first reconcile of each is slow
+    const entry: { startedAt: number; returnedAt?: number; aborted?: boolean } = { startedAt: performance.now() };
+    chores.set(req.name, entry);
+    await sleep(req.name.startsWith('ignores') ? 8_000 : 3_000, req.name.startsWith('ignores') ? undefined : ctx.signal);
+    entry.aborted = ctx.signal?.aborted;
+    entry.returnedAt = performance.now();
+    return {};
+  }
+}
+
 /** Resolves with the time (performance.now) at which `mgr` leads, polling every 20 ms. */
 async function leadsAt(mgr: Manager, timeoutMs: number): Promise<number> {
   await eventually(() => mgr.isLeader(), { timeoutMs, intervalMs: 20 });
@@ -59,17 +78,17 @@ describe('runtime: leader election over a Lease', () => {
   const managers: Manager[] = [];
   const lost: string[] = [];
 
-  const start = async (identity: string): Promise<Manager> => {
+  const start = async (identity: string, extra: Partial<ManagerOptions> = {}): Promise<Manager> => {
     const container = new Container();
     container.bind(RECONCILES).toConstantValue(reconciles);
-    const mgr = testManager(cp, registry, { identity, container, leaderElection: LEASE, onLeadershipLost: () => lost.push(identity) });
+    const mgr = testManager(cp, registry, { identity, container, leaderElection: LEASE, onLeadershipLost: () => lost.push(identity), ...extra });
     managers.push(mgr);
     await mgr.start();
     return mgr;
   };
 
   before(async () => {
-    cp = await ControlPlane.start({ crds: [sampleCrd(Token)] });
+    cp = await ControlPlane.start({ crds: [sampleCrd(Token), sampleCrd(Chore)] });
     await createNamespace(cp, NS);
     client = new Client(new ApiTransport(cp.kubeConfig), 'test');
   });
@@ -158,5 +177,39 @@ describe('runtime: leader election over a Lease', () => {
     assert.equal(d.isLeader(), false);
     const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
     assert.equal(lease?.spec?.holderIdentity, '', 'released for the next leader');
+  });
+
+  /** Resolves with the time at which the Lease no longer names `identity` (polled every 20 ms). */
+  const leaseLeftAt = async (identity: string, timeoutMs: number): Promise<number> => {
+    await eventually(async () => (await client.get(LeaseKind, { namespace: NS, name: LEASE.name }))?.spec?.holderIdentity !== identity, { timeoutMs, intervalMs: 20 });
+    return performance.now();
+  };
+
+  test('a reconcile still running at the drain deadline is aborted, and the Lease is released only after it returned', async (t) => {
+    const e = await start('manager-e', { gracefulShutdownTimeoutMs: 300 });
+    await leadsAt(e, 3 * LEASE.leaseDurationMs);
+    await client.create(Chore, { metadata: { name: 'honours-1', namespace: NS } });
+    await eventually(() => chores.has('honours-1'));
+    const stopping = e.stop();
+    const releasedAt = await leaseLeftAt('manager-e', 2 * LEASE.leaseDurationMs);
+    await stopping;
+    const chore = chores.get('honours-1')!;
+    assert.ok(chore.returnedAt !== undefined && chore.returnedAt <= releasedAt, 'the Lease was released while the reconcile still ran');
+    t.diagnostic(`reconcile returned ${Math.round(chore.returnedAt - chore.startedAt)} ms after it began; Lease released ${Math.round(releasedAt - chore.returnedAt)} ms after it returned`);
+    assert.equal(chore.aborted, true, 'the reconcile\'s signal was aborted');
+    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    assert.equal(lease?.spec?.holderIdentity, '', 'released, not expired');
+  });
+
+  test('a reconcile that ignores its aborted signal keeps the Lease from being released', async () => {
+    const f = await start('manager-f', { gracefulShutdownTimeoutMs: 300 });
+    await leadsAt(f, 3 * LEASE.leaseDurationMs);
+    await client.create(Chore, { metadata: { name: 'ignores-1', namespace: NS } });
+    await eventually(() => chores.has('ignores-1'));
+    await f.stop();
+    assert.equal(chores.get('ignores-1')!.returnedAt, undefined, 'still running');
+    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    assert.equal(lease?.spec?.holderIdentity, 'manager-f', 'not released while the reconcile runs');
+    await eventually(() => chores.get('ignores-1')!.returnedAt !== undefined, { timeoutMs: 10_000 });
   });
 });

@@ -4,9 +4,10 @@
  * Prometheus text scraper.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
+import bunyan from 'bunyan';
 import { Manager, type ManagerOptions } from '../../src/runtime/manager.js';
 import { defineKind, type KindDescriptor } from '../../src/runtime/kind.js';
-import { createLogger, silentLogger, type Logger } from '../../src/runtime/logging.js';
+import { createLogger, serializeError, silentLogger, type Logger } from '../../src/runtime/logging.js';
 import type { Registry } from '../../src/runtime/registry.js';
 import type { ControlPlane } from './control-plane.js';
 
@@ -44,6 +45,31 @@ export function sampleCrd(kind: KindDescriptor): object {
 export function testLogger(name: string): Logger {
   const level = process.env.COIL_TEST_LOG;
   return level ? createLogger({ name, level: level as 'debug' }) : silentLogger(name);
+}
+
+/** One bunyan record as {@link recordingLogger} keeps it. */
+export interface LogRecord {
+  level: number;
+  msg: string;
+  err?: { message?: string; code?: number; reason?: string };
+  [field: string]: unknown;
+}
+
+/**
+ * A logger that keeps every record from debug up (and prints them too when COIL_TEST_LOG is set,
+ * as {@link testLogger}), so a test can assert on what a component logged and show its warnings
+ * when it fails.
+ */
+export function recordingLogger(name: string): { logger: Logger; records: LogRecord[]; warnings: () => string } {
+  const ring = new bunyan.RingBuffer({ limit: 100_000 });
+  const records = ring.records as LogRecord[];
+  const level = process.env.COIL_TEST_LOG;
+  const streams: bunyan.Stream[] = [{ type: 'raw', level: 'debug', stream: ring }];
+  if (level) streams.push({ level: level as bunyan.LogLevel, stream: process.stderr });
+  const logger = bunyan.createLogger({ name, streams, serializers: { err: serializeError } });
+  const warnings = (): string => records.filter((r) => r.level >= bunyan.WARN)
+    .map((r) => `${bunyan.nameFromLevel[r.level]} ${r.msg}${r.err ? `: ${r.err.message}` : ''}`).join('\n') || '(none)';
+  return { logger, records, warnings };
 }
 
 /**

@@ -1,10 +1,11 @@
 /**
  * `coil-migrator dump` as a program, against a real v1 etcd and a real apiserver running the IPAM
  * controller and the AddressPool webhooks (kube-controller-manager too, for the foreground deletion
- * of the v1 objects): exact YAML for the coil-v1-data.md §5 dataset and a generated one (20 pools,
- * 200 nodes, 5,000 addresses); the output applies through the webhooks; the controller then never
- * hands out a reserved range; the GC acts on reserved blocks of a vanished node; every bad input
- * ends with a clear error.
+ * of the v1 objects): exact YAML for the v1 test data set
+ * (docs/migration-from-coil-v1.md#the-test-data-set) and a generated one (20 pools, 200 nodes,
+ * 5,000 addresses); the output applies through the webhooks; the controller then never hands out a
+ * reserved range; the GC acts on reserved blocks of a vanished node; every bad input ends with a
+ * clear error.
  */
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
@@ -102,7 +103,8 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
     ]);
     for (const n of [...fixture.nodes, ...big.nodes]) await createNode(client, n);
     for (const ns of ['team-a', 'internet-egress']) await client.create(K8sKinds.Namespace, { metadata: { name: ns } });
-    // The v1 objects of coil-v1-data.md §1.5, as the v1 manifests made them (minimal specs).
+    // The v1 objects (docs/migration-from-coil-v1.md#v1s-kubernetes-objects), as the v1 manifests
+    // made them (minimal specs).
     const labels = { 'app.kubernetes.io/name': 'coil-v1' };
     const template = { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'v1.invalid/coil' }] } };
     for (const o of V1_OBJECTS) {
@@ -118,7 +120,7 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
     await cp?.stop();
   });
 
-  test('dump --dry-run prints exactly the §5 manifests and changes nothing in the cluster', async () => {
+  test('dump --dry-run prints exactly the manifests of the test data set and changes nothing in the cluster', async () => {
     const r = await dump('--dry-run');
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, expected);
@@ -141,11 +143,12 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
     assert.equal(again.stdout, expected, 'a second run (v1 already gone) gives the same output');
   });
 
-  test('the §5 manifests apply through the webhooks; the controller then hands out only unreserved blocks', async () => {
+  test('the manifests of the test data set apply through the webhooks; the controller then hands out only unreserved blocks', async () => {
     await kubectl(cp.kubeconfigPath, ['apply', '-f', '-'], expected);
     const reserved = await client.list(Kinds.AddressBlock, { labelSelector: `${LABEL_RESERVED}=true` });
     assert.deepEqual(reserved.map((b) => b.metadata!.name).sort(), ['default-0-v1', 'default-1-v1', 'default-2-v1', 'default-4-v1', 'internet-egress-0-v1', 'internet-egress-1-v1']);
-    // §5.2: next for default are index 3 (10.64.0.96/27) and 5; for internet-egress 2 … 15.
+    // docs/migration-from-coil-v1.md#the-test-data-set: next for default are index 3
+    // (10.64.0.96/27) and 5; for internet-egress 2 … 15.
     assert.deepEqual(await exhaust(client, 'default'), ['default-3', 'default-5']);
     assert.equal((await client.get(Kinds.AddressBlock, { name: 'default-3' }))?.ipv4, '10.64.0.96/27');
     assert.deepEqual(await exhaust(client, 'internet-egress'), Array.from({ length: 14 }, (_, i) => `internet-egress-${i + 2}`));
@@ -205,7 +208,8 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
       const base = ['dump', '--dry-run', `--etcd-endpoints=${secure.endpoint}`, '--etcd-timeout=3s', `--kubeconfig=${cp.kubeconfigPath}`];
       const r = await runMigrator([...base, `--etcd-tls-ca=${secure.tls!.caFile}`, `--etcd-tls-cert=${secure.tls!.certFile}`, `--etcd-tls-key=${secure.tls!.keyFile}`]);
       assert.equal(r.code, 0, r.stderr);
-      // node-c is gone by now (the GC test), so only its blocks are missing from the §5 output.
+      // node-c is gone by now (the GC test), so only its blocks are missing from the test data
+      // set's output.
       assert.equal(r.stdout, (await dump('--dry-run')).stdout);
       const noCert = await runMigrator([...base, `--etcd-tls-ca=${secure.tls!.caFile}`]);
       assert.equal(noCert.code, 1);

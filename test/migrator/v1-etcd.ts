@@ -14,7 +14,10 @@ import { ManagedProcess, waitFor } from '../envtest/process.js';
 
 const run = promisify(execFile);
 
-/** The §5 dataset file: nodes, namespaces and `[key, value]` entries under `/coil/`. */
+/**
+ * The v1 test data set file (docs/migration-from-coil-v1.md#the-test-data-set): nodes, namespaces
+ * and `[key, value]` entries under `/coil/`.
+ */
 export interface V1Fixture {
   readonly nodes: readonly string[];
   readonly namespaces: readonly string[];

@@ -7,8 +7,10 @@
  * connections still go to the tunnel.
  *
  * This kernel has no FoU, so the tunnel here is a stand-in: a veth carrying the peer link's name,
- * whose other end goes nowhere (counted, never answered). egress-fou-vm.test.ts runs the same
- * check through real FoU tunnels in a VM. Root only; skipped with the reason otherwise.
+ * whose other end goes nowhere (never answered); what a connection sends into it is counted per
+ * port at that other end (TunnelFarEnd), not by the link's counter, which the link's own IPv6
+ * traffic moves at random times. egress-fou-vm.test.ts runs the same check through real FoU
+ * tunnels in a VM. Root only; skipped with the reason otherwise.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -20,7 +22,7 @@ import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
 import { OriginatingOnly } from '../../src/node-agent/originating-only.js';
-import { peerSeenBy, wire } from './egress-peer.js';
+import { TunnelFarEnd, peerSeenBy, wire } from './egress-peer.js';
 
 const VARIANTS: ReadonlyArray<{ name: string; backend: NetfilterBackend; iptables?: IptablesCommands }> = [
   { name: 'nftables', backend: 'nftables' },
@@ -43,6 +45,7 @@ for (const variant of VARIANTS) describe(`originating-only egress: ${variant.nam
   const plan = planEgressClient({ podIps: ['10.1.0.2', 'fd01::2'], port: 5555, gateways: GATEWAYS });
   let c: TestNetns;
   let x: TestNetns;
+  let far: TunnelFarEnd;
   let eth0Index = 0;
   let port = 9100;
 
@@ -73,6 +76,8 @@ for (const variant of VARIANTS) describe(`originating-only egress: ${variant.nam
     await wire(ip, x, 'eth0', n, 'n-x');
     await wire(ip, c, TUNNEL4, sink, 't4');
     await wire(ip, c, TUNNEL6, sink, 't6');
+    far = new TunnelFarEnd(ip, sink, ['t4', 't6']);
+    await far.init();
     // The stand-ins transmit to a MAC nobody has: every packet is counted, none answered.
     await ip.batch([['neigh', 'add', '198.51.100.2', 'lladdr', '02:00:00:00:00:01', 'dev', TUNNEL4, 'nud', 'permanent'],
       ['neigh', 'add', '2001:db8:98::2', 'lladdr', '02:00:00:00:00:01', 'dev', TUNNEL6, 'nud', 'permanent']], { netns: c.path });
@@ -92,10 +97,35 @@ for (const variant of VARIANTS) describe(`originating-only egress: ${variant.nam
   });
   after(() => netns.cleanup());
 
+  /** Opens a connection with `peerSeenBy` on a fresh port whose packets into the tunnels are counted. */
+  const connect = async (server: TestNetns, host: string, client: TestNetns): Promise<{ seen: string; p: number }> => {
+    const p = port++;
+    await far.watch(p);
+    return { seen: await peerSeenBy(server, host, p, client), p };
+  };
+
+  test('the tunnel counters count the connection under test only: not the link\'s own traffic, not another connection', async () => {
+    // The interleaving that made this suite flaky, forced: a connection is watched, and other
+    // packets enter the tunnel meanwhile — a UDP datagram (as the link's own IPv6 DAD, MLD and
+    // router solicitations, sent at random times after the link comes up) and a SYN of another
+    // connection (as a late SYN-ACK retransmitted by an earlier test's half-open connection).
+    const watched = port++;
+    const other = port++;
+    await far.watch(watched);
+    await far.watch(other);
+    const link = await txOf(TUNNEL4);
+    const NOISE = `const d=require('dgram').createSocket('udp4');d.send('x',9,'198.51.100.2',()=>{
+require('net').connect(+process.argv[1],'198.51.100.2').on('error',()=>{});setImmediate(()=>process.exit(0))})`;
+    await ip.exec(['ip', 'netns', 'exec', c.name, process.execPath, '-e', NOISE, String(other)]);
+    assert.ok((await txOf(TUNNEL4)) >= link + 2, 'the link counter moved (as it did under the watched connection when this suite flaked)');
+    assert.equal(await far.packets('t4', other), 1, 'the other connection\'s SYN was counted as its own');
+    assert.equal(await far.packets('t4', watched), 0, 'nothing was counted for the watched connection');
+  });
+
   test('mode off: the reply to a connection from outside goes into the tunnel, and the connection fails', async () => {
-    const before4 = await txOf(TUNNEL4);
-    assert.equal(await peerSeenBy(c, '10.1.0.2', port++, x), 'timeout');
-    assert.ok((await txOf(TUNNEL4)) > before4, 'the replies went out the tunnel');
+    const { seen, p } = await connect(c, '10.1.0.2', x);
+    assert.equal(seen, 'timeout');
+    assert.ok((await far.packets('t4', p)) > 0, 'the replies went out the tunnel');
   });
 
   test('mode on: exactly the table, rule and connmark rules of each family, idempotently', async () => {
@@ -127,13 +157,15 @@ for (const variant of VARIANTS) describe(`originating-only egress: ${variant.nam
   });
 
   test('mode on: a connection from outside is answered through eth0 (IPv4, IPv6); the pod\'s own still goes to the tunnel', async () => {
-    const before4 = await txOf(TUNNEL4);
-    assert.equal(await peerSeenBy(c, '10.1.0.2', port++, x), '198.51.100.2');
-    assert.equal(await peerSeenBy(c, 'fd01::2', port++, x), '2001:db8:98::2');
-    const after4 = await txOf(TUNNEL4);
-    assert.equal(after4, before4, 'no reply went into the tunnel');
-    assert.equal(await peerSeenBy(x, '198.51.100.2', port++, c), 'timeout', 'a connection the pod opens still goes to the tunnel');
-    assert.ok((await txOf(TUNNEL4)) > after4);
+    const v4 = await connect(c, '10.1.0.2', x);
+    assert.equal(v4.seen, '198.51.100.2');
+    const v6 = await connect(c, 'fd01::2', x);
+    assert.equal(v6.seen, '2001:db8:98::2');
+    assert.equal(await far.packets('t4', v4.p), 0, 'no IPv4 reply went into the tunnel');
+    assert.equal(await far.packets('t6', v6.p), 0, 'no IPv6 reply went into the tunnel');
+    const own = await connect(x, '198.51.100.2', c);
+    assert.equal(own.seen, 'timeout', 'a connection the pod opens still goes to the tunnel');
+    assert.ok((await far.packets('t4', own.p)) > 0, 'its SYN went out the tunnel');
   });
 
   test('IPv6 gateway gone: the mode leaves IPv6 and stays on IPv4', async () => {

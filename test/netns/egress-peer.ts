@@ -4,6 +4,7 @@
  * whether a packet was masqueraded. Root only; the namespaces come from TestNetnsSet.
  */
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import type { IpRunner } from '../../src/netlink/ip-runner.js';
 import type { TestNetns } from '../../src/netlink/test-netns.js';
 
@@ -22,7 +23,9 @@ c.on('data',(b)=>d+=b);c.on('end',()=>{console.log(d);process.exit(0)});c.on('er
 
 /**
  * Starts a server in `server` on `host:port`, connects from `client`, and returns the peer
- * address the server saw (or `timeout`/`error …`).
+ * address the server saw (or `timeout`/`error …`). Returns only once the server has exited: a
+ * server left running would keep retransmitting the SYN-ACK of a half-open connection into the
+ * next test.
  */
 export async function peerSeenBy(server: TestNetns, host: string, port: number, client: TestNetns, lifetimeMs = 15_000): Promise<string> {
   const srv = spawn('ip', ['netns', 'exec', server.name, process.execPath, '-e', SERVER, host, String(port), String(lifetimeMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -39,6 +42,58 @@ export async function peerSeenBy(server: TestNetns, host: string, port: number, 
     });
     return out;
   } finally {
-    srv.kill();
+    if (srv.exitCode === null && srv.signalCode === null) {
+      const exited = once(srv, 'exit');
+      srv.kill();
+      await exited;
+    }
+  }
+}
+
+/**
+ * The far end of a stand-in tunnel (a veth whose peer sits in `ns`): counts, per TCP port, the
+ * packets of one flow that arrived through the tunnel, with an nftables ingress counter on the
+ * peer. A link's packet counter is no measure of one flow: the kernel sends IPv6 DAD, MLD reports
+ * and router solicitations on every link it brings up, at randomised times over the first seconds
+ * (and the solicitations again, backing off, long after), and an earlier connection's half-open
+ * socket may still retransmit its SYN-ACK. Each test connection uses its own port, so counting by
+ * port counts that connection only.
+ */
+export class TunnelFarEnd {
+  private readonly ip: IpRunner;
+  private readonly ns: TestNetns;
+  private readonly devs: readonly string[];
+
+  /** @param devs the peer links in `ns` to count on, e.g. `['t4', 't6']` */
+  constructor(ip: IpRunner, ns: TestNetns, devs: readonly string[]) {
+    this.ip = ip;
+    this.ns = ns;
+    this.devs = devs;
+  }
+
+  /** Adds the ingress chains; the links must exist. */
+  async init(): Promise<void> {
+    await this.nft(['table netdev far {',
+      ...this.devs.map((dev) => ` chain ${dev} { type filter hook ingress device "${dev}" priority 0; policy accept; }`), '}']);
+  }
+
+  /** Starts counting the TCP packets from or to `port` on every link; call before the connection opens. */
+  async watch(port: number): Promise<void> {
+    await this.nft(this.devs.flatMap((dev) => [`add counter netdev far ${dev}_${port}`,
+      `add rule netdev far ${dev} tcp sport ${port} counter name "${dev}_${port}"`,
+      `add rule netdev far ${dev} tcp dport ${port} counter name "${dev}_${port}"`]));
+  }
+
+  /** Packets of `port`'s flow that arrived on `dev` since {@link watch}. */
+  async packets(dev: string, port: number): Promise<number> {
+    const { stdout } = await this.ip.exec(['nft', '-j', 'list', 'counter', 'netdev', 'far', `${dev}_${port}`], { netns: this.ns.path });
+    const items = (JSON.parse(stdout) as { nftables: Array<{ counter?: { packets: number } }> }).nftables;
+    const counter = items.find((i) => i.counter)?.counter;
+    if (!counter) throw new Error(`no counter ${dev}_${port} in ${stdout}`);
+    return counter.packets;
+  }
+
+  private async nft(lines: readonly string[]): Promise<void> {
+    await this.ip.exec(['nft', '-f', '-'], { netns: this.ns.path, input: `${lines.join('\n')}\n` });
   }
 }

@@ -3,7 +3,7 @@
  * (no spec/status), as in Coil. Name `<pool>-<index>`, labels pool/node/request, finalizer
  * `coil.cybozu.com`, controller ownerReference to the AddressPool.
  *
- * @see ../shared/reference/coil-behaviour.md §2 (AddressBlock)
+ * @see docs/compatibility.md#addressblock-resource
  */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { GROUP, LABEL_NODE, LABEL_POOL, LABEL_RESERVED, VERSION } from './keys.js';

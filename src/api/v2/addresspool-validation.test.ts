@@ -12,7 +12,7 @@ import { formatFieldError } from './field-error.js';
 const messages = (errors: readonly Parameters<typeof formatFieldError>[0][]): string[] => errors.map(formatFieldError);
 const spec = (blockSizeBits: number, ...subnets: SubnetSetInput[]): AddressPoolSpecInput => ({ blockSizeBits, subnets });
 
-describe('validateAddressPoolSpec: Coil rules (coil-behaviour.md §3, addresspool_types_test.go)', () => {
+describe('validateAddressPoolSpec: Coil rules (docs/compatibility.md#addresspool-webhooks, addresspool_types_test.go)', () => {
   const valid: [string, AddressPoolSpecInput][] = [
     ['valid-ipv4', spec(2, { ipv4: '10.0.0.0/24' })],
     ['valid-ipv6', spec(2, { ipv6: 'fd02::/112' })],

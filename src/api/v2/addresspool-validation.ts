@@ -1,9 +1,9 @@
 /**
  * Validation of AddressPool specs for the admission webhook: Coil's rules with Coil's messages,
- * plus the rules Coil misses (coil-behaviour.md §3 "Not validated", §12 item 5).
+ * plus the rules Coil misses (docs/compatibility.md#pool-validation-gaps).
  *
  * Pure: returns FieldError lists; the webhook turns them into a 422 Invalid.
- * @see coil-behaviour.md §3 (AddressPool)
+ * @see docs/compatibility.md#addresspool-webhooks
  */
 import { hostBits, parseCidrWithAddress, cidrsOverlap, formatCidr, CidrError, type ParsedCidr } from '../../ipam/cidr.js';
 import { checkNoOverlap } from '../../ipam/invariants.js';
@@ -34,7 +34,7 @@ const SUBNETS = 'spec.subnets';
  * Then ours: `spec.blockSizeBits` within 0…{@link MAX_BLOCK_SIZE_BITS}; no host bits set
  * (`spec.subnets[i].ipv4`); every item with the families of the first; no two items overlapping.
  * Cross-pool overlap needs the other pools: see {@link findPoolOverlaps}.
- * @see coil-behaviour.md §3
+ * @see docs/compatibility.md#addresspool-webhooks, docs/compatibility.md#pool-validation-gaps
  */
 export function validateAddressPoolSpec(spec: AddressPoolSpecInput): FieldError[] {
   const bits = spec.blockSizeBits ?? DEFAULT_BLOCK_SIZE_BITS;
@@ -53,7 +53,7 @@ export function validateAddressPoolSpec(spec: AddressPoolSpecInput): FieldError[
  * `Forbidden` at `spec.subnets[i]`: `unchangeable`; appended items are checked as on CREATE, our
  * rules included (an appended item may not overlap any item). Existing items are not re-checked
  * against our rules, so pools Coil accepted can still grow.
- * @see coil-behaviour.md §3
+ * @see docs/compatibility.md#addresspool-webhooks
  */
 export function validateAddressPoolUpdate(oldSpec: AddressPoolSpecInput, newSpec: AddressPoolSpecInput): FieldError[] {
   const errors: FieldError[] = [];

@@ -1,7 +1,7 @@
 /**
  * AddressPool: a cluster-scoped set of subnets from which AddressBlocks are carved.
  *
- * @see ../shared/reference/coil-behaviour.md §2 (AddressPool), §3 (webhook rules)
+ * @see docs/compatibility.md#addresspool-resource, docs/compatibility.md#addresspool-webhooks
  */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { DEFAULT_BLOCK_SIZE_BITS, GROUP, VERSION } from './keys.js';

@@ -2,7 +2,7 @@
  * BlockRequest: a node's request for one more AddressBlock of a pool. Created by coild
  * (ownerReference → Node), answered by the controller through the status subresource.
  *
- * @see ../shared/reference/coil-behaviour.md §2 (BlockRequest), §4.3
+ * @see docs/compatibility.md#blockrequest-resource, docs/compatibility.md#blockrequest-reconciler
  */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { type Condition, findCondition, isConditionTrue } from './conditions.js';

@@ -2,7 +2,7 @@
  * Kubernetes' name, label and percent checks with apimachinery's exact messages
  * (k8s.io/apimachinery/pkg/util/validation), as Coil calls them from its Egress webhook. Pure.
  *
- * @see coil-behaviour.md §3 (Egress); Kubernetes "Labels and Selectors", "Annotations"
+ * @see docs/compatibility.md#egress-webhooks; Kubernetes "Labels and Selectors", "Annotations"
  */
 
 const QUALIFIED_NAME_FMT = '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]';

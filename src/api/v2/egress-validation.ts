@@ -4,14 +4,17 @@
  * otherwise only surface later as a failed Deployment or Service write in the reconciler.
  *
  * Pure: returns FieldError lists; the webhook turns them into a 422 Invalid.
- * @see coil-behaviour.md §3 (Egress)
+ * @see docs/compatibility.md#egress-webhooks
  */
 import { CidrError, formatCidr, parseCidrWithAddress, type ParsedCidr } from '../../ipam/cidr.js';
 import { EGRESS_CONTAINER_NAME, type Egress, type EgressSpec } from './egress.js';
 import { fieldError, type FieldError } from './field-error.js';
 import { isQualifiedName, isValidLabelValue, isValidPercent, percentValue, TOTAL_ANNOTATION_SIZE_LIMIT_BYTES } from './egress-validation-names.js';
 
-/** ServiceAccount of every egress pod; the reconciler forces it (coil-behaviour.md §4.5). */
+/**
+ * ServiceAccount of every egress pod; the reconciler forces it
+ * (docs/compatibility.md#egress-reconciler).
+ */
 export const EGRESS_SERVICE_ACCOUNT = 'coil-egress';
 
 /** An int-or-string value as JSON carries it. */
@@ -27,7 +30,7 @@ type IntOrString = number | string;
  * Ours: no host bits in a destination, no duplicate destination; `spec.strategy.rollingUpdate`
  * absent with `Recreate`, its values int-or-percent and not both 0 (apps/v1's Deployment rules,
  * which would otherwise fail only when the reconciler writes the Deployment).
- * @see coil-behaviour.md §3 (Egress), k8s.io/kubernetes `ValidateDeploymentStrategy`
+ * @see docs/compatibility.md#egress-webhooks, k8s.io/kubernetes `ValidateDeploymentStrategy`
  */
 export function validateEgressSpec(spec: Readonly<EgressSpec>): FieldError[] {
   return [
@@ -54,7 +57,7 @@ export function egressWarnings(spec: Readonly<EgressSpec>): string[] {
 /**
  * Coil's defaulting (mutating webhook, CREATE): a template without containers gets the one
  * container `{name: egress}`, which the reconciler fills in. Mutates and returns `egress`.
- * @see coil-behaviour.md §3 (Egress, mutating)
+ * @see docs/compatibility.md#egress-webhooks (the mutating one)
  */
 export function defaultEgress(egress: Egress): Egress {
   const template = egress.spec?.template;

@@ -2,7 +2,8 @@
  * Egress: an on-demand NAT gateway in a namespace. Becomes a Deployment + Service of NAT pods;
  * `kubectl scale` and HPAs act through the scale subresource.
  *
- * @see ../shared/reference/coil-behaviour.md §2 (Egress), §3, §4.5
+ * @see docs/compatibility.md#egress-resource, docs/compatibility.md#egress-webhooks,
+ *   docs/compatibility.md#egress-reconciler
  */
 import type { V1ObjectMeta, V1PodSpec, V1SessionAffinityConfig } from '@kubernetes/client-node';
 import { GROUP, VERSION } from './keys.js';

@@ -3,7 +3,7 @@
  * routing table numbers and ports. Values are Coil v2.15's so that manifests, dashboards and
  * BIRD configs written for Coil keep working.
  *
- * @see ../shared/reference/coil-behaviour.md §1–§7 (Coil `v2/pkg/constants/constants.go`)
+ * @see docs/compatibility.md#coil-v215-in-detail (Coil `v2/pkg/constants/constants.go`)
  */
 
 /** API group of every Coil custom resource. */
