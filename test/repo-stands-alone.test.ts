@@ -37,13 +37,7 @@ const FORBIDDEN: readonly { re: RegExp; what: string }[] = [
  * Known dependencies on something outside the repository that are code, not citations. Each is
  * listed with its reason; an entry that no longer matches fails the test, so it is removed.
  */
-const ALLOWED: readonly { file: string; text: string; why: string }[] = [
-  {
-    file: 'hack/bench/cni-add.ts',
-    text: "const REF_BENCH = '/work/shared/bench/cni-bench.sh';",
-    why: 'the benchmark drives the ptp + host-local reference with a script this repository does not carry yet',
-  },
-];
+const ALLOWED: readonly { file: string; text: string; why: string }[] = [];
 
 async function walk(dir: string): Promise<string[]> {
   const out: string[] = [];

@@ -2,13 +2,13 @@
  * Benchmark (not a test): CNI ADD and DEL latency of `coil` (the Bun executable + coild) against
  * Debian's Go `ptp` + `host-local`, in one run on this machine, timed the same way.
  *
- * The reference side is cni-bench.sh (`REF_BENCH`: ptp + host-local, sequential, its own node
- * netns; docs/performance.md#the-reference-plugin). The coil side is timed by the same bash
- * `$EPOCHREALTIME` wrapper around each exec, env + netconf on stdin as containerd passes them,
- * against coild on a netns node with the real control plane and IPAM controller
+ * The reference side is Debian's Go `ptp` + `host-local` ({@link reference}: sequential, in a node
+ * netns of its own; docs/performance.md#the-reference-plugin). Both sides are timed by the same bash
+ * `$EPOCHREALTIME` wrapper around each exec ({@link LOOP}), env + netconf on stdin as containerd
+ * passes them; coil against coild on a netns node with the real control plane and IPAM controller
  * (test/netns/node-lab.ts). Pods are served from a warm block: one ADD before the timed loop
  * fetches a /24 block, so the loop measures the common case, not the BlockRequest round trip. Every
- * round gives each pod a new sandbox (netns and container ID), as cni-bench.sh does on its side.
+ * round gives each pod a new sandbox (netns and container ID), on both sides.
  * Rounds alternate ptp and coil so drift hits both.
  *
  * Usage (root): node dist/hack/bench/cni-add.js [-n PODS=100] [-r ROUNDS=2] [-w WARMUP_ROUNDS=1] [-c 'EXTRA COILD FLAGS'] [-x OTHER_COIL ...]
@@ -21,44 +21,37 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { TestNetnsSet } from '../../src/netlink/test-netns.js';
 import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 
 const run = promisify(execFile);
-const REF_BENCH = '/work/shared/bench/cni-bench.sh';
+/** Debian's containernetworking-plugins (package containernetworking-plugins). */
+const REF_PLUGINS = '/usr/lib/cni';
 
 /** p50/p95 of ADD and DEL, ms; for coil also STATUS (the executable + gRPC round trip, no kernel work). */
 interface Figures { addP50: number; addP95: number; delP50: number; delP95: number; statusP50?: number }
 
-/** Nearest-rank percentile (as cni-bench.sh computes it). */
+/** Nearest-rank percentile. */
 function pct(sorted: readonly number[], q: number): number {
   return sorted[Math.max(1, Math.ceil(q * sorted.length)) - 1]!;
 }
 
-/** Runs cni-bench.sh (ptp + host-local) and reads its `ADD ptp` / `DEL ptp` rows. */
-async function reference(n: number): Promise<Figures> {
-  const { stdout } = await run('bash', [REF_BENCH, '-n', String(n), '-v', '1.0.0', '-m', 'ptp', '-b', '/usr/lib/cni'], { maxBuffer: 16 << 20 });
-  const row = (label: string): number[] => {
-    const line = stdout.split('\n').find((l) => l.startsWith(`| ${label} |`));
-    if (!line) throw new Error(`cni-bench.sh printed no "${label}" row:\n${stdout}`);
-    return line.split('|').slice(3, 6).map(Number); // mean, p50, p95
-  };
-  const [, addP50, addP95] = row('ADD ptp');
-  const [, delP50, delP95] = row('DEL ptp');
-  return { addP50: addP50!, addP95: addP95!, delP50: delP50!, delP95: delP95! };
-}
-
-/** The bash timing loop of cni-bench.sh, for coil: one exec per pod, microseconds per call. */
+/**
+ * The timing loop: one exec per pod, as a runtime invokes a plugin, microseconds per call into
+ * `out`. Arguments: CNI command, netconf file, pod list (`<cid> <netns> <namespace> <name>` lines),
+ * output file, plugin executable, CNI_PATH.
+ */
 const LOOP = `
 set -u
-cmd=$1 conf=$2 list=$3 out=$4 bin=$5
+cmd=$1 conf=$2 list=$3 out=$4 bin=$5 cnipath=$6
 : > "$out"
 while read -r cid netns ns name; do
   t0=$EPOCHREALTIME
-  OUT=$(CNI_COMMAND=$cmd CNI_CONTAINERID=$cid CNI_NETNS=$netns CNI_IFNAME=eth0 CNI_PATH=/opt/cni/bin \\
+  OUT=$(CNI_COMMAND=$cmd CNI_CONTAINERID=$cid CNI_NETNS=$netns CNI_IFNAME=eth0 CNI_PATH=$cnipath \\
         CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=$ns;K8S_POD_NAME=$name;K8S_POD_INFRA_CONTAINER_ID=$cid;K8S_POD_UID=$cid" \\
         "$bin" < "$conf")
   rc=$?
@@ -68,9 +61,50 @@ while read -r cid netns ns name; do
 done < "$list"
 `;
 
+/** Runs {@link LOOP} for `cmd` (in `netns` when given) and returns the sorted times in ms. */
+async function timeCalls(o: { cmd: string; conf: string; list: string; out: string; bin: string; cniPath: string; netns?: string }): Promise<number[]> {
+  const loop = ['bash', '-c', LOOP, 'loop', o.cmd, o.conf, o.list, o.out, o.bin, o.cniPath];
+  const [file, ...args] = o.netns ? ['nsenter', `--net=${o.netns}`, '--', ...loop] : loop;
+  await run(file!, args);
+  const { stdout } = await run('cat', [o.out]);
+  return stdout.trim().split('\n').map((l) => Number(l) / 1000).sort((a, b) => a - b);
+}
+
+/**
+ * One round of the reference: `ptp` + `host-local` ADD then DEL of `n` pods, sequential, each a
+ * new netns and container ID. ptp wires the host side in the netns it runs in, so the calls run
+ * in a "node" netns of the round's own (the host is untouched); host-local keeps its leases in a
+ * temporary directory. DEL gets the same netconf as ADD (libcni would add the cached ADD result
+ * as prevResult, which ptp does not read).
+ */
+async function reference(n: number): Promise<Figures> {
+  const sandboxes = new TestNetnsSet();
+  const dir = await mkdtemp(join(tmpdir(), 'coil-bench-ptp-'));
+  try {
+    const node = await sandboxes.create('ptpnode');
+    const pods: string[] = [];
+    for (let i = 0; i < n; i++) pods.push(`${randomBytes(32).toString('hex')} ${(await sandboxes.create('ptppod')).path} bench pod-${i}\n`);
+    const list = join(dir, 'pods.txt');
+    const conf = join(dir, 'ptp.json');
+    await writeFile(list, pods.join(''));
+    await writeFile(conf, JSON.stringify({
+      cniVersion: '1.0.0', name: 'bench', type: 'ptp', ipMasq: false, mtu: 1500,
+      ipam: { type: 'host-local', dataDir: join(dir, 'ipam'), ranges: [[{ subnet: '10.210.0.0/16', gateway: '10.210.0.1' }]], routes: [{ dst: '0.0.0.0/0' }] },
+    }));
+    const times = (cmd: string): Promise<number[]> =>
+      timeCalls({ cmd, conf, list, out: join(dir, `${cmd}.us`), bin: join(REF_PLUGINS, 'ptp'), cniPath: REF_PLUGINS, netns: node.path });
+    const add = await times('ADD');
+    const del = await times('DEL');
+    return { addP50: pct(add, 0.5), addP95: pct(add, 0.95), delP50: pct(del, 0.5), delP95: pct(del, 0.95) };
+  } finally {
+    await sandboxes.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /**
  * One round of ADD, DEL and STATUS for every pod. Each round gives every pod a new sandbox — a
- * fresh netns and container ID — as cni-bench.sh does for ptp (and as a runtime does per pod),
+ * fresh netns and container ID — as the reference round does (and as a runtime does per pod),
  * so no round finds a netns that earlier rounds already used.
  */
 async function coilRound(lab: NodeLab, node: LabNode, podObjects: readonly LabPod[], bin: string): Promise<Figures> {
@@ -90,12 +124,7 @@ async function timedRound(lab: NodeLab, node: LabNode, pods: readonly LabPod[], 
   await writeFile(list, pods.map((p) => `${p.containerId} ${p.ns.path} ${p.namespace} ${p.name}\n`).join(''));
   const status = join(lab.dir, 'coil-1.1.json');
   await writeFile(status, JSON.stringify({ cniVersion: '1.1.0', name: 'k8s-pod-network', type: 'coil', socket: node.socketPath }));
-  const times = async (cmd: string, c = conf): Promise<number[]> => {
-    const out = join(lab.dir, `${cmd}.us`);
-    await run('bash', ['-c', LOOP, 'loop', cmd, c, list, out, bin]);
-    const { stdout } = await run('cat', [out]);
-    return stdout.trim().split('\n').map((l) => Number(l) / 1000).sort((a, b) => a - b);
-  };
+  const times = (cmd: string, c = conf): Promise<number[]> => timeCalls({ cmd, conf: c, list, out: join(lab.dir, `${cmd}.us`), bin, cniPath: '/opt/cni/bin' });
   const add = await times('ADD');
   const del = await times('DEL');
   const st = await times('STATUS', status);
