@@ -128,3 +128,11 @@ test('src/netlink has no import circle (type-only and dynamic imports count)', a
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('every kind is declared once, in src/api/v2/kinds.ts: src/ and hack/ call defineKind nowhere else', async () => {
+  for (const file of [...(await sources('src')), ...(await sources('hack'))]) {
+    if (file === join('src', 'api', 'v2', 'kinds.ts')) continue;
+    const text = await readFile(join(root, file), 'utf8');
+    assert.doesNotMatch(text, /\bdefineKind\s*[<(]/, `${file} declares a kind; add it to Kinds in src/api/v2/kinds.ts`);
+  }
+});

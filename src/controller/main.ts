@@ -11,11 +11,11 @@
  */
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Kinds } from '../api/v2/kinds.js';
 import { Container } from 'inversify';
 import { DEFAULT_EGRESS_OPTIONS, FALLBACK_EGRESS_IMAGE } from '../reconcilers/egress-options.js';
 import type { Client } from '../runtime/client.js';
-import { defineKind } from '../runtime/kind.js';
 import { stripManagedFields } from '../runtime/informer.js';
 import { createLogger, type Logger } from '../runtime/logging.js';
 import { Manager } from '../runtime/manager.js';
@@ -46,8 +46,7 @@ async function ownImage(client: Client, log: Logger): Promise<string> {
     log.warn({ image: FALLBACK_EGRESS_IMAGE }, 'not in a Pod and no --egress-image: Egress pods use the fallback image');
     return FALLBACK_EGRESS_IMAGE;
   }
-  const PodKind = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
-  const pod = await client.get(PodKind, { namespace, name });
+  const pod = await client.get(Kinds.Pod, { namespace, name });
   const containers = pod?.spec?.containers ?? [];
   const image = (containers.find((c) => c.name === 'coil-controller') ?? containers[0])?.image;
   if (!image) throw new Error(`cannot find the controller image in Pod ${namespace}/${name}; pass --egress-image`);

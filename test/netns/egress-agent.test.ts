@@ -13,7 +13,7 @@ import { ClientPodSource } from '../../src/egress-agent/client-pod-source.js';
 import { probeFeatures } from '../../src/netlink/features.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { silentLogger } from '../../src/runtime/logging.js';

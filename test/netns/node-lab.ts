@@ -22,7 +22,7 @@ import { TestNetnsSet, type TestNetns } from '../../src/netlink/test-netns.js';
 import type { IpamSnapshot } from '../../src/node-agent/introspection.js';
 import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
 import type { PodNetworkEntry } from '../../src/node-agent/pod-network.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { ControlPlane, REPO_ROOT, freePort } from '../envtest/control-plane.js';
