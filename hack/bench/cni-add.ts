@@ -24,7 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { TestNetnsSet } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet } from '../../test/netns/test-netns.js';
 import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 
 const run = promisify(execFile);

@@ -8,7 +8,7 @@ import type { KindDescriptor } from '../runtime/kind.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockReleaser } from './block-release.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
 

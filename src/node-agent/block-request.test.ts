@@ -9,7 +9,7 @@ import type { Condition } from '../api/v2/conditions.js';
 import { LABEL_NODE, LABEL_POOL } from '../api/v2/keys.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { Kinds } from '../api/v2/kinds.js';
 
 const COMPLETE: Condition = { type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated', lastTransitionTime: '' };

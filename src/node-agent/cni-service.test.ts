@@ -7,11 +7,11 @@ import { BlockRequester } from './block-request.js';
 import { CniError } from './cni-error.js';
 import type { CniArgs } from './cni-handler.js';
 import { CniService } from './cni-service.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
-import { FakePodNetwork } from './pod-network.fake.js';
+import { FakePodNetwork } from '../../test/fakes/pod-network.fake.js';
 
 /** CniService over fakes: node n1 (InternalIP 10.250.0.1), pool `default` with one /30 block, pod web in ns lab. */
 function lab(o: { failRequests?: boolean; notReady?: string } = {}) {

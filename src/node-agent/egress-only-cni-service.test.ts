@@ -4,7 +4,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { silentLogger } from '../runtime/logging.js';
 import { CniError } from './cni-error.js';
 import type { CniArgs } from './cni-handler.js';
-import { FakeBlockClient, FakeCoildCache } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache } from '../../test/fakes/coild-cache.fake.js';
 import { EgressOnlyCniService } from './egress-only-cni-service.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';

@@ -4,12 +4,12 @@ import { silentLogger } from '../runtime/logging.js';
 import { BlockExport } from './block-export.js';
 import { BlockReleaser } from './block-release.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { NodeGc } from './gc.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
-import { FakePodNetwork } from './pod-network.fake.js';
+import { FakePodNetwork } from '../../test/fakes/pod-network.fake.js';
 import type { RouteExporter } from './route-export.js';
 
 function lab() {

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { BlockRequest } from '../api/v2/blockrequest.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam, NodeIpamError } from './node-ipam.js';
 

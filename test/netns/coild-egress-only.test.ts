@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { probeFeatures } from '../../src/netlink/features.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { readAddrs } from '../../src/netlink/addr.js';
-import { TestNetnsSet } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';

@@ -12,7 +12,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { ClientPodSource } from '../../src/egress-agent/client-pod-source.js';
 import { probeFeatures } from '../../src/netlink/features.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { probeFeatures } from '../../src/netlink/features.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
-import { TestNetnsSet } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';

@@ -18,7 +18,7 @@ import { coilCrds } from '../../src/api/v2/crd.js';
 import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
 import { ANN_POOL } from '../../src/api/v2/keys.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
-import { TestNetnsSet, type TestNetns } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import type { IpamSnapshot } from '../../src/node-agent/introspection.js';
 import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
 import type { PodNetworkEntry } from '../../src/node-agent/pod-network.js';
