@@ -67,6 +67,16 @@ function fromDefinition<T extends KubernetesObject>(d: KindDefinition): KindDesc
   return defineKind<T>({ group: d.group, version: d.version, kind: d.kind, plural: d.plural, namespaced: d.namespaced });
 }
 
+const CLUSTER_SCOPED = false;
+
+/**
+ * A `v1` kind of a built-in API group (`''` for core). Its plural is the lower-cased kind plus
+ * `s`, true of every built-in kind declared here (not of all: Ingress → ingresses).
+ */
+function builtIn<T extends KubernetesObject>(group: string, kind: string, namespaced = true): KindDescriptor<T> {
+  return defineKind<T>({ group, version: 'v1', kind, plural: `${kind.toLowerCase()}s`, namespaced });
+}
+
 /** `coordination.k8s.io/v1` Lease, as plain JSON (times are RFC 3339 MicroTime strings). */
 export interface Lease {
   apiVersion?: string;
@@ -88,20 +98,20 @@ export const Kinds = Object.freeze({
   AddressBlock: fromDefinition<AddressBlock>(AddressBlockKind),
   BlockRequest: fromDefinition<BlockRequest>(BlockRequestKind),
   Egress: fromDefinition<Egress>(EgressKind),
-  // Core and workload kinds.
-  Node: defineKind<V1Node>({ group: '', version: 'v1', kind: 'Node', plural: 'nodes', namespaced: false }),
-  Namespace: defineKind<V1Namespace>({ group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false }),
-  Pod: defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true }),
-  Service: defineKind<V1Service>({ group: '', version: 'v1', kind: 'Service', plural: 'services', namespaced: true }),
-  ServiceAccount: defineKind<V1ServiceAccount>({ group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true }),
-  ConfigMap: defineKind<V1ConfigMap>({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true }),
-  Event: defineKind<CoreV1Event>({ group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true }),
-  Deployment: defineKind<V1Deployment>({ group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true }),
-  DaemonSet: defineKind<V1DaemonSet>({ group: 'apps', version: 'v1', kind: 'DaemonSet', plural: 'daemonsets', namespaced: true }),
-  PodDisruptionBudget: defineKind<V1PodDisruptionBudget>({ group: 'policy', version: 'v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true }),
-  ClusterRole: defineKind<V1ClusterRole>({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', plural: 'clusterroles', namespaced: false }),
-  ClusterRoleBinding: defineKind<V1ClusterRoleBinding>({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false }),
-  Lease: defineKind<Lease & { metadata: { name: string } }>({ group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true }),
+  // Core and workload kinds, by API group.
+  Node: builtIn<V1Node>('', 'Node', CLUSTER_SCOPED),
+  Namespace: builtIn<V1Namespace>('', 'Namespace', CLUSTER_SCOPED),
+  Pod: builtIn<V1Pod>('', 'Pod'),
+  Service: builtIn<V1Service>('', 'Service'),
+  ServiceAccount: builtIn<V1ServiceAccount>('', 'ServiceAccount'),
+  ConfigMap: builtIn<V1ConfigMap>('', 'ConfigMap'),
+  Event: builtIn<CoreV1Event>('', 'Event'),
+  Deployment: builtIn<V1Deployment>('apps', 'Deployment'),
+  DaemonSet: builtIn<V1DaemonSet>('apps', 'DaemonSet'),
+  PodDisruptionBudget: builtIn<V1PodDisruptionBudget>('policy', 'PodDisruptionBudget'),
+  ClusterRole: builtIn<V1ClusterRole>('rbac.authorization.k8s.io', 'ClusterRole', CLUSTER_SCOPED),
+  ClusterRoleBinding: builtIn<V1ClusterRoleBinding>('rbac.authorization.k8s.io', 'ClusterRoleBinding', CLUSTER_SCOPED),
+  Lease: builtIn<Lease & { metadata: { name: string } }>('coordination.k8s.io', 'Lease'),
 });
 
 /**
