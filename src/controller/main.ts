@@ -11,7 +11,6 @@
  */
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { Kinds } from '../api/v2/kinds.js';
 import { Container } from 'inversify';
 import { DEFAULT_EGRESS_OPTIONS, FALLBACK_EGRESS_IMAGE } from '../reconcilers/egress-options.js';
@@ -19,19 +18,11 @@ import type { Client } from '../runtime/client.js';
 import { stripManagedFields } from '../runtime/informer.js';
 import { createLogger, type Logger } from '../runtime/logging.js';
 import { Manager } from '../runtime/manager.js';
+import { loadKubeConfig, parseOrExit, runMain, startOrExit } from '../runtime/program.js';
 import { Registry } from '../runtime/registry.js';
-import { ConfigError, parseConfig, type ControllerConfig } from './config.js';
+import { parseConfig } from './config.js';
 import { addEgress, bindEgress, egressCache } from './egress-registry.js';
 import { addIpam, bindIpam, ipamCache } from './ipam-registry.js';
-
-/** Loads the kubeconfig: the flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
-function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
-  const kc = new KubeConfig();
-  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-  else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  return kc;
-}
 
 /**
  * The default egress image: this controller's own
@@ -54,14 +45,7 @@ async function ownImage(client: Client, log: Logger): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  let cfg: ControllerConfig;
-  try {
-    cfg = parseConfig(process.argv.slice(2), process.env);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    process.stderr.write(`coil-controller: ${e.message}\n`);
-    process.exit(2);
-  }
+  const cfg = parseOrExit('coil-controller', () => parseConfig(process.argv.slice(2), process.env));
   const log = createLogger({ name: 'coil-controller', level: cfg.logLevel });
   const registry = new Registry();
   const container = new Container();
@@ -71,7 +55,7 @@ async function main(): Promise<void> {
   }
   if (cfg.enableEgress) addEgress(registry, { webhooks: cfg.enableWebhooks });
   const mgr = new Manager({
-    kubeConfig: loadKubeConfig(cfg),
+    kubeConfig: loadKubeConfig(cfg.kubeconfig),
     registry,
     container,
     name: 'coil-controller',
@@ -91,18 +75,17 @@ async function main(): Promise<void> {
     },
   });
   mgr.handleSignals();
-  try {
-    if (cfg.enableEgress) {
-      const image = cfg.egress.image ?? (await ownImage(mgr.client, log));
-      bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image });
-    }
-    await mgr.start();
-  } catch (err) {
-    log.fatal({ err }, 'cannot start');
-    await mgr.stop().catch(() => undefined);
-    process.exit(1);
-  }
+  await startOrExit({
+    start: async () => {
+      if (cfg.enableEgress) {
+        const image = cfg.egress.image ?? (await ownImage(mgr.client, log));
+        bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image });
+      }
+      await mgr.start();
+    },
+    stop: () => mgr.stop(),
+  }, log);
   log.info({ config: cfg }, 'coil-controller running');
 }
 
-await main();
+runMain('coil-controller', main);
