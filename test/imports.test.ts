@@ -57,9 +57,10 @@ test('the CNI shim imports only node: built-ins, its own files and the shared pr
 
 /**
  * hack/ tooling may read what programs declare (as controller-gen reads markers): their
- * registries and rbac modules, and the lab may reuse coild's PodNetwork to inspect nodes.
+ * registries and rbac modules, and the lab and hack/bench/pod-network.ts may reuse coild's
+ * PodNetwork (to inspect nodes, to time its setup).
  */
-const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a-z-]+\/rbac\.js$/];
+const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a-z-]+\/rbac\.js$/, /^src\/node-agent\/pod-network(-[a-z0-9]+)?\.js$/];
 
 test('nothing imports an agent or the controller from outside it', async () => {
   const agents = ['src/node-agent', 'src/egress-agent', 'src/cni-shim', 'src/controller', 'src/migrator', 'src/cni-installer'];
@@ -72,6 +73,18 @@ test('nothing imports an agent or the controller from outside it', async () => {
       assert.ok(!owner || file.startsWith(owner) || tooling, `${file} imports ${target} of ${owner}`);
     }
   }
+});
+
+test('what ships stays apart from the tests: no file of src/ but a *.test.ts imports test/ (fakes and netns helpers live there)', async () => {
+  for (const file of await sources('src')) {
+    for (const spec of await allImports(root, file)) {
+      if (!spec.startsWith('.')) continue;
+      const target = relative(root, join(root, file, '..', spec));
+      assert.ok(!target.startsWith('test/'), `${file} imports ${target}`);
+    }
+  }
+  // And nothing under src/ is a fake or a test helper by name.
+  for (const file of await sources('src')) assert.doesNotMatch(file, /\.fake\.ts$|\/test-[a-z-]+\.ts$|\.bench\.ts$/, `${file} belongs under test/ or hack/bench/`);
 });
 
 /** Every import specifier of a file, type-only and dynamic ones included. */
@@ -126,5 +139,13 @@ test('src/netlink has no import circle (type-only and dynamic imports count)', a
     assert.deepEqual(await findCircle(dir, ['ip-runner.ts', 'netlink-agent.ts', 'json-line-child.ts', 'rtnetlink.ts']), ['ip-runner.ts', 'rtnetlink.ts', 'ip-runner.ts']);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('every kind is declared once, in src/api/v2/kinds.ts: src/ and hack/ call defineKind nowhere else', async () => {
+  for (const file of [...(await sources('src')), ...(await sources('hack'))]) {
+    if (file === join('src', 'api', 'v2', 'kinds.ts')) continue;
+    const text = await readFile(join(root, file), 'utf8');
+    assert.doesNotMatch(text, /\bdefineKind\s*[<(]/, `${file} declares a kind; add it to Kinds in src/api/v2/kinds.ts`);
   }
 });

@@ -26,24 +26,19 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { AddressBlock } from '../../src/api/v2/addressblock.js';
-import { addressBlockName, AddressBlockKind } from '../../src/api/v2/addressblock.js';
-import { AddressPoolKind } from '../../src/api/v2/addresspool.js';
-import { BlockRequestKind, isAnswered, type BlockRequest } from '../../src/api/v2/blockrequest.js';
+import { addressBlockName } from '../../src/api/v2/addressblock.js';
+import { isAnswered } from '../../src/api/v2/blockrequest.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { API_VERSION, FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { Informer } from '../../src/runtime/informer.js';
-import { collectionPath, defineKind, type KindDescriptor } from '../../src/runtime/kind.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
+import { collectionPath } from '../../src/runtime/kind.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { EtcdKv, storageKey } from './etcd-kv.js';
 
-type Pool = { metadata?: { name?: string; uid?: string }; spec: { blockSizeBits: number; subnets: { ipv4?: string }[] } };
-const Pool = defineKind<Pool>(AddressPoolKind);
-const Block = AddressBlockKind as KindDescriptor<AddressBlock>;
-const Request = BlockRequestKind as KindDescriptor<BlockRequest>;
-const Node = defineKind({ group: '', version: 'v1', kind: 'Node', plural: 'nodes', namespaced: false });
 
 /** Nearest-rank percentile of sorted values. */
 function pct(sorted: readonly number[], q: number): number {
@@ -119,8 +114,8 @@ class Answers {
   readonly informers: Informer<any>[];
 
   constructor(cp: ControlPlane, transport: ApiTransport) {
-    const reqs = new Informer(Request, transport, silentLogger());
-    const blocks = new Informer(Block, transport, silentLogger());
+    const reqs = new Informer(Kinds.BlockRequest, transport, silentLogger());
+    const blocks = new Informer(Kinds.AddressBlock, transport, silentLogger());
     reqs.onEvent((e) => {
       if (e.type !== 'DELETED' && isAnswered(e.object.status)) this.answered.set(e.object.metadata!.name!, e.object.status?.addressBlockName ?? '');
       this.check(e.object.metadata!.name!);
@@ -175,8 +170,8 @@ async function main(): Promise<void> {
   const ports = { metrics: await freePort(), health: await freePort() };
   let ctl = startController(cp, 'shipped', binDir, ports, ['--leader-election-namespace=default']);
   try {
-    await client.create(Node, { metadata: { name: 'bench-node' } });
-    await client.create(Pool, { metadata: { name: 'lat' }, spec: { blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/12' }] } });
+    await client.create(Kinds.Node, { metadata: { name: 'bench-node' } });
+    await client.create(Kinds.AddressPool, { metadata: { name: 'lat' }, spec: { blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/12' }] } });
     await ready(ports.health);
     await new Promise((r) => setTimeout(r, 2000));
     const idle = (await memMb(ctl.pid!)).rss;
@@ -222,7 +217,7 @@ async function latency(cp: ControlPlane, transport: ApiTransport, client: Client
   const timed = async (name: string): Promise<number> => {
     const t0 = performance.now();
     const done = answers.wait(name);
-    await client.create(Request, { metadata: { name }, spec: { nodeName: 'bench-node', poolName: 'lat' } });
+    await client.create(Kinds.BlockRequest, { metadata: { name }, spec: { nodeName: 'bench-node', poolName: 'lat' } });
     await done;
     return performance.now() - t0;
   };
@@ -256,7 +251,7 @@ function rssBlock(i: number, poolUid: string): AddressBlock {
 
 /** How many AddressBlocks the API lists. */
 async function countBlocks(transport: ApiTransport): Promise<number> {
-  const page = await transport.request<{ items: unknown[]; metadata: { remainingItemCount?: number } }>({ method: 'GET', path: collectionPath(Block), query: { limit: 1 } });
+  const page = await transport.request<{ items: unknown[]; metadata: { remainingItemCount?: number } }>({ method: 'GET', path: collectionPath(Kinds.AddressBlock), query: { limit: 1 } });
   return page.items.length + (page.metadata.remainingItemCount ?? 0);
 }
 
@@ -267,21 +262,21 @@ async function countBlocks(transport: ApiTransport): Promise<number> {
  * own name, uid, node and request labels, index and CIDR, written straight into etcd.
  */
 async function loadBlocks(transport: ApiTransport, client: Client, kv: EtcdKv, blocks: number, how: 'etcd' | 'api', concurrency: number): Promise<void> {
-  for (let i = 0; i < RSS_NODES; i++) await client.create(Node, { metadata: { name: `rss-node-${i}` } });
-  const rssPool = await client.create(Pool, { metadata: { name: RSS_POOL }, spec: { blockSizeBits: 5, subnets: [{ ipv4: '11.0.0.0/8' }] } });
+  for (let i = 0; i < RSS_NODES; i++) await client.create(Kinds.Node, { metadata: { name: `rss-node-${i}` } });
+  const rssPool = await client.create(Kinds.AddressPool, { metadata: { name: RSS_POOL }, spec: { blockSizeBits: 5, subnets: [{ ipv4: '11.0.0.0/8' }] } });
   const poolUid = rssPool.metadata!.uid!;
   const before = await countBlocks(transport);
   const t0 = performance.now();
-  await client.create(Block, rssBlock(0, poolUid));
+  await client.create(Kinds.AddressBlock, rssBlock(0, poolUid));
   if (how === 'api') {
-    await pool(Array.from({ length: blocks - 1 }, (_, i) => i + 1), concurrency, async (i) => void (await client.create(Block, rssBlock(i, poolUid))));
+    await pool(Array.from({ length: blocks - 1 }, (_, i) => i + 1), concurrency, async (i) => void (await client.create(Kinds.AddressBlock, rssBlock(i, poolUid))));
   } else {
-    const stored = JSON.parse((await kv.get(storageKey(Block, addressBlockName(RSS_POOL, 0))))!.toString()) as AddressBlock;
+    const stored = JSON.parse((await kv.get(storageKey(Kinds.AddressBlock, addressBlockName(RSS_POOL, 0))))!.toString()) as AddressBlock;
     function* entries(): Generator<[string, string]> {
       for (let i = 1; i < blocks; i++) {
         const want = rssBlock(i, poolUid);
         const copy = { ...stored, metadata: { ...stored.metadata, name: want.metadata!.name, uid: randomUUID(), labels: want.metadata!.labels }, index: want.index, ipv4: want.ipv4 };
-        yield [storageKey(Block, copy.metadata.name!), JSON.stringify(copy)];
+        yield [storageKey(Kinds.AddressBlock, copy.metadata.name!), JSON.stringify(copy)];
       }
     }
     await kv.putMany(entries());
@@ -296,7 +291,7 @@ async function loadBlocks(transport: ApiTransport, client: Client, kv: EtcdKv, b
   await eventually(async () => {
     let cont: string | undefined;
     do {
-      const page: { metadata: { continue?: string } } = await transport.request({ method: 'GET', path: collectionPath(Block), query: { limit: 500, continue: cont } });
+      const page: { metadata: { continue?: string } } = await transport.request({ method: 'GET', path: collectionPath(Kinds.AddressBlock), query: { limit: 500, continue: cont } });
       cont = page.metadata.continue || undefined;
     } while (cont);
     return true;
@@ -336,7 +331,7 @@ async function measure(cp: ControlPlane, kv: EtcdKv, ctl: ChildProcess, label: L
   console.log(`[${label}] ready in ${(tReady / 1000).toFixed(1)} s, ${blocks} blocks counted in ${(tSynced / 1000).toFixed(1)} s; RSS ${atSync.toFixed(0)} MB then, ${steady.toFixed(0)} MB 10 s later (max ${peak10.toFixed(0)} MB); ${await heapMb(ports.metrics)}`);
   let afterRelist: number | undefined;
   if (relist) {
-    const victim = storageKey(Block, addressBlockName(RSS_POOL, blocks - 1));
+    const victim = storageKey(Kinds.AddressBlock, addressBlockName(RSS_POOL, blocks - 1));
     const r0 = performance.now();
     await cp.stopApiServer();
     const saved = (await kv.get(victim))!;

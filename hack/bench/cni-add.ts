@@ -25,7 +25,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { TestNetnsSet } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet } from '../../test/netns/test-netns.js';
 import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 
 const run = promisify(execFile);

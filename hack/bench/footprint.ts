@@ -31,7 +31,7 @@ import { coilEgressCommand, NodeLab, labSkipReason, type LabNode, type LabPod } 
 import { REPO_ROOT, freePort } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { unixToTcp } from '../lab/relay.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
 

@@ -10,7 +10,7 @@ import { AddressBlockGcReconciler } from '../reconcilers/addressblock-gc.js';
 import { AddressPoolReconciler } from '../reconcilers/addresspool.js';
 import { cachedAddressBlock } from '../reconcilers/block-indexes.js';
 import { BlockRequestReconciler } from '../reconcilers/blockrequest.js';
-import { Kinds } from '../reconcilers/kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { DEFAULT_IPAM_OPTIONS, IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import { PoolManager } from '../reconcilers/pool-manager.js';
 import { AddressPoolDefaulter, AddressPoolValidator } from '../webhooks/addresspool.js';

@@ -11,16 +11,16 @@
  */
 import 'reflect-metadata';
 import { join } from 'node:path';
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { Kinds } from '../api/v2/kinds.js';
 import { Container } from 'inversify';
 import { DEFAULT_EGRESS_OPTIONS, FALLBACK_EGRESS_IMAGE } from '../reconcilers/egress-options.js';
 import type { Client } from '../runtime/client.js';
-import { defineKind } from '../runtime/kind.js';
 import { stripManagedFields } from '../runtime/informer.js';
 import { createLogger, type Logger } from '../runtime/logging.js';
 import { Manager } from '../runtime/manager.js';
+import { loadKubeConfig, parseOrExit, runMain, startOrExit } from '../runtime/program.js';
 import { Registry } from '../runtime/registry.js';
-import { ConfigError, parseConfig, parseDuration, type ControllerConfig } from './config.js';
+import { ConfigError, parseConfig, parseDuration } from './config.js';
 import { addEgress, bindEgress, egressCache } from './egress-registry.js';
 import { addIpam, bindIpam, ipamCache } from './ipam-registry.js';
 import { DefaultPoolEnsurer } from '../reconcilers/default-pool.js';
@@ -28,15 +28,6 @@ import { parseArgs } from 'node:util';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { Client as ApiClient } from '../runtime/client.js';
 import { releaseFinalizers } from './release-finalizers.js';
-
-/** Loads the kubeconfig: the flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
-function loadKubeConfig(cfg: ControllerConfig): KubeConfig {
-  const kc = new KubeConfig();
-  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-  else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  return kc;
-}
 
 /**
  * The default egress image: this controller's own
@@ -51,8 +42,7 @@ async function ownImage(client: Client, log: Logger): Promise<string> {
     log.warn({ image: FALLBACK_EGRESS_IMAGE }, 'not in a Pod and no --egress-image: Egress pods use the fallback image');
     return FALLBACK_EGRESS_IMAGE;
   }
-  const PodKind = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
-  const pod = await client.get(PodKind, { namespace, name });
+  const pod = await client.get(Kinds.Pod, { namespace, name });
   const containers = pod?.spec?.containers ?? [];
   const image = (containers.find((c) => c.name === 'coil-controller') ?? containers[0])?.image;
   if (!image) throw new Error(`cannot find the controller image in Pod ${namespace}/${name}; pass --egress-image`);
@@ -64,18 +54,20 @@ async function ownImage(client: Client, log: Logger): Promise<string> {
  * the chart's post-delete hook (release-finalizers.ts). Exit 0 when done, 1 on an API error, 2 on a bad flag.
  */
 async function releaseFinalizersCommand(argv: string[]): Promise<void> {
-  let v;
-  try {
-    v = parseArgs({ args: argv, strict: true, options: { namespace: { type: 'string' }, release: { type: 'string' }, wait: { type: 'string', default: '90s' }, kubeconfig: { type: 'string' } } }).values;
-    if (!v.namespace || !v.release) throw new ConfigError('--namespace and --release are required');
-  } catch (e) {
-    process.stderr.write(`coil-controller release-finalizers: ${(e as Error).message}\n`);
-    process.exit(2);
-  }
+  const v = parseOrExit('coil-controller release-finalizers', () => {
+    let values;
+    try {
+      values = parseArgs({ args: argv, strict: true, options: { namespace: { type: 'string' }, release: { type: 'string' }, wait: { type: 'string', default: '90s' }, kubeconfig: { type: 'string' } } }).values;
+    } catch (e) {
+      throw new ConfigError((e as Error).message);
+    }
+    if (!values.namespace || !values.release) throw new ConfigError('--namespace and --release are required');
+    return { namespace: values.namespace, release: values.release, waitMs: parseDuration(values.wait!), kubeconfig: values.kubeconfig ?? process.env.KUBECONFIG };
+  });
   const log = createLogger({ name: 'coil-controller', level: 'info' });
-  const kc = loadKubeConfig({ ...(v.kubeconfig ?? process.env.KUBECONFIG ? { kubeconfig: v.kubeconfig ?? process.env.KUBECONFIG } : {}) } as ControllerConfig);
+  const kc = loadKubeConfig(v.kubeconfig);
   try {
-    await releaseFinalizers({ client: new ApiClient(new ApiTransport(kc), 'coil-controller'), namespace: v.namespace!, release: v.release!, waitMs: parseDuration(v.wait!), logger: log });
+    await releaseFinalizers({ client: new ApiClient(new ApiTransport(kc), 'coil-controller'), namespace: v.namespace, release: v.release, waitMs: v.waitMs, logger: log });
   } catch (err) {
     log.error({ err }, 'release-finalizers failed');
     process.exit(1);
@@ -84,14 +76,7 @@ async function releaseFinalizersCommand(argv: string[]): Promise<void> {
 
 async function main(): Promise<void> {
   if (process.argv[2] === 'release-finalizers') return releaseFinalizersCommand(process.argv.slice(3));
-  let cfg: ControllerConfig;
-  try {
-    cfg = parseConfig(process.argv.slice(2), process.env);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    process.stderr.write(`coil-controller: ${e.message}\n`);
-    process.exit(2);
-  }
+  const cfg = parseOrExit('coil-controller', () => parseConfig(process.argv.slice(2), process.env));
   const log = createLogger({ name: 'coil-controller', level: cfg.logLevel });
   const registry = new Registry();
   const container = new Container();
@@ -101,7 +86,7 @@ async function main(): Promise<void> {
   }
   if (cfg.enableEgress) addEgress(registry, { webhooks: cfg.enableWebhooks });
   const mgr = new Manager({
-    kubeConfig: loadKubeConfig(cfg),
+    kubeConfig: loadKubeConfig(cfg.kubeconfig),
     registry,
     container,
     name: 'coil-controller',
@@ -124,18 +109,17 @@ async function main(): Promise<void> {
   if (cfg.defaultPool) {
     mgr.add({ name: 'default-pool', leaderOnly: true }, new DefaultPoolEnsurer({ client: mgr.client, spec: cfg.defaultPool, logger: log.child({ runnable: 'default-pool' }) }));
   }
-  try {
-    if (cfg.enableEgress) {
-      const image = cfg.egress.image ?? (await ownImage(mgr.client, log));
-      bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image });
-    }
-    await mgr.start();
-  } catch (err) {
-    log.fatal({ err }, 'cannot start');
-    await mgr.stop().catch(() => undefined);
-    process.exit(1);
-  }
+  await startOrExit({
+    start: async () => {
+      if (cfg.enableEgress) {
+        const image = cfg.egress.image ?? (await ownImage(mgr.client, log));
+        bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image });
+      }
+      await mgr.start();
+    },
+    stop: () => mgr.stop(),
+  }, log);
   log.info({ config: cfg }, 'coil-controller running');
 }
 
-await main();
+runMain('coil-controller', main);

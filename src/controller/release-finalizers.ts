@@ -9,16 +9,14 @@
  * remaining pods use, and a later install adopts them (the AddressPool reconciler adds the pool
  * finalizer back).
  */
-import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import { FIN_COIL } from '../api/v2/keys.js';
-import { Kinds } from '../reconcilers/kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { sleep } from '../runtime/clock.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';
-import { defineKind, type KindDescriptor } from '../runtime/kind.js';
-
-const PodKind = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
+import type { KindDescriptor } from '../runtime/kind.js';
 
 /** Options of {@link releaseFinalizers}. */
 export interface ReleaseFinalizersOptions {
@@ -52,7 +50,7 @@ export async function releaseFinalizers(o: ReleaseFinalizersOptions): Promise<Re
   const deadline = Date.now() + o.waitMs;
   let podsGone = false;
   for (;;) {
-    const pods = await o.client.list(PodKind, { namespace: o.namespace, labelSelector: selector });
+    const pods = await o.client.list(Kinds.Pod, { namespace: o.namespace, labelSelector: selector });
     if (pods.length === 0) {
       podsGone = true;
       break;

@@ -6,22 +6,11 @@
  *   docs/migration-from-coil-v1.md#pools-named-after-namespaces-become-annotations,
  *   docs/migration-from-coil-v1.md#its-dump (the steps)
  */
-import type { V1Namespace, V1Node } from '@kubernetes/client-node';
 import { ANN_POOL } from '../api/v2/keys.js';
 import type { Client } from '../runtime/client.js';
-import { defineKind, type KindDescriptor } from '../runtime/kind.js';
+import type { KindDescriptor } from '../runtime/kind.js';
+import { Kinds } from '../api/v2/kinds.js';
 
-/** Core and workload kinds the migrator touches. */
-export const K8sKinds = Object.freeze({
-  Namespace: defineKind<V1Namespace>({ group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false }),
-  Node: defineKind<V1Node>({ group: '', version: 'v1', kind: 'Node', plural: 'nodes', namespaced: false }),
-  DaemonSet: defineKind({ group: 'apps', version: 'v1', kind: 'DaemonSet', plural: 'daemonsets', namespaced: true }),
-  Deployment: defineKind({ group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true }),
-  ConfigMap: defineKind({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true }),
-  ServiceAccount: defineKind({ group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true }),
-  ClusterRole: defineKind({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', plural: 'clusterroles', namespaced: false }),
-  ClusterRoleBinding: defineKind({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false }),
-});
 
 /** One v1 object to remove. */
 export interface V1Object {
@@ -38,15 +27,15 @@ export interface V1Object {
  *   docs/migration-from-coil-v1.md#its-dump (step 2)
  */
 export const V1_OBJECTS: readonly V1Object[] = [
-  { kind: K8sKinds.DaemonSet, namespace: 'kube-system', name: 'coil-node' },
-  { kind: K8sKinds.Deployment, namespace: 'kube-system', name: 'coil-controllers' },
-  { kind: K8sKinds.ConfigMap, namespace: 'kube-system', name: 'coil-config' },
-  { kind: K8sKinds.ClusterRoleBinding, name: 'coil-node' },
-  { kind: K8sKinds.ClusterRoleBinding, name: 'coil-controllers' },
-  { kind: K8sKinds.ClusterRole, name: 'coil-node' },
-  { kind: K8sKinds.ClusterRole, name: 'coil-controllers' },
-  { kind: K8sKinds.ServiceAccount, namespace: 'kube-system', name: 'coil-node' },
-  { kind: K8sKinds.ServiceAccount, namespace: 'kube-system', name: 'coil-controller' },
+  { kind: Kinds.DaemonSet, namespace: 'kube-system', name: 'coil-node' },
+  { kind: Kinds.Deployment, namespace: 'kube-system', name: 'coil-controllers' },
+  { kind: Kinds.ConfigMap, namespace: 'kube-system', name: 'coil-config' },
+  { kind: Kinds.ClusterRoleBinding, name: 'coil-node' },
+  { kind: Kinds.ClusterRoleBinding, name: 'coil-controllers' },
+  { kind: Kinds.ClusterRole, name: 'coil-node' },
+  { kind: Kinds.ClusterRole, name: 'coil-controllers' },
+  { kind: Kinds.ServiceAccount, namespace: 'kube-system', name: 'coil-node' },
+  { kind: Kinds.ServiceAccount, namespace: 'kube-system', name: 'coil-controller' },
 ];
 
 /** A cluster step that did not finish (e.g. a v1 object still present after the wait). */
@@ -70,13 +59,13 @@ export interface ClusterOptions {
  * @throws ApiError or a network error from the client
  */
 export async function checkCluster(client: Client): Promise<void> {
-  const ns = await client.get(K8sKinds.Namespace, { name: 'default' });
+  const ns = await client.get(Kinds.Namespace, { name: 'default' });
   if (ns === undefined) throw new ClusterStepError('namespace "default" not found: is --kubeconfig pointing at the right cluster?');
 }
 
 /** Names of the Nodes that exist now. */
 export async function listNodeNames(client: Client): Promise<Set<string>> {
-  return new Set((await client.list(K8sKinds.Node)).map((n) => n.metadata!.name!));
+  return new Set((await client.list(Kinds.Node)).map((n) => n.metadata!.name!));
 }
 
 /**
@@ -111,13 +100,13 @@ export async function uninstallV1(o: ClusterOptions): Promise<void> {
 export async function annotateNamespaces(o: ClusterOptions, poolNames: readonly string[]): Promise<string[]> {
   const done: string[] = [];
   for (const name of poolNames) {
-    const ns = await o.client.get(K8sKinds.Namespace, { name });
+    const ns = await o.client.get(Kinds.Namespace, { name });
     if (ns === undefined) {
       o.log(`pool ${name}: no namespace ${name}; nothing to annotate (a namespace created later needs ${ANN_POOL}=${name} by hand)`);
       continue;
     }
     if (ns.metadata?.annotations?.[ANN_POOL] !== name) {
-      await o.client.mergePatch(K8sKinds.Namespace, { name }, { metadata: { annotations: { [ANN_POOL]: name } } });
+      await o.client.mergePatch(Kinds.Namespace, { name }, { metadata: { annotations: { [ANN_POOL]: name } } });
       o.log(`annotated namespace ${name} with ${ANN_POOL}=${name}`);
     } else {
       o.log(`namespace ${name} already has ${ANN_POOL}=${name}`);

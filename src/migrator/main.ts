@@ -9,21 +9,12 @@
  *   docs/migration-from-coil-v1.md#the-procedure
  */
 import { createInterface } from 'node:readline/promises';
-import { KubeConfig } from '@kubernetes/client-node';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { Client } from '../runtime/client.js';
+import { EXIT_USAGE, loadKubeConfig, runMain } from '../runtime/program.js';
 import { ConfigError, parseConfig, USAGE, type MigratorConfig } from './config.js';
 import { runDump } from './dump.js';
 import { runReplace } from './replace.js';
-
-/** The flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
-function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  return kc;
-}
 
 function log(line: string): void {
   process.stderr.write(`coil-migrator: ${line}\n`);
@@ -54,7 +45,7 @@ async function main(): Promise<number> {
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`coil-migrator: ${e.message}\n${USAGE}`);
-    return 2;
+    return EXIT_USAGE;
   }
   const client = new Client(new ApiTransport(loadKubeConfig(cfg.kubeconfig)), 'coil-migrator');
   try {
@@ -74,4 +65,4 @@ async function main(): Promise<number> {
   }
 }
 
-process.exitCode = await main();
+runMain('coil-migrator', main);

@@ -19,19 +19,15 @@
  *   docs/migration-from-coil-v1.md#the-procedure (steps 7–9)
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { AddressBlockKind, type AddressBlock } from '../api/v2/addressblock.js';
-import { AddressPoolKind, type AddressPool } from '../api/v2/addresspool.js';
+import type { AddressBlock } from '../api/v2/addressblock.js';
 import { FIN_COIL, LABEL_POOL, LABEL_RESERVED } from '../api/v2/keys.js';
 import { cidrContainsAddress, tryParseAddress, tryParseCidr } from '../ipam/cidr.js';
 import type { Client } from '../runtime/client.js';
-import { defineKind } from '../runtime/kind.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { checkCluster } from './cluster.js';
 import { ANN_V1_RESERVED } from './convert.js';
 import type { ReplaceConfig } from './config.js';
 
-const Pod = defineKind<V1Pod>({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
-const Block = defineKind<AddressBlock>({ ...AddressBlockKind });
-const Pool = defineKind<AddressPool>({ ...AddressPoolKind });
 
 
 /** What `replace` needs besides the config. `sleep` is injectable so tests need not wait. */
@@ -64,8 +60,8 @@ const POLL_MS = 500;
 export async function runReplace(cfg: ReplaceConfig, io: ReplaceIo): Promise<ReplaceSummary | undefined> {
   const sleep = io.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   await checkCluster(io.client);
-  const reserved = await io.client.list(Block, { labelSelector: `${LABEL_RESERVED}=true` });
-  const pods = podsOnReserved(await io.client.list(Pod), reserved);
+  const reserved = await io.client.list(Kinds.AddressBlock, { labelSelector: `${LABEL_RESERVED}=true` });
+  const pods = podsOnReserved(await io.client.list(Kinds.Pod), reserved);
   const byNode = new Map<string, V1Pod[]>();
   for (const p of pods) byNode.set(p.spec!.nodeName!, [...(byNode.get(p.spec!.nodeName!) ?? []), p]);
   const nodes = [...byNode.keys()].sort();
@@ -125,16 +121,16 @@ async function replacePod(client: Client, pod: V1Pod, ownerUid: string | undefin
   const name = pod.metadata!.name!;
   const uid = pod.metadata!.uid!;
   const readyOf = async (): Promise<number> =>
-    (await client.list(Pod, { namespace: ns })).filter((p) => p.metadata?.uid !== uid && !p.metadata?.deletionTimestamp && p.metadata?.ownerReferences?.some((r) => r.uid === ownerUid) && isReady(p)).length;
+    (await client.list(Kinds.Pod, { namespace: ns })).filter((p) => p.metadata?.uid !== uid && !p.metadata?.deletionTimestamp && p.metadata?.ownerReferences?.some((r) => r.uid === ownerUid) && isReady(p)).length;
   const wanted = ownerUid === undefined ? 0 : (await readyOf()) + (isReady(pod) ? 1 : 0);
   try {
-    await client.delete(Pod, { namespace: ns, name }, { uid });
+    await client.delete(Kinds.Pod, { namespace: ns, name }, { uid });
   } catch (e) {
     return `delete: ${(e as Error).message}`;
   }
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const current = await client.get(Pod, { namespace: ns, name });
+    const current = await client.get(Kinds.Pod, { namespace: ns, name });
     // Gone, or re-created under the same name (StatefulSet; Coil #124).
     const gone = current === undefined || current.metadata?.uid !== uid;
     if (gone && (ownerUid === undefined || (await readyOf()) >= wanted)) return undefined;
@@ -145,7 +141,7 @@ async function replacePod(client: Client, pod: V1Pod, ownerUid: string | undefin
 
 /** Releases every reserved block no running pod uses, then touches the pools they belonged to. */
 async function releaseBlocks(io: ReplaceIo, reserved: readonly AddressBlock[], sleep: (ms: number) => Promise<void>): Promise<{ released: string[]; kept: string[] }> {
-  const pods = await io.client.list(Pod);
+  const pods = await io.client.list(Kinds.Pod);
   const released: string[] = [];
   const kept: string[] = [];
   const pools = new Set<string>();
@@ -157,11 +153,11 @@ async function releaseBlocks(io: ReplaceIo, reserved: readonly AddressBlock[], s
       kept.push(name);
       continue;
     }
-    const fresh = await io.client.get(Block, { name });
+    const fresh = await io.client.get(Kinds.AddressBlock, { name });
     if (fresh !== undefined) {
-      await io.client.removeFinalizer(Block, fresh, FIN_COIL);
-      await io.client.delete(Block, { name }, { uid: fresh.metadata!.uid! });
-      while ((await io.client.get(Block, { name }))?.metadata?.uid === fresh.metadata!.uid) await sleep(POLL_MS);
+      await io.client.removeFinalizer(Kinds.AddressBlock, fresh, FIN_COIL);
+      await io.client.delete(Kinds.AddressBlock, { name }, { uid: fresh.metadata!.uid! });
+      while ((await io.client.get(Kinds.AddressBlock, { name }))?.metadata?.uid === fresh.metadata!.uid) await sleep(POLL_MS);
     }
     io.log(`released reserved block ${name}`);
     released.push(name);
@@ -170,19 +166,19 @@ async function releaseBlocks(io: ReplaceIo, reserved: readonly AddressBlock[], s
   }
   // Rewrite each affected pool's list of reserved indices (null removes it): the pool update makes
   // the controller re-read the pool's blocks, which their deletion alone does not (no ownerReference).
-  const left = await io.client.list(Block, { labelSelector: `${LABEL_RESERVED}=true` });
+  const left = await io.client.list(Kinds.AddressBlock, { labelSelector: `${LABEL_RESERVED}=true` });
   for (const pool of [...pools].sort()) {
-    if ((await io.client.get(Pool, { name: pool })) === undefined) continue;
+    if ((await io.client.get(Kinds.AddressPool, { name: pool })) === undefined) continue;
     const indices = left.filter((b) => b.metadata?.labels?.[LABEL_POOL] === pool).map((b) => b.index).sort((a, b) => a - b);
-    await io.client.mergePatch(Pool, { name: pool }, { metadata: { annotations: { [ANN_V1_RESERVED]: indices.length ? indices.join(',') : null } } });
+    await io.client.mergePatch(Kinds.AddressPool, { name: pool }, { metadata: { annotations: { [ANN_V1_RESERVED]: indices.length ? indices.join(',') : null } } });
   }
   return { released, kept };
 }
 
 /** Deletes the coild pods so the DaemonSet restarts them and they forget the released blocks. */
 async function restartCoild(io: ReplaceIo, cfg: ReplaceConfig): Promise<number> {
-  const coilds = await io.client.list(Pod, { namespace: cfg.coildNamespace, labelSelector: cfg.coildSelector });
-  for (const p of coilds) await io.client.delete(Pod, { namespace: p.metadata!.namespace!, name: p.metadata!.name! });
+  const coilds = await io.client.list(Kinds.Pod, { namespace: cfg.coildNamespace, labelSelector: cfg.coildSelector });
+  for (const p of coilds) await io.client.delete(Kinds.Pod, { namespace: p.metadata!.namespace!, name: p.metadata!.name! });
   if (coilds.length === 0) io.log(`no coild pod matches ${cfg.coildSelector} in ${cfg.coildNamespace}; restart coild yourself if it runs elsewhere`);
   return coilds.length;
 }

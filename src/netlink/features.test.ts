@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { access } from 'node:fs/promises';
 import { probeFeatures } from './features.js';
 import { IpRunner } from './ip-runner.js';
-import { netnsSkipReason } from './test-netns.js';
+import { netnsSkipReason } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('probeFeatures', { skip: prerequisite(netnsSkipReason()) }, () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { probeFeatures } from './features.js';
 import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers } from './fou.js';
 import { IpRunner } from './ip-runner.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('FoU builders', () => {

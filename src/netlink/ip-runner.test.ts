@@ -10,7 +10,7 @@ import { IpRunner, formatBatchLine, parseBatchFailures } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import { rt, type RtBackend, type RtBatch, type RtBatchResult } from './rt-request.js';
 import { readLinks } from './link.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('formatBatchLine / parseBatchFailures', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { addr, readAddrs } from './addr.js';
 import { IpRunner } from './ip-runner.js';
 import { link, readLinks } from './link.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('link and addr builders', () => {

@@ -11,7 +11,7 @@ import { IpRunner, spawnProcess, type ProcessSpawner } from './ip-runner.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkError, isNetlinkErrno } from './netlink-error.js';
 import { rt, type RtRequest } from './rt-request.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 const probe = new NetlinkAgent();

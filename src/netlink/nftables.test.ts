@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { NFT_EGRESS_TABLE, applyNatRules, deleteNatRules, natRuleset, parseNatCounters, readNatCounters } from './nftables.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('nftables NAT rules (pure)', () => {

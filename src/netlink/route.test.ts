@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { readRoutes, readRoutesBothFamilies, route, routeGet } from './route.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('route builders', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { IpRunner } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import { readSysctl, writeSysctl } from './sysctl.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('sysctl', () => {

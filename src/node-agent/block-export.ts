@@ -9,7 +9,7 @@
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import type { Cache } from '../runtime/cache.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import type { RouteExporter } from './route-export.js';
 
 /** Constructor options of {@link BlockExport}. */
@@ -36,7 +36,7 @@ export class BlockExport {
 
   /** Follows the cache and syncs once now. @throws what the first sync throws */
   async start(): Promise<void> {
-    this.unsubscribe = this.o.cache.onEvent(CoildKinds.AddressBlock, () => this.trigger());
+    this.unsubscribe = this.o.cache.onEvent(Kinds.AddressBlock, () => this.trigger());
     await this.sync();
   }
 
@@ -66,7 +66,7 @@ export class BlockExport {
     const run = (async () => {
       do {
         this.dirty = false;
-        const change = await this.o.exporter.sync(blockCidrs(this.o.cache.list(CoildKinds.AddressBlock)));
+        const change = await this.o.exporter.sync(blockCidrs(this.o.cache.list(Kinds.AddressBlock)));
         if (change.added.length + change.deleted.length > 0) this.o.logger.info(change, 'export table synced');
       } while (this.dirty && !this.stopped);
     })();

@@ -8,8 +8,8 @@ import type { KindDescriptor } from '../runtime/kind.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockReleaser } from './block-release.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
-import { CoildKinds } from './kinds.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
 
 /**
@@ -40,7 +40,7 @@ class ReleaseClient extends FakeBlockClient {
     return obj;
   }
   override async delete(kind: KindDescriptor, key: { name: string }, o: { uid?: string } = {}): Promise<boolean> {
-    if (kind === CoildKinds.BlockRequest) return super.delete(kind, key, o);
+    if (kind === Kinds.BlockRequest) return super.delete(kind, key, o);
     const f = this.failNext.delete;
     this.failNext.delete = undefined;
     if (!f || f.applied) {
@@ -73,8 +73,8 @@ function lab() {
 /** p-0 empty past the grace period, p-1 holding one pod; the API shows p-0. */
 function twoBlocks() {
   const t = lab();
-  t.cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('uid-a'));
-  t.cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('uid-b', 1));
+  t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-a'));
+  t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-b', 1));
   assert.deepEqual(t.ipam.register({ pool: 'p', containerId: 'x', ifname: 'eth0', ipv4: '10.8.0.4' }), { ok: true, blockName: 'p-1' });
   t.client.current = withUid('uid-a');
   t.clock.ms += 2_000;
@@ -86,7 +86,7 @@ const lostAnswer = () => new TypeError('fetch failed');
 describe('BlockReleaser', () => {
   it('releases the empty block it tracks, by its UID', async () => {
     const t = lab();
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('uid-a'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-a'));
     t.client.current = withUid('uid-a');
     t.clock.ms += 2_000;
     assert.deepEqual(await t.releaser.release(), ['p-0']);
@@ -95,7 +95,7 @@ describe('BlockReleaser', () => {
 
   it('never touches a newer block that took the name (a lost answer of an earlier try)', async () => {
     const t = lab();
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('uid-a'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-a'));
     t.client.current = withUid('uid-b'); // uid-a is gone; the controller reused p-0
     t.clock.ms += 2_000;
     await t.releaser.release();
@@ -158,7 +158,7 @@ describe('BlockReleaser', () => {
     const ipam = new NodeIpam({ cache: cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0 });
     ipam.start();
     const releaser = new BlockReleaser({ ipam, client: client.asClient() as Client, logger, graceMs: 0 });
-    cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('uid-a'));
+    cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-a'));
     assert.deepEqual(await releaser.release(), []);
     await new Promise((r) => setTimeout(r, 300));
     releaser.stop();

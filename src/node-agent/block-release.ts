@@ -16,7 +16,7 @@ import { FIN_COIL, GROUP } from '../api/v2/keys.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict, isNotFound, isPatchTestFailed } from '../runtime/errors.js';
 import type { RbacRule } from '../runtime/registry.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import type { NodeBlock, NodeIpam } from './node-ipam.js';
 
 /** Constructor options of {@link BlockReleaser}. */
@@ -151,7 +151,7 @@ export class BlockReleaser {
    */
   private async stateOf(b: NodeBlock): Promise<'gone' | 'intact' | 'touched' | 'unknown'> {
     try {
-      const now = await this.o.client.get(CoildKinds.AddressBlock, { name: b.name });
+      const now = await this.o.client.get(Kinds.AddressBlock, { name: b.name });
       if (!now || (b.uid !== undefined && now.metadata?.uid !== b.uid)) return 'gone';
       return !now.metadata?.deletionTimestamp && (now.metadata?.finalizers ?? []).includes(FIN_COIL) ? 'intact' : 'touched';
     } catch {
@@ -165,14 +165,14 @@ export class BlockReleaser {
    */
   private async releaseOne(b: NodeBlock, progress: { wrote: boolean }): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      const fresh = await this.o.client.get(CoildKinds.AddressBlock, { name: b.name });
+      const fresh = await this.o.client.get(Kinds.AddressBlock, { name: b.name });
       // Gone, or its name already reused by a newer block (released earlier by a try whose answer
       // was lost): never touch the successor, which may be serving pods.
       if (!fresh || (b.uid !== undefined && fresh.metadata?.uid !== b.uid)) return;
       try {
         progress.wrote = true;
-        await this.o.client.removeFinalizer(CoildKinds.AddressBlock, fresh, FIN_COIL);
-        await this.o.client.delete(CoildKinds.AddressBlock, { name: b.name }, { uid: fresh.metadata!.uid! });
+        await this.o.client.removeFinalizer(Kinds.AddressBlock, fresh, FIN_COIL);
+        await this.o.client.delete(Kinds.AddressBlock, { name: b.name }, { uid: fresh.metadata!.uid! });
         return;
       } catch (err) {
         if (isNotFound(err)) return;

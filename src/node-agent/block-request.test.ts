@@ -9,8 +9,8 @@ import type { Condition } from '../api/v2/conditions.js';
 import { LABEL_NODE, LABEL_POOL } from '../api/v2/keys.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
-import { CoildKinds } from './kinds.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 const COMPLETE: Condition = { type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated', lastTransitionTime: '' };
 const FAILED: Condition = { type: 'Failed', status: 'True', reason: 'out of blocks', message: 'pool p does not have free blocks', lastTransitionTime: '' };
@@ -25,7 +25,7 @@ const settled = (): Promise<void> => new Promise((r) => setTimeout(r, 60));
 describe('BlockRequester clean-up', () => {
   it('deletes a request once its block is in the cache, naming its UID', async () => {
     const cache = new FakeCoildCache();
-    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! }))));
+    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! }))));
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
     assert.deepEqual(await r.request('p', 2_000), { kind: 'allocated', blockName: 'p-0' });
@@ -36,7 +36,7 @@ describe('BlockRequester clean-up', () => {
 
   it('deletes a request answered Failed', async () => {
     const cache = new FakeCoildCache();
-    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(CoildKinds.BlockRequest, 'ADDED', { ...br, status: { conditions: [COMPLETE, FAILED] } } as BlockRequest)));
+    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status: { conditions: [COMPLETE, FAILED] } } as BlockRequest)));
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
     assert.equal((await r.request('p', 2_000)).kind, 'failed');
@@ -47,14 +47,14 @@ describe('BlockRequester clean-up', () => {
 
   it('keeps a timed-out request while it is outstanding, and deletes it once answered', async () => {
     const cache = new FakeCoildCache();
-    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(CoildKinds.BlockRequest, 'ADDED', br)));
+    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', br)));
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
     assert.equal((await r.request('p', 50)).kind, 'timeout');
     await settled();
     assert.deepEqual(client.requestsDeleted, [], 'the next ADD joins it: not consumed yet');
     const br = client.created[0]!;
-    cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! }));
+    cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! }));
     await settled();
     assert.deepEqual(client.requestsDeleted, [{ name: br.metadata!.name!, uid: br.metadata!.uid! }]);
     r.stop();
@@ -62,9 +62,9 @@ describe('BlockRequester clean-up', () => {
 
   it('deletes answered requests an earlier run left, but neither pending ones nor other nodes\'', async () => {
     const cache = new FakeCoildCache();
-    cache.put(CoildKinds.BlockRequest, request('req-p-n1-old', 'u-old', { status: { conditions: [COMPLETE], addressBlockName: 'p-7' } }));
-    cache.put(CoildKinds.BlockRequest, request('req-p-n1-pending', 'u-pending'));
-    cache.put(CoildKinds.BlockRequest, request('req-p-n2-old', 'u-n2', { node: 'n2', status: { conditions: [COMPLETE], addressBlockName: 'p-8' } }));
+    cache.put(Kinds.BlockRequest, request('req-p-n1-old', 'u-old', { status: { conditions: [COMPLETE], addressBlockName: 'p-7' } }));
+    cache.put(Kinds.BlockRequest, request('req-p-n1-pending', 'u-pending'));
+    cache.put(Kinds.BlockRequest, request('req-p-n2-old', 'u-n2', { node: 'n2', status: { conditions: [COMPLETE], addressBlockName: 'p-8' } }));
     const client = new FakeBlockClient();
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();

@@ -32,7 +32,7 @@ import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict } from '../runtime/errors.js';
 import type { RbacRule } from '../runtime/registry.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** How one wait for a block ended. */
 export type BlockRequestOutcome =
@@ -110,7 +110,7 @@ export class BlockRequester {
   /** Subscribes to the cache and starts the poll. */
   start(): void {
     const recheck = (): void => this.checkAll();
-    this.unsubscribe.push(this.o.cache.onEvent(CoildKinds.BlockRequest, recheck), this.o.cache.onEvent(CoildKinds.AddressBlock, recheck));
+    this.unsubscribe.push(this.o.cache.onEvent(Kinds.BlockRequest, recheck), this.o.cache.onEvent(Kinds.AddressBlock, recheck));
     this.pollTimer = setInterval(recheck, this.o.pollMs ?? 1_000);
     this.pollTimer.unref();
   }
@@ -173,11 +173,11 @@ export class BlockRequester {
   }
 
   private async create(o: Outstanding): Promise<void> {
-    const node = this.o.cache.get(CoildKinds.Node, { name: this.o.nodeName });
+    const node = this.o.cache.get(Kinds.Node, { name: this.o.nodeName });
     const ownerReferences = node?.metadata?.uid
       ? [{ apiVersion: 'v1', kind: 'Node', name: this.o.nodeName, uid: node.metadata.uid }]
       : undefined;
-    const br = await this.o.client.create(CoildKinds.BlockRequest, {
+    const br = await this.o.client.create(Kinds.BlockRequest, {
       metadata: {
         generateName: `req-${o.pool}-${this.o.nodeName}-`,
         labels: { [LABEL_NODE]: this.o.nodeName, [LABEL_POOL]: o.pool },
@@ -221,7 +221,7 @@ export class BlockRequester {
       if (o.uid === undefined) creating.add(o.pool);
       else waited.add(o.uid);
     }
-    const cached = this.o.cache.list<BlockRequest>(CoildKinds.BlockRequest);
+    const cached = this.o.cache.list<BlockRequest>(Kinds.BlockRequest);
     const present = new Set(cached.map((br) => br.metadata?.uid));
     for (const uid of this.deleted) if (!present.has(uid)) this.deleted.delete(uid);
     for (const br of cached) {
@@ -235,7 +235,7 @@ export class BlockRequester {
   private consume(name: string, uid: string): void {
     if (this.deleting.has(uid) || this.deleted.has(uid)) return;
     this.deleting.add(uid);
-    this.o.client.delete(CoildKinds.BlockRequest, { name }, { uid }).then(
+    this.o.client.delete(Kinds.BlockRequest, { name }, { uid }).then(
       (deleted) => {
         this.deleted.add(uid);
         if (deleted) this.o.logger.debug({ request: name }, 'deleted a consumed BlockRequest');
@@ -251,9 +251,9 @@ export class BlockRequester {
   /** Level-triggered: reads the request and its block from the cache, whatever event woke us. */
   private check(o: Outstanding): void {
     if (o.uid === undefined || o.name === undefined) return;
-    const block = this.o.cache.byIndex<AddressBlock>(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, o.uid)[0];
+    const block = this.o.cache.byIndex<AddressBlock>(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, o.uid)[0];
     if (block?.metadata?.name) return this.settle(o, { kind: 'allocated', blockName: block.metadata.name });
-    const br = this.o.cache.get<BlockRequest>(CoildKinds.BlockRequest, { name: o.name });
+    const br = this.o.cache.get<BlockRequest>(Kinds.BlockRequest, { name: o.name });
     if (br === undefined) {
       if (o.seen) this.settle(o, { kind: 'lost' });
       return;

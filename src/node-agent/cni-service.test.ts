@@ -7,25 +7,25 @@ import { BlockRequester } from './block-request.js';
 import { CniError } from './cni-error.js';
 import type { CniArgs } from './cni-handler.js';
 import { CniService } from './cni-service.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
-import { FakePodNetwork } from './pod-network.fake.js';
+import { FakePodNetwork } from '../../test/fakes/pod-network.fake.js';
 
 /** CniService over fakes: node n1 (InternalIP 10.250.0.1), pool `default` with one /30 block, pod web in ns lab. */
 function lab(o: { failRequests?: boolean; notReady?: string } = {}) {
   const cache = new FakeCoildCache();
-  cache.put(CoildKinds.Node, { metadata: { name: 'n1', uid: 'node-uid' }, status: { addresses: [{ type: 'InternalIP', address: '10.250.0.1' }] } } as never);
-  cache.put(CoildKinds.AddressPool, { metadata: { name: 'default' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.8.0.0/24' }] } } as never);
-  cache.put(CoildKinds.Namespace, { metadata: { name: 'lab' } });
-  cache.put(CoildKinds.Namespace, { metadata: { name: 'lost', annotations: { 'coil.cybozu.com/pool': 'nope' } } });
-  cache.put(CoildKinds.AddressBlock, fakeBlock('default', 0, '10.8.0.0/30'));
-  for (const [ns, name] of [['lab', 'web'], ['lost', 'web']]) cache.put(CoildKinds.Pod, { metadata: { namespace: ns, name } } as never);
+  cache.put(Kinds.Node, { metadata: { name: 'n1', uid: 'node-uid' }, status: { addresses: [{ type: 'InternalIP', address: '10.250.0.1' }] } } as never);
+  cache.put(Kinds.AddressPool, { metadata: { name: 'default' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.8.0.0/24' }] } } as never);
+  cache.put(Kinds.Namespace, { metadata: { name: 'lab' } });
+  cache.put(Kinds.Namespace, { metadata: { name: 'lost', annotations: { 'coil.cybozu.com/pool': 'nope' } } });
+  cache.put(Kinds.AddressBlock, fakeBlock('default', 0, '10.8.0.0/30'));
+  for (const [ns, name] of [['lab', 'web'], ['lost', 'web']]) cache.put(Kinds.Pod, { metadata: { namespace: ns, name } } as never);
   const client = new FakeBlockClient((br) => {
     if (!o.failRequests) return;
     const status = { conditions: [{ type: 'Failed', status: 'True', reason: 'out of blocks', message: 'pool default does not have free blocks', lastTransitionTime: '' }] };
-    setImmediate(() => cache.emit(CoildKinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
+    setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
   });
   const logger = silentLogger();
   const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger, pollMs: 20 });
@@ -71,8 +71,8 @@ describe('CniService', () => {
 
   it("ADD in a namespace the cache has not seen yet takes the pool of the namespace's annotation, read from the API server", async () => {
     const t = lab();
-    t.cache.put(CoildKinds.AddressPool, { metadata: { name: 'fresh' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.9.0.0/24' }] } } as never);
-    t.cache.put(CoildKinds.Pod, { metadata: { namespace: 'new', name: 'web' } } as never);
+    t.cache.put(Kinds.AddressPool, { metadata: { name: 'fresh' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.9.0.0/24' }] } } as never);
+    t.cache.put(Kinds.Pod, { metadata: { namespace: 'new', name: 'web' } } as never);
     t.client.apiOnly.set('Namespace/new', { metadata: { name: 'new', annotations: { 'coil.cybozu.com/pool': 'fresh' } } });
     // No block of `fresh` is ever granted here: the ADD times out, after asking for one.
     await assert.rejects(t.service.add(t.args('c1', { args: { K8S_POD_NAMESPACE: 'new', K8S_POD_NAME: 'web' } })), CniError);

@@ -15,7 +15,7 @@ import type { RbacRule } from '../runtime/registry.js';
 import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import type { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { allocationKey, NodeIpamError, type NodeAllocation, type NodeIpam } from './node-ipam.js';
 import type { PodNetwork } from './pod-network.js';
 
@@ -130,7 +130,7 @@ export class CniService implements CniHandler {
       throw this.allocationError(err, pod, pool);
     }
     try {
-      const node = this.o.cache.get<V1Node>(CoildKinds.Node, { name: this.o.nodeName });
+      const node = this.o.cache.get<V1Node>(Kinds.Node, { name: this.o.nodeName });
       const hostIPv4 = internalIp(node, 4);
       const hostIPv6 = internalIp(node, 6);
       if (alloc.ipv4 && !hostIPv4) throw new Error(`node ${this.o.nodeName} has no IPv4 InternalIP to use as the pod gateway`);
@@ -154,7 +154,7 @@ export class CniService implements CniHandler {
 
   /** The pod from the cache, else from the API server (the cache may lag a fresh pod). */
   private async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
-    return this.o.cache.get<V1Pod>(CoildKinds.Pod, { namespace, name }) ?? (await this.o.client.get(CoildKinds.Pod, { namespace, name }));
+    return this.o.cache.get<V1Pod>(Kinds.Pod, { namespace, name }) ?? (await this.o.client.get(Kinds.Pod, { namespace, name }));
   }
 
   /**
@@ -164,9 +164,9 @@ export class CniService implements CniHandler {
    * @throws CniError 7 for a pool that does not exist
    */
   private async poolOf(namespace: string): Promise<string> {
-    const ns = this.o.cache.get(CoildKinds.Namespace, { name: namespace }) ?? (await this.o.client.get(CoildKinds.Namespace, { name: namespace }));
+    const ns = this.o.cache.get(Kinds.Namespace, { name: namespace }) ?? (await this.o.client.get(Kinds.Namespace, { name: namespace }));
     const pool = ns?.metadata?.annotations?.[ANN_POOL] || DEFAULT_POOL;
-    if (!this.o.cache.get(CoildKinds.AddressPool, { name: pool })) {
+    if (!this.o.cache.get(Kinds.AddressPool, { name: pool })) {
       const from = pool === DEFAULT_POOL ? 'the default pool' : `chosen by the ${ANN_POOL} annotation of namespace ${namespace}`;
       throw new CniError(CniErrorCode.INVALID_NETWORK_CONFIG, `AddressPool "${pool}" does not exist (${from})`);
     }

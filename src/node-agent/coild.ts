@@ -29,7 +29,7 @@ import { NodeGc, type GcReport } from './gc.js';
 import { CniGrpcServer } from './grpc-server.js';
 import { IntrospectionServer, ipamSnapshot } from './introspection.js';
 import { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { probeFeatures } from '../netlink/features.js';
 import { IpRunner } from '../netlink/ip-runner.js';
 import { NetlinkAgent } from '../netlink/netlink-agent.js';
@@ -100,7 +100,7 @@ export class Coild {
     for (const feature of coildFeatures(cfg)) {
       for (const c of COILD_ACCESS[feature].caches) cache.ensure(c.kind, c.options?.(cfg));
     }
-    if (cfg.enableIpam) cache.addIndex(CoildKinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+    if (cfg.enableIpam) cache.addIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
 
     this.uninstall = cfg.pod ? new UninstallDetector({ cache, client, pod: cfg.pod, logger: log.child({ logger: 'uninstall' }) }) : undefined;
 
@@ -179,7 +179,7 @@ export class Coild {
     if (!this.recovered) return 'allocations not recovered from the host yet';
     if (!this.serving) return 'gRPC server not serving';
     if (!this.o.config.enableIpam) return undefined;
-    const pools = this.manager.cache.list(CoildKinds.AddressPool).map((p) => p.metadata?.name ?? '');
+    const pools = this.manager.cache.list(Kinds.AddressPool).map((p) => p.metadata?.name ?? '');
     if (pools.length === 0) return 'no AddressPool exists';
     if (!pools.some((p) => this.ipam.isUsable(p))) return `every AddressPool is out of blocks for this node (${pools.join(', ')})`;
     return undefined;
@@ -195,7 +195,7 @@ export class Coild {
     if (cfg.healthAddr) this.ports.health = await this.introspection.listen(cfg.healthAddr);
     await this.manager.start();
     this.ports.metrics = this.manager.ports.metrics;
-    const node = this.manager.cache.get(CoildKinds.Node, { name: cfg.nodeName }) ?? (await this.manager.client.get(CoildKinds.Node, { name: cfg.nodeName }));
+    const node = this.manager.cache.get(Kinds.Node, { name: cfg.nodeName }) ?? (await this.manager.client.get(Kinds.Node, { name: cfg.nodeName }));
     if (!node) throw new Error(`Node ${cfg.nodeName} (COIL_NODE_NAME) does not exist`);
     await this.uninstall?.start();
     if (cfg.enableIpam) {
@@ -255,7 +255,7 @@ export class Coild {
     this.ipam.stop();
     if (this.o.config.clearRoutesOnShutdown && this.o.config.enableIpam) {
       try {
-        const node = await this.manager.client.get(CoildKinds.Node, { name: this.o.config.nodeName });
+        const node = await this.manager.client.get(Kinds.Node, { name: this.o.config.nodeName });
         if (!node) {
           await this.blockExport.clear();
           log.info('Node is gone: export table flushed');

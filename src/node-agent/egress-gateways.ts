@@ -5,18 +5,12 @@
  *   (steps 1–2)
  */
 import type { V1Service } from '@kubernetes/client-node';
-import { ANN_EGRESS_PREFIX, GROUP, VERSION } from '../api/v2/keys.js';
+import { ANN_EGRESS_PREFIX } from '../api/v2/keys.js';
 import type { Egress } from '../api/v2/egress.js';
-import { defineKind } from '../runtime/kind.js';
 import { formatCidr, tryParseCidr } from '../ipam/cidr.js';
 import { addressFamily } from '../netlink/cidr.js';
 import type { EgressGateway } from './egress-client.js';
 
-/** Kind descriptors coild needs for egress: the Egress CR (cached) and core Services (read by key). */
-export const EgressClientKinds = Object.freeze({
-  Egress: defineKind<Egress>({ group: GROUP, version: VERSION, kind: 'Egress', plural: 'egresses', namespaced: true }),
-  Service: defineKind<V1Service>({ group: '', version: 'v1', kind: 'Service', plural: 'services', namespaced: true }),
-});
 
 /** An Egress named by a pod annotation. */
 export interface EgressRef {

@@ -4,15 +4,15 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { silentLogger } from '../runtime/logging.js';
 import { CniError } from './cni-error.js';
 import type { CniArgs } from './cni-handler.js';
-import { FakeBlockClient, FakeCoildCache } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache } from '../../test/fakes/coild-cache.fake.js';
 import { EgressOnlyCniService } from './egress-only-cni-service.js';
 import { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** EgressOnlyCniService over a fake cache and a recording egress hook; pod web in ns lab. */
 function lab(o: { failEgress?: boolean; notReady?: string } = {}) {
   const cache = new FakeCoildCache();
-  cache.put(CoildKinds.Pod, { metadata: { namespace: 'lab', name: 'web', uid: 'pod-uid' } } as never);
+  cache.put(Kinds.Pod, { metadata: { namespace: 'lab', name: 'web', uid: 'pod-uid' } } as never);
   const calls: string[] = [];
   const clients = new Map<string, { containerId: string; ifname: string }>();
   const egress = {

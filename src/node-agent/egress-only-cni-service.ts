@@ -22,7 +22,7 @@ import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import { observed, type EgressHook } from './cni-service.js';
 import type { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { allocationKey } from './node-ipam.js';
 
 /** Constructor options of {@link EgressOnlyCniService}. */
@@ -65,7 +65,7 @@ export class EgressOnlyCniService implements CniHandler {
       const name = args.args.K8S_POD_NAME ?? '';
       const namespace = args.args.K8S_POD_NAMESPACE ?? '';
       if (!name || !namespace) throw new CniError(CniErrorCode.INVALID_ENVIRONMENT_VARIABLES, 'missing pod name/namespace');
-      const pod = this.o.cache.get<V1Pod>(CoildKinds.Pod, { namespace, name }) ?? (await this.o.client.get(CoildKinds.Pod, { namespace, name }));
+      const pod = this.o.cache.get<V1Pod>(Kinds.Pod, { namespace, name }) ?? (await this.o.client.get(Kinds.Pod, { namespace, name }));
       if (!pod) throw new CniError(CniErrorCode.UNKNOWN_CONTAINER, `pod not found: ${namespace}/${name}`);
       try {
         await this.o.egress.onAdd(pod, { namespace, name, containerId: args.containerId, ifname: args.ifname, netns: args.netns, ips: args.ips });

@@ -36,9 +36,9 @@ import type { EventRecorder } from '../runtime/event-recorder.js';
 import type { RbacRule } from '../runtime/registry.js';
 import type { Runnable } from '../runtime/runnable.js';
 import { planEgressClient, type EgressClient, type EgressGateway } from './egress-client.js';
-import { EgressClientKinds, egressRefsOf, gatewaysOf } from './egress-gateways.js';
+import { egressRefsOf, gatewaysOf } from './egress-gateways.js';
 import type { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** What is recorded per client attachment. */
 export interface EgressAttachment {
@@ -138,8 +138,8 @@ export class EgressWatcher implements Runnable {
     if (mtu !== undefined) a = { ...a, linkMtuBytes: mtu };
     const gateways: EgressGateway[] = [];
     for (const ref of refs) {
-      const egress = this.o.cache.get(EgressClientKinds.Egress, ref);
-      const service = egress ? await this.o.client.get(EgressClientKinds.Service, ref) : undefined;
+      const egress = this.o.cache.get(Kinds.Egress, ref);
+      const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
       if (!egress || !service) throw new EgressSetupError(`${egress ? 'Service' : 'Egress'} ${ref.namespace}/${ref.name} named by annotation egress.coil.cybozu.com/${ref.namespace} does not exist`);
       gateways.push(...gatewaysOf(egress, service));
     }
@@ -162,8 +162,8 @@ export class EgressWatcher implements Runnable {
 
   /** Re-applies every attachment on Egress changes, annotation changes and periodically. */
   async run(signal: AbortSignal): Promise<void> {
-    const offEgress = this.o.cache.onEvent(EgressClientKinds.Egress, () => this.markNaming());
-    const offPod = this.o.cache.onEvent(CoildKinds.Pod, (e) => this.markPod(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? ''));
+    const offEgress = this.o.cache.onEvent(Kinds.Egress, () => this.markNaming());
+    const offPod = this.o.cache.onEvent(Kinds.Pod, (e) => this.markPod(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? ''));
     signal.addEventListener('abort', () => this.wake?.(), { once: true });
     const timer = setInterval(() => { for (const k of this.attachments.keys()) this.mark(k); }, this.o.resyncPeriodMs ?? 300_000);
     timer.unref();
@@ -199,7 +199,7 @@ export class EgressWatcher implements Runnable {
 
   /** Applies the current state of the pod's Egresses; removes everything when none is left. */
   private async resync(a: EgressAttachment): Promise<void> {
-    const pod = this.o.cache.get(CoildKinds.Pod, { namespace: a.namespace, name: a.name });
+    const pod = this.o.cache.get(Kinds.Pod, { namespace: a.namespace, name: a.name });
     if (!pod) {
       // DEL normally comes; a record whose netns is gone (GC'd sandbox, reboot) is dropped here.
       if (!existsSync(a.netns)) await this.onDel(a.containerId, a.ifname);
@@ -207,8 +207,8 @@ export class EgressWatcher implements Runnable {
     }
     const gateways: EgressGateway[] = [];
     for (const ref of egressRefsOf(pod.metadata?.annotations)) {
-      const egress = this.o.cache.get(EgressClientKinds.Egress, ref);
-      const service = egress ? await this.o.client.get(EgressClientKinds.Service, ref) : undefined;
+      const egress = this.o.cache.get(Kinds.Egress, ref);
+      const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
       if (egress && service) gateways.push(...gatewaysOf(egress, service));
     }
     const plan = planEgressClient({ podIps: a.ips, gateways, port: this.o.port, ...(a.linkMtuBytes ? { linkMtuBytes: a.linkMtuBytes } : {}) });

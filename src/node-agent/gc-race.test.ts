@@ -12,7 +12,7 @@ import { after, describe, test } from 'node:test';
 import { IpRunner } from '../netlink/ip-runner.js';
 import { readLinks } from '../netlink/link.js';
 import { DEFAULT_RETIRED_LINK_GROUP } from '../netlink/link-reaper.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../netlink/test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { silentLogger } from '../runtime/logging.js';
 import type { EventRecorder } from '../runtime/event-recorder.js';
 import { BlockExport } from './block-export.js';
@@ -20,12 +20,12 @@ import { BlockReleaser } from './block-release.js';
 import { BlockRequester } from './block-request.js';
 import type { CniArgs } from './cni-handler.js';
 import { CniService, type EgressHook } from './cni-service.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { NodeGc } from './gc.js';
 import { hostWiring } from './pod-network-wiring.js';
 import { validateSetup } from './pod-network-validate.js';
 import { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { hostVethName, type PodNetwork, type PodNetworkEntry } from './pod-network.js';
@@ -94,11 +94,11 @@ describe('coild background readers racing CNI calls (real netns)', { skip }, () 
    */
   function coild(host: TestNetns, o: { egress?: EgressHook; clockOffsetMs?: { ms: number } } = {}) {
     const cache = new FakeCoildCache();
-    cache.put(CoildKinds.Node, { metadata: { name: 'n1', uid: 'node-uid' }, status: { addresses: [{ type: 'InternalIP', address: '10.250.0.1' }] } } as never);
-    cache.put(CoildKinds.AddressPool, { metadata: { name: 'p' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.8.0.0/24' }] } } as never);
-    cache.put(CoildKinds.Namespace, { metadata: { name: 'lab', annotations: { 'coil.cybozu.com/pool': 'p' } } });
-    cache.put(CoildKinds.AddressBlock, fakeBlock('p', 0, '10.8.0.0/30'));
-    cache.put(CoildKinds.AddressBlock, fakeBlock('p', 1, '10.8.0.4/30'));
+    cache.put(Kinds.Node, { metadata: { name: 'n1', uid: 'node-uid' }, status: { addresses: [{ type: 'InternalIP', address: '10.250.0.1' }] } } as never);
+    cache.put(Kinds.AddressPool, { metadata: { name: 'p' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.8.0.0/24' }] } } as never);
+    cache.put(Kinds.Namespace, { metadata: { name: 'lab', annotations: { 'coil.cybozu.com/pool': 'p' } } });
+    cache.put(Kinds.AddressBlock, fakeBlock('p', 0, '10.8.0.0/30'));
+    cache.put(Kinds.AddressBlock, fakeBlock('p', 1, '10.8.0.4/30'));
     const offset = o.clockOffsetMs ?? { ms: 0 };
     const now = (): number => Date.now() + offset.ms;
     const logger = silentLogger();
@@ -124,7 +124,7 @@ describe('coild background readers racing CNI calls (real netns)', { skip }, () 
   async function pod(c: ReturnType<typeof coild>): Promise<CniArgs> {
     const ns = await netns.create('gcpod');
     const name = `pod${++seq}`;
-    c.cache.put(CoildKinds.Pod, { metadata: { namespace: 'lab', name } } as never);
+    c.cache.put(Kinds.Pod, { metadata: { namespace: 'lab', name } } as never);
     return {
       containerId: `gcrace${process.pid}x${seq}`, netns: ns.path, ifname: 'eth0', path: '', stdinData: Buffer.from('{}'),
       ips: [], interfaces: {}, validAttachments: [], args: { K8S_POD_NAMESPACE: 'lab', K8S_POD_NAME: name },
@@ -275,7 +275,7 @@ describe('coild background readers racing CNI calls (real netns)', { skip }, () 
     assert.equal(await hostLink(next, cut), undefined, 'the half-wired veth is gone');
     assert.deepEqual((await next.pn.list()).map((e) => e.containerId), [live.containerId]);
     // The runtime's retried ADD of the interrupted pod then wires it from scratch.
-    for (const a of [live, cut]) next.cache.put(CoildKinds.Pod, { metadata: { namespace: 'lab', name: a.args.K8S_POD_NAME } } as never);
+    for (const a of [live, cut]) next.cache.put(Kinds.Pod, { metadata: { namespace: 'lab', name: a.args.K8S_POD_NAME } } as never);
     await next.service.add(cut);
     assert.equal((await next.pn.list()).length, 2);
     await next.service.del(live);

@@ -4,18 +4,18 @@ import { silentLogger } from '../runtime/logging.js';
 import { BlockExport } from './block-export.js';
 import { BlockReleaser } from './block-release.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { NodeGc } from './gc.js';
 import { KeyedMutex } from './keyed-mutex.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
-import { FakePodNetwork } from './pod-network.fake.js';
+import { FakePodNetwork } from '../../test/fakes/pod-network.fake.js';
 import type { RouteExporter } from './route-export.js';
 
 function lab() {
   const cache = new FakeCoildCache();
-  cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
-  cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 1, '10.8.0.4/30'));
+  cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+  cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 1, '10.8.0.4/30'));
   const clock = { ms: 1_000_000 };
   const now = (): number => clock.ms;
   const logger = silentLogger();

@@ -10,11 +10,11 @@ import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
 import { realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { KubeConfig } from '../runtime/kubeconfig.js';
 import { PORTS } from '../api/v2/keys.js';
 import { createLogger } from '../runtime/logging.js';
+import { loadKubeConfig, parseOrExit, runMain, startOrExit, stopOnSignals } from '../runtime/program.js';
 import { Coild } from './coild.js';
-import { ConfigError, parseBindAddress, parseConfig, type CoildConfig } from './config.js';
+import { parseBindAddress, parseConfig } from './config.js';
 import { fetchIpamStatus } from './ipam-status.js';
 
 /**
@@ -24,15 +24,6 @@ import { fetchIpamStatus } from './ipam-status.js';
  */
 function protoDir(): string {
   return resolve(dirname(realpathSync(process.argv[1] ?? '.')), '../../../proto');
-}
-
-/** The flag (or `$KUBECONFIG`), else in-cluster, else `~/.kube/config`. */
-function loadKubeConfig(cfg: CoildConfig): KubeConfig {
-  const kc = new KubeConfig();
-  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-  else if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-  else kc.loadFromDefault();
-  return kc;
 }
 
 async function ipamStatus(argv: string[]): Promise<void> {
@@ -50,50 +41,14 @@ async function ipamStatus(argv: string[]): Promise<void> {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv[0] === 'ipam-status') return ipamStatus(argv.slice(1));
-  let cfg: CoildConfig;
-  try {
-    cfg = parseConfig(argv, process.env);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    process.stderr.write(`coild: ${e.message}\n`);
-    process.exit(2);
-  }
+  const cfg = parseOrExit('coild', () => parseConfig(argv, process.env));
   const log = createLogger({ name: 'coild', level: cfg.logLevel });
-  const coild = new Coild({ config: cfg, kubeConfig: loadKubeConfig(cfg), logger: log, protoDir: protoDir() });
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) process.exit(1);
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      log.error('graceful shutdown timed out');
-      process.exit(1);
-    }, cfg.gracefulShutdownMs);
-    force.unref();
-    coild.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', shutdown);
-  process.on('SIGINT', shutdown);
+  const coild = new Coild({ config: cfg, kubeConfig: loadKubeConfig(cfg.kubeconfig), logger: log, protoDir: protoDir() });
+  stopOnSignals(coild, { log, timeoutMs: cfg.gracefulShutdownMs });
   process.on('SIGHUP', () => {
     coild.runGc().catch((err: unknown) => log.error({ err }, 'node GC pass failed'));
   });
-  try {
-    await coild.start();
-  } catch (err) {
-    log.fatal({ err }, 'cannot start');
-    await coild.stop().catch(() => undefined);
-    process.exit(1);
-  }
+  await startOrExit(coild, log);
 }
 
-// No top-level await: the Bun bundle of this program is CommonJS (hack/build-cni.sh says why).
-main().catch((err: unknown) => {
-  process.stderr.write(`coild: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-  process.exit(1);
-});
+runMain('coild', main);

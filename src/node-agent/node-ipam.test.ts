@@ -3,8 +3,8 @@ import { describe, it } from 'node:test';
 import type { BlockRequest } from '../api/v2/blockrequest.js';
 import { silentLogger } from '../runtime/logging.js';
 import { BlockRequester } from './block-request.js';
-import { FakeBlockClient, FakeCoildCache, fakeBlock } from './coild-cache.fake.js';
-import { CoildKinds } from './kinds.js';
+import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam, NodeIpamError } from './node-ipam.js';
 
 type Controller = 'answer' | 'answer-silently' | 'fail' | 'silent' | 'forbidden';
@@ -18,8 +18,8 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
   const answer = (br: BlockRequest, silently: boolean): void => {
     const i = next++;
     const b = fakeBlock(br.spec.poolName, i, `10.0.${i}.0/30`, { uid: br.metadata!.uid! });
-    if (silently) cache.put(CoildKinds.AddressBlock, b);
-    else setImmediate(() => cache.emit(CoildKinds.AddressBlock, 'ADDED', b));
+    if (silently) cache.put(Kinds.AddressBlock, b);
+    else setImmediate(() => cache.emit(Kinds.AddressBlock, 'ADDED', b));
   };
   const client = new FakeBlockClient((br) => {
     const mode = o.controller ?? 'answer';
@@ -27,7 +27,7 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
     if (mode === 'forbidden') throw new Error('blockrequests is forbidden');
     if (mode === 'fail') {
       const status = { conditions: [{ type: 'Failed', status: 'True', reason: 'out of blocks', message: 'pool p does not have free blocks', lastTransitionTime: '' }] };
-      setImmediate(() => cache.emit(CoildKinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
+      setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
     }
   });
   const logger = silentLogger();
@@ -50,10 +50,10 @@ describe('NodeIpam', () => {
       const b = fakeBlock('p', 3, '10.0.3.0/30');
       return { ...b, metadata: { ...b.metadata, uid } };
     };
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', withUid('block-uid-1'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('block-uid-1'));
     t.ipam.setReleasing('p-3', true); // coild released it: finalizer off, delete sent
     // The delete went unseen; the controller gave the name to this node's next block.
-    t.cache.emit(CoildKinds.AddressBlock, 'MODIFIED', withUid('block-uid-2'));
+    t.cache.emit(Kinds.AddressBlock, 'MODIFIED', withUid('block-uid-2'));
     const a = await t.alloc('c1');
     assert.equal(a.blockName, 'p-3');
     assert.equal(t.client.created.length, 0, 'no BlockRequest: the new p-3 serves');
@@ -93,7 +93,7 @@ describe('NodeIpam', () => {
 
   it('waiting for a block of one pool does not hold up ADDs served by another pool', async () => {
     const t = lab({ controller: 'silent', allocTimeoutMs: 200 });
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('other', 0, '10.9.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('other', 0, '10.9.0.0/30'));
     const waiting = t.alloc('w', 'p');
     const served = await t.alloc('s', 'other');
     assert.equal(served.ipv4, '10.9.0.0');
@@ -124,7 +124,7 @@ describe('NodeIpam', () => {
     await assert.rejects(t.alloc('c1'), (e: unknown) => e instanceof NodeIpamError && e.kind === 'out-of-blocks' && /out of blocks/.test(e.message));
     assert.deepEqual(t.ipam.allocations(), []);
     assert.equal(t.ipam.isUsable('p'), false);
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
     assert.equal(t.ipam.isUsable('p'), true);
     t.done();
   });
@@ -139,7 +139,7 @@ describe('NodeIpam', () => {
 
   it('reserved blocks are never allocated from', async () => {
     const t = lab();
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30', { reserved: true }));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30', { reserved: true }));
     assert.equal((await t.alloc('c1')).ipv4, '10.0.10.0');
     assert.ok(!t.ipam.releasable(0).some((b) => b.name === 'p-0'));
     t.done();
@@ -147,7 +147,7 @@ describe('NodeIpam', () => {
 
   it('a freed address is not handed out again while it cools', async () => {
     const t = lab({ coolingMs: 1_000 });
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
     const first = await t.alloc('k1');
     for (const k of ['k2', 'k3', 'k4']) await t.alloc(k);
     t.ipam.free('k1', 'eth0');
@@ -161,7 +161,7 @@ describe('NodeIpam', () => {
 
   it('an emptied block becomes releasable only after the grace period and its cooling', async () => {
     const t = lab({ coolingMs: 1_000 });
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
     await t.alloc('k1');
     t.ipam.free('k1', 'eth0');
     t.clock.ms += 500;
@@ -175,9 +175,9 @@ describe('NodeIpam', () => {
   it('a block deleted by someone is not allocated from and goes as soon as its last pod does (Coil #202)', async () => {
     const t = lab();
     const b = fakeBlock('p', 0, '10.8.0.0/30');
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', b);
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', b);
     await t.alloc('k1');
-    t.cache.emit(CoildKinds.AddressBlock, 'MODIFIED', { ...b, metadata: { ...b.metadata, deletionTimestamp: new Date() } });
+    t.cache.emit(Kinds.AddressBlock, 'MODIFIED', { ...b, metadata: { ...b.metadata, deletionTimestamp: new Date() } });
     assert.equal((await t.alloc('k2')).ipv4, '10.0.10.0');
     assert.deepEqual(t.ipam.releasable(3_600_000).map((x) => x.name), []);
     t.ipam.free('k1', 'eth0');
@@ -187,7 +187,7 @@ describe('NodeIpam', () => {
 
   it('warm prefetch asks for the next block below the low-water mark, without an ADD waiting', async () => {
     const t = lab({ lowWaterMark: 2 });
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
     await t.alloc('k1');
     await t.alloc('k2');
     assert.equal(t.client.created.length, 0);
@@ -200,7 +200,7 @@ describe('NodeIpam', () => {
 
   it('recovery registers a host address into its block and refuses a second holder', () => {
     const t = lab();
-    t.cache.emit(CoildKinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
     assert.deepEqual(t.ipam.register({ pool: 'p', containerId: 'c1', ifname: 'eth0', ipv4: '10.8.0.2' }), { ok: true, blockName: 'p-0' });
     assert.equal(t.ipam.register({ pool: 'p', containerId: 'c2', ifname: 'eth0', ipv4: '10.8.0.2' }).ok, false);
     assert.equal(t.ipam.register({ pool: 'p', containerId: 'c3', ifname: 'eth0', ipv4: '10.77.0.1' }).ok, false);

@@ -17,7 +17,7 @@ import { BlockAllocator, type AddressAllocation } from '../ipam/block.js';
 import type { Cache } from '../runtime/cache.js';
 import type { BlockRequester } from './block-request.js';
 import type { PodNetwork } from './pod-network.js';
-import { CoildKinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** One of this node's blocks. `reserved`, `releasing` and `deleting` blocks are never allocated from. */
 export interface NodeBlock {
@@ -137,7 +137,7 @@ export class NodeIpam {
 
   /** Loads the cached blocks and follows the informer. Call after the cache synced. */
   start(): void {
-    this.unsubscribe = this.o.cache.onEvent(CoildKinds.AddressBlock, () => this.syncBlocks());
+    this.unsubscribe = this.o.cache.onEvent(Kinds.AddressBlock, () => this.syncBlocks());
     this.syncBlocks();
   }
 
@@ -279,7 +279,7 @@ export class NodeIpam {
     const seen = new Set<string>();
     let changed = false;
     let appeared = false;
-    for (const ab of this.o.cache.list<AddressBlock>(CoildKinds.AddressBlock)) {
+    for (const ab of this.o.cache.list<AddressBlock>(Kinds.AddressBlock)) {
       const name = ab.metadata?.name;
       const pool = poolOf(ab);
       if (!name || !pool) continue;

@@ -9,7 +9,7 @@ import { readLinks } from '../netlink/link.js';
 import { readRoutes } from '../netlink/route.js';
 import { readRules } from '../netlink/rule.js';
 import { readSysctl, writeSysctl } from '../netlink/sysctl.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../netlink/test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { IpRoutePodNetwork } from './pod-network-iproute2.js';
 import { PodNetworkError, hostVethName, type PodSetupOptions } from './pod-network.js';
 import { prerequisite } from '../../test/support/prerequisite.js';

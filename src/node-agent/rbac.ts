@@ -19,9 +19,8 @@ import { BlockRequester } from './block-request.js';
 import { CniService } from './cni-service.js';
 import type { CoildConfig } from './config.js';
 import { EgressOnlyCniService } from './egress-only-cni-service.js';
-import { EgressClientKinds } from './egress-gateways.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { EgressWatcher } from './egress-watcher.js';
-import { CoildKinds } from './kinds.js';
 
 /** The chart's switches (`ipam.enabled` → `--enable-ipam`, `egress.enabled` → `--enable-egress`); `common` is always on. */
 export type CoildFeature = 'common' | 'ipam' | 'egress';
@@ -48,29 +47,29 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
     caches: [
       // The Node's InternalIPs are the pods' gateways; the Node owns the BlockRequests. Also read
       // live at start (before the cache holds it) and at shutdown (`--clear-routes-on-shutdown`).
-      { kind: CoildKinds.Node, options: (config) => ({ fieldSelector: `metadata.name=${config.nodeName}` }) },
+      { kind: Kinds.Node, options: (config) => ({ fieldSelector: `metadata.name=${config.nodeName}` }) },
       // This node's Pods: their pool (IPAM) and the Egresses they name (egress); also coild's own
       // Pod, whose owner tells an uninstall from a restart (uninstall.ts).
-      { kind: CoildKinds.Pod, options: (config) => ({ fieldSelector: `spec.nodeName=${config.nodeName}` }) },
+      { kind: Kinds.Pod, options: (config) => ({ fieldSelector: `spec.nodeName=${config.nodeName}` }) },
       // The DaemonSets of coild's namespace: its own gone or deleting means an uninstall, and coild
       // then takes coil off the node as it stops (uninstall.ts).
-      { kind: CoildKinds.DaemonSet, options: (config) => (config.pod ? { namespace: config.pod.namespace } : {}) },
+      { kind: Kinds.DaemonSet, options: (config) => (config.pod ? { namespace: config.pod.namespace } : {}) },
     ],
     // Events on Pods whose ADD failed (a pool out of blocks, an Egress that cannot be set up).
     calls: EVENT_RECORDER_RBAC,
   },
   ipam: {
     caches: [
-      { kind: CoildKinds.AddressBlock, options: onThisNode },
-      { kind: CoildKinds.BlockRequest, options: onThisNode },
+      { kind: Kinds.AddressBlock, options: onThisNode },
+      { kind: Kinds.BlockRequest, options: onThisNode },
       // A namespace's `coil.cybozu.com/pool` annotation chooses its pods' pool.
-      { kind: CoildKinds.Namespace },
-      { kind: CoildKinds.AddressPool },
+      { kind: Kinds.Namespace },
+      { kind: Kinds.AddressPool },
     ],
     calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac],
   },
   egress: {
-    caches: [{ kind: EgressClientKinds.Egress }],
+    caches: [{ kind: Kinds.Egress }],
     calls: [...EgressWatcher.rbac, ...EgressOnlyCniService.rbac],
   },
 });

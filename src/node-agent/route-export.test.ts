@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { IpRunner } from '../netlink/ip-runner.js';
 import { readRoutes } from '../netlink/route.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../netlink/test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { IpRouteExporter } from './route-export.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 

@@ -23,11 +23,7 @@ import type { V1DaemonSet, V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
-import { CoildKinds } from './kinds.js';
-
-/** DaemonSets, cached in coild's own namespace only (rbac.ts declares the cache). */
-export const DaemonSetKind = CoildKinds.DaemonSet;
-const PodKind = CoildKinds.Pod;
+import { Kinds } from '../api/v2/kinds.js';
 
 /** The owning DaemonSet of a Pod. */
 export interface DaemonSetOwner {
@@ -66,13 +62,13 @@ export class UninstallDetector {
 
   /** Declares the DaemonSet informer (call before the cache starts). */
   constructor(private readonly o: UninstallDetectorOptions) {
-    o.cache.ensure(DaemonSetKind, { namespace: o.pod.namespace });
+    o.cache.ensure(Kinds.DaemonSet, { namespace: o.pod.namespace });
   }
 
   /** Reads the owning DaemonSet from coild's Pod (after the cache synced). Never throws. */
   async start(): Promise<void> {
     const key = { namespace: this.o.pod.namespace, name: this.o.pod.name };
-    const pod = this.o.cache.get(PodKind, key) ?? (await this.o.client.get(PodKind, key).catch((err: unknown) => {
+    const pod = this.o.cache.get(Kinds.Pod, key) ?? (await this.o.client.get(Kinds.Pod, key).catch((err: unknown) => {
       this.o.logger.warn({ err, pod: key }, 'cannot read coild\'s Pod');
       return undefined;
     }));
@@ -86,11 +82,11 @@ export class UninstallDetector {
     const owner = this.owner;
     if (!owner) return false;
     const key = { namespace: owner.namespace, name: owner.name };
-    if (!ownerRemains(owner, this.o.cache.get(DaemonSetKind, key))) return true;
+    if (!ownerRemains(owner, this.o.cache.get(Kinds.DaemonSet, key))) return true;
     let timer: NodeJS.Timeout | undefined;
     try {
       const live = await Promise.race([
-        this.o.client.get(DaemonSetKind, key),
+        this.o.client.get(Kinds.DaemonSet, key),
         new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('no answer in time')), this.o.askTimeoutMs ?? 3_000))),
       ]);
       return !ownerRemains(owner, live);

@@ -23,7 +23,7 @@ import type { Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
 import { fromBinding, type Reconcile, type ReconcileContext, type Request } from '../runtime/registry.js';
 import { blockNodeIndex } from './block-indexes.js';
-import { Kinds, timeMs } from './kinds.js';
+import { Kinds, timeMs } from '../api/v2/kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 
 /**

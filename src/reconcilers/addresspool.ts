@@ -26,7 +26,7 @@ import { Reconciler } from '../runtime/decorators.js';
 import { PermanentError, type Result } from '../runtime/errors.js';
 import type { Reconcile, Request } from '../runtime/registry.js';
 import { TOKENS } from '../runtime/tokens.js';
-import { Kinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { blockPoolIndex } from './block-indexes.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 import { PoolManager } from './pool-manager.js';

@@ -19,7 +19,7 @@ import { Reconciler } from '../runtime/decorators.js';
 import { isAlreadyExists, PermanentError, TransientError, type Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
 import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
-import { Kinds, timeMs } from './kinds.js';
+import { Kinds, timeMs } from '../api/v2/kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 import { blockNodeIndex, blockPoolIndex } from './block-indexes.js';
 import { PoolManager, type BlockChoice } from './pool-manager.js';

@@ -24,7 +24,7 @@ import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';
 import type { Runnable } from '../runtime/runnable.js';
 import type { RbacRule } from '../runtime/registry.js';
-import { Kinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** What the ensurer needs beyond the AddressPool reconciler's rights (hack/chart-rbac.ts adds it). */
 export const DEFAULT_POOL_RBAC: readonly RbacRule[] = [

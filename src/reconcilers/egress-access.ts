@@ -21,11 +21,12 @@ import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
 import type { Result } from '../runtime/errors.js';
 import { watchKind, type Reconcile, type Request } from '../runtime/registry.js';
-import { EGRESS_ACCESS_NAME, EGRESS_MANAGED_LABELS, EGRESS_OPTIONS, EgressKinds, type EgressOptions } from './egress-options.js';
+import { EGRESS_ACCESS_NAME, EGRESS_MANAGED_LABELS, EGRESS_OPTIONS, type EgressOptions } from './egress-options.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** Namespaces holding at least one Egress not being deleted, sorted. */
 export function egressNamespaces(cache: Cache): string[] {
-  const live = cache.list(EgressKinds.Egress).filter((e) => !e.metadata?.deletionTimestamp);
+  const live = cache.list(Kinds.Egress).filter((e) => !e.metadata?.deletionTimestamp);
   return [...new Set(live.map((e) => e.metadata!.namespace!))].sort();
 }
 
@@ -41,8 +42,8 @@ function isManaged(obj: { metadata?: { labels?: Record<string, string> } }): boo
  */
 @Reconciler({
   name: 'egress-serviceaccount',
-  for: EgressKinds.ServiceAccount,
-  watches: [watchKind(EgressKinds.Egress, (e) => [{ namespace: e.metadata!.namespace!, name: EGRESS_ACCESS_NAME }])],
+  for: Kinds.ServiceAccount,
+  watches: [watchKind(Kinds.Egress, (e) => [{ namespace: e.metadata!.namespace!, name: EGRESS_ACCESS_NAME }])],
   leaderOnly: true,
   rbac: [
     // Writes limited to the one name: the controller cannot touch other accounts (create cannot be limited by name).
@@ -60,12 +61,12 @@ export class EgressServiceAccountReconciler implements Reconcile {
   async reconcile(req: Request): Promise<Result> {
     if (req.name !== EGRESS_ACCESS_NAME || !req.namespace) return {};
     const wanted = egressNamespaces(this.cache).includes(req.namespace);
-    const sa = this.cache.get(EgressKinds.ServiceAccount, req);
+    const sa = this.cache.get(Kinds.ServiceAccount, req);
     if (wanted && (!sa || !isManaged(sa))) {
       const body: V1ServiceAccount = { metadata: { name: EGRESS_ACCESS_NAME, namespace: req.namespace, labels: { ...EGRESS_MANAGED_LABELS } } };
-      await this.client.apply(EgressKinds.ServiceAccount, body, { force: true });
+      await this.client.apply(Kinds.ServiceAccount, body, { force: true });
     } else if (!wanted && sa && isManaged(sa)) {
-      await this.client.delete(EgressKinds.ServiceAccount, req, { uid: sa.metadata!.uid! });
+      await this.client.delete(Kinds.ServiceAccount, req, { uid: sa.metadata!.uid! });
     }
     return {};
   }
@@ -77,8 +78,8 @@ export class EgressServiceAccountReconciler implements Reconcile {
  */
 @Reconciler({
   name: 'egress-clusterrolebinding',
-  for: EgressKinds.ClusterRoleBinding,
-  watches: [watchKind(EgressKinds.Egress, () => [{ name: EGRESS_ACCESS_NAME }])],
+  for: Kinds.ClusterRoleBinding,
+  watches: [watchKind(Kinds.Egress, () => [{ name: EGRESS_ACCESS_NAME }])],
   leaderOnly: true,
   rbac: [
     { group: 'rbac.authorization.k8s.io', resources: ['clusterrolebindings'], verbs: ['list', 'watch', 'create'] },
@@ -98,19 +99,19 @@ export class EgressClusterRoleBindingReconciler implements Reconcile {
   async reconcile(req: Request): Promise<Result> {
     if (req.name !== EGRESS_ACCESS_NAME) return {};
     const namespaces = egressNamespaces(this.cache);
-    const crb = this.cache.get(EgressKinds.ClusterRoleBinding, req);
+    const crb = this.cache.get(Kinds.ClusterRoleBinding, req);
     if (namespaces.length === 0) {
-      if (crb && isManaged(crb)) await this.client.delete(EgressKinds.ClusterRoleBinding, req, { uid: crb.metadata!.uid! });
+      if (crb && isManaged(crb)) await this.client.delete(Kinds.ClusterRoleBinding, req, { uid: crb.metadata!.uid! });
       return {};
     }
     const desired = this.desired(namespaces);
     if (crb && isManaged(crb) && sameBinding(crb, desired)) return {};
     if (crb && crb.roleRef.name !== desired.roleRef.name) {
       // roleRef is immutable: replace the binding. Its deletion event brings us back to create it.
-      await this.client.delete(EgressKinds.ClusterRoleBinding, req, { uid: crb.metadata!.uid! });
+      await this.client.delete(Kinds.ClusterRoleBinding, req, { uid: crb.metadata!.uid! });
       return {};
     }
-    await this.client.apply(EgressKinds.ClusterRoleBinding, desired, { force: true });
+    await this.client.apply(Kinds.ClusterRoleBinding, desired, { force: true });
     return {};
   }
 

@@ -1,15 +1,12 @@
 /**
- * Kinds and tunables of the Egress reconcilers. The options are bound in the container under
+ * Tunables of the Egress reconcilers. The options are bound in the container under
  * {@link EGRESS_OPTIONS} by the program (from flags) or by a test.
  *
  * @see docs/compatibility.md#coil-egress-controller-flags, docs/compatibility.md#egress-reconciler
  */
-import type { V1ClusterRoleBinding, V1Deployment, V1PodDisruptionBudget, V1Service, V1ServiceAccount } from '@kubernetes/client-node';
-import type { Egress } from '../api/v2/egress.js';
-import { EgressKind } from '../api/v2/egress.js';
 import { EGRESS_SERVICE_ACCOUNT } from '../api/v2/egress-validation.js';
 import { DEFAULT_NETFILTER_BACKEND, FOU_PORT, type NetfilterBackend } from '../api/v2/keys.js';
-import { defineKind } from '../runtime/kind.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** Injection token of {@link EgressOptions}. */
 export const EGRESS_OPTIONS = Symbol.for('coil.reconcilers.EgressOptions');
@@ -55,15 +52,6 @@ export const EGRESS_MANAGED_LABELS: Readonly<Record<string, string>> = Object.fr
 /** Name of the per-namespace ServiceAccount and of the ClusterRoleBinding for egress pods. */
 export const EGRESS_ACCESS_NAME = EGRESS_SERVICE_ACCOUNT;
 
-/** Typed descriptors of what the Egress reconcilers read and write. */
-export const EgressKinds = Object.freeze({
-  Egress: defineKind<Egress>({ group: EgressKind.group, version: EgressKind.version, kind: EgressKind.kind, plural: EgressKind.plural, namespaced: true }),
-  Deployment: defineKind<V1Deployment>({ group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true }),
-  Service: defineKind<V1Service>({ group: '', version: 'v1', kind: 'Service', plural: 'services', namespaced: true }),
-  PodDisruptionBudget: defineKind<V1PodDisruptionBudget>({ group: 'policy', version: 'v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true }),
-  ServiceAccount: defineKind<V1ServiceAccount>({ group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true }),
-  ClusterRoleBinding: defineKind<V1ClusterRoleBinding>({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false }),
-});
 
 /**
  * Cache settings the Manager must receive (`cache.kinds`) so the Egress reconcilers hold only their
@@ -74,10 +62,10 @@ export function egressCacheKinds() {
   const labelSelector = Object.entries(EGRESS_MANAGED_LABELS).map(([k, v]) => `${k}=${v}`).join(',');
   const byName = { fieldSelector: `metadata.name=${EGRESS_ACCESS_NAME}` };
   return [
-    { kind: EgressKinds.Deployment, options: { labelSelector } },
-    { kind: EgressKinds.Service, options: { labelSelector } },
-    { kind: EgressKinds.PodDisruptionBudget, options: { labelSelector } },
-    { kind: EgressKinds.ServiceAccount, options: byName },
-    { kind: EgressKinds.ClusterRoleBinding, options: byName },
+    { kind: Kinds.Deployment, options: { labelSelector } },
+    { kind: Kinds.Service, options: { labelSelector } },
+    { kind: Kinds.PodDisruptionBudget, options: { labelSelector } },
+    { kind: Kinds.ServiceAccount, options: byName },
+    { kind: Kinds.ClusterRoleBinding, options: byName },
   ];
 }

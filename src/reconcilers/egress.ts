@@ -28,7 +28,8 @@ import type { KindDescriptor, ObjectKey } from '../runtime/kind.js';
 import { Metrics } from '../runtime/metrics.js';
 import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
 import { desiredDeployment, desiredPdb, desiredService, egressStatus, isControlledBy } from './egress-objects.js';
-import { EGRESS_OPTIONS, EgressKinds, type EgressOptions } from './egress-options.js';
+import { EGRESS_OPTIONS, type EgressOptions } from './egress-options.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /** While a previous Egress of the same name still has objects awaiting garbage collection, look again this soon. */
 const GC_WAIT_MS = 2_000;
@@ -40,8 +41,8 @@ const GC_WAIT_MS = 2_000;
  */
 @Reconciler({
   name: 'egress',
-  for: EgressKinds.Egress,
-  owns: [EgressKinds.Deployment, EgressKinds.Service, EgressKinds.PodDisruptionBudget],
+  for: Kinds.Egress,
+  owns: [Kinds.Deployment, Kinds.Service, Kinds.PodDisruptionBudget],
   leaderOnly: true,
   rbac: [
     { group: 'coil.cybozu.com', resources: ['egresses'], verbs: ['get', 'list', 'watch'] },
@@ -79,7 +80,7 @@ export class EgressReconciler implements Reconcile {
    * @throws ApiError on other failed writes (retried with backoff)
    */
   async reconcile(req: Request, ctx: ReconcileContext): Promise<Result> {
-    const egress = this.cache.get(EgressKinds.Egress, req);
+    const egress = this.cache.get(Kinds.Egress, req);
     if (!egress || egress.metadata?.deletionTimestamp) {
       const labels = { namespace: req.namespace ?? '', egress: req.name };
       this.desiredReplicas.remove(labels);
@@ -88,13 +89,13 @@ export class EgressReconciler implements Reconcile {
     }
     // Between writes, stop when told to (shutdown past its deadline, Lease lost); the next leader
     // applies the rest.
-    await this.apply(EgressKinds.Deployment, egress, desiredDeployment(egress, this.opts));
+    await this.apply(Kinds.Deployment, egress, desiredDeployment(egress, this.opts));
     ctx.signal.throwIfAborted();
-    await this.apply(EgressKinds.Service, egress, desiredService(egress, this.opts));
+    await this.apply(Kinds.Service, egress, desiredService(egress, this.opts));
     ctx.signal.throwIfAborted();
     const pdb = desiredPdb(egress);
-    if (pdb) await this.apply(EgressKinds.PodDisruptionBudget, egress, pdb);
-    else await this.deleteOwned(EgressKinds.PodDisruptionBudget, egress);
+    if (pdb) await this.apply(Kinds.PodDisruptionBudget, egress, pdb);
+    else await this.deleteOwned(Kinds.PodDisruptionBudget, egress);
     ctx.signal.throwIfAborted();
     await this.syncStatus(egress);
     return {};
@@ -134,13 +135,13 @@ export class EgressReconciler implements Reconcile {
 
   /** Writes `status` through the subresource, only when it changed, guarded by the version read. */
   private async syncStatus(egress: Readonly<Egress>): Promise<void> {
-    const deployment = this.cache.get(EgressKinds.Deployment, keyOf(egress));
+    const deployment = this.cache.get(Kinds.Deployment, keyOf(egress));
     const status = egressStatus(egress, deployment && isControlledBy(deployment, egress) ? deployment : undefined);
     const labels = { namespace: egress.metadata?.namespace ?? '', egress: egress.metadata?.name ?? '' };
     this.desiredReplicas.set(labels, egress.spec.replicas ?? 1);
     this.availableReplicas.set(labels, status.replicas ?? 0);
     if (egress.status?.replicas === status.replicas && egress.status?.selector === status.selector) return;
-    await this.client.patchStatus(EgressKinds.Egress, keyOf(egress), status, { resourceVersion: egress.metadata!.resourceVersion! });
+    await this.client.patchStatus(Kinds.Egress, keyOf(egress), status, { resourceVersion: egress.metadata!.resourceVersion! });
   }
 }
 

@@ -12,7 +12,7 @@ import { INDEX_BLOCK_BY_POOL } from '../api/v2/keys.js';
 import { PoolLayout, PoolState, type BlockCidrs } from '../ipam/pool.js';
 import { Cache } from '../runtime/cache.js';
 import { Metrics } from '../runtime/metrics.js';
-import { Kinds } from './kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 
 /**
  * How long an index handed out but not yet seen in the cache is kept reserved. The informer

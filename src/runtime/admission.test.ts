@@ -3,7 +3,8 @@ import { describe, it } from 'node:test';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { fieldError } from '../api/v2/field-error.js';
 import { mutate, validate, webhookPath, type AdmissionRequest } from './admission.js';
-import { applyJsonPatch, createJsonPatch } from './json-patch.js';
+import { applyJsonPatch } from '../../test/support/json-patch-apply.js';
+import { createJsonPatch } from './json-patch.js';
 import { defineKind } from './kind.js';
 
 const Pool = defineKind({ group: 'coil.cybozu.com', version: 'v2', kind: 'AddressPool', plural: 'addresspools', namespaced: false });

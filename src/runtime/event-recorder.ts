@@ -1,6 +1,8 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
+import { Kinds } from '../api/v2/kinds.js';
 import type { ApiTransport } from './api-transport.js';
+import { collectionPath, objectPath } from './kind.js';
 
 /** Repeats within this window aggregate into one Event (client-go's correlator uses 10 min). */
 const SERIES_WINDOW_MS = 10 * 60_000;
@@ -63,7 +65,7 @@ export class EventRecorder {
       try {
         await this.transport.request({
           method: 'PATCH',
-          path: `/api/v1/namespaces/${encodeURIComponent(entry.namespace!)}/events/${encodeURIComponent(entry.name)}`,
+          path: objectPath(Kinds.Event, { namespace: entry.namespace!, name: entry.name }),
           body: { count: entry.count + 1, lastTimestamp: new Date(now).toISOString() },
           contentType: 'application/merge-patch+json',
         });
@@ -99,7 +101,7 @@ export class EventRecorder {
       count: 1,
     };
     try {
-      const ev = await this.transport.request<KubernetesObject>({ method: 'POST', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, body });
+      const ev = await this.transport.request<KubernetesObject>({ method: 'POST', path: collectionPath(Kinds.Event, namespace), body });
       return { namespace, name: ev.metadata!.name! };
     } catch (err) {
       this.log.warn({ err, reason, object: meta.name }, 'cannot record event');

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, it } from 'node:test';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import bunyan from 'bunyan';
 import { ApiTransport } from './api-transport.js';
-import { FakeApiServer } from './api-server.fake.js';
+import { FakeApiServer } from '../../test/fakes/api-server.fake.js';
 import { Informer, type InformerEvent } from './informer.js';
 import { defineKind } from './kind.js';
 import { silentLogger } from './logging.js';

@@ -1,34 +1,8 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KindDescriptor } from '../api/v2/kinds.js';
 
-/**
- * Names one API resource the way the REST API addresses it. Reconcilers, webhooks, the cache and
- * the client all take a descriptor instead of a class, so the runtime never needs discovery
- * (client-node's KubernetesObjectApi asks `GET /apis/<gv>` before its first call on each kind).
- *
- * `T` is a phantom type: it only lets `cache.get(kind, …)` return the kind's TS type.
- *
- * @example
- *   const Widget = defineKind<Widget>({ group: 'example.com', version: 'v1', kind: 'Widget', plural: 'widgets', namespaced: true });
- * @see Kubernetes API conventions, "Resources" (group/version/resource and kind)
- */
-export interface KindDescriptor<T extends KubernetesObject = KubernetesObject> {
-  /** API group; `''` for the core group (`/api/v1`). */
-  readonly group: string;
-  readonly version: string;
-  /** `kind` as written in objects, e.g. `AddressPool`. */
-  readonly kind: string;
-  /** Lower-case plural resource name used in paths, e.g. `addresspools`. */
-  readonly plural: string;
-  /** Whether objects live in a namespace (false for AddressPool, AddressBlock, BlockRequest, Node). */
-  readonly namespaced: boolean;
-  /** Phantom field carrying `T`; never set. */
-  readonly __object?: T;
-}
-
-/** Builds a descriptor; exists only to fix `T` at the definition site. */
-export function defineKind<T extends KubernetesObject>(d: Omit<KindDescriptor<T>, '__object'>): KindDescriptor<T> {
-  return Object.freeze({ ...d });
-}
+/** Kind descriptors and `defineKind` are declared with the kinds, in src/api/v2/kinds.ts. */
+export { defineKind, type KindDescriptor } from '../api/v2/kinds.js';
 
 /** `apiVersion` of objects of this kind: `group/version`, or just `version` for the core group. */
 export function apiVersionOf(k: KindDescriptor): string {

@@ -1,26 +1,9 @@
 import type Logger from 'bunyan';
+import { Kinds } from '../api/v2/kinds.js';
 import type { Client } from './client.js';
 import { sleep } from './clock.js';
 import { isAlreadyExists, isConflict } from './errors.js';
-import { defineKind } from './kind.js';
 import type { Metrics } from './metrics.js';
-
-/** `coordination.k8s.io/v1` Lease, as plain JSON (times are RFC 3339 MicroTime strings). */
-export interface Lease {
-  apiVersion?: string;
-  kind?: string;
-  metadata: { name: string; namespace: string; resourceVersion?: string };
-  spec?: {
-    holderIdentity?: string | null;
-    leaseDurationSeconds?: number;
-    acquireTime?: string | null;
-    renewTime?: string | null;
-    leaseTransitions?: number;
-  };
-}
-
-/** The Lease kind. */
-export const LeaseKind = defineKind<Lease & { metadata: { name: string } }>({ group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true });
 
 /** Options of {@link LeaderElector}; defaults are controller-runtime's. */
 export interface LeaderElectionOptions {
@@ -118,9 +101,9 @@ export class LeaderElector {
     const { name, namespace, identity } = this.options;
     const now = microTime();
     try {
-      const lease = await this.client.get(LeaseKind, { namespace, name });
+      const lease = await this.client.get(Kinds.Lease, { namespace, name });
       if (!lease) {
-        await this.client.create(LeaseKind, {
+        await this.client.create(Kinds.Lease, {
           metadata: { name, namespace },
           spec: { holderIdentity: identity, leaseDurationSeconds: Math.ceil(this.leaseDurationMs / 1000), acquireTime: now, renewTime: now, leaseTransitions: 0 },
         });
@@ -135,7 +118,7 @@ export class LeaderElector {
       const heldByOther = holder !== '' && holder !== identity;
       if (heldByOther && performance.now() - this.observed.atMs < this.leaseDurationMs) return false;
       const acquiring = holder !== identity;
-      await this.client.update(LeaseKind, {
+      await this.client.update(Kinds.Lease, {
         ...lease,
         spec: {
           ...spec,
@@ -157,11 +140,11 @@ export class LeaderElector {
   private async release(): Promise<void> {
     const { name, namespace, identity } = this.options;
     try {
-      const lease = await this.client.get(LeaseKind, { namespace, name });
+      const lease = await this.client.get(Kinds.Lease, { namespace, name });
       if (!lease || lease.spec?.holderIdentity !== identity) return;
       const now = microTime();
       // client-go's release: empty holder, 1 s duration, so standbys need not wait out the lease.
-      await this.client.update(LeaseKind, { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now } });
+      await this.client.update(Kinds.Lease, { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: now, acquireTime: now } });
       this.log.info({ lease: name }, 'released lease');
     } catch (err) {
       this.log.warn({ err, lease: name }, 'lease release failed; standbys take over after the lease duration');

@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './logging.js';
 import { Metrics } from './metrics.js';
 import type { OperatorFacade } from './operator-facade.js';
 import { defaultRegistry, type Defaulter, type Reconcile, type Registry, type Validator } from './registry.js';
+import { stopOnSignals } from './program.js';
 import { RunnableSupervisor, type Runnable, type RunnableOptions } from './runnable.js';
 import { TOKENS } from './tokens.js';
 import { WebhookServer, type WebhookServerOptions } from './webhook-server.js';
@@ -280,25 +281,7 @@ export class Manager {
    * @returns a function removing the handlers
    */
   handleSignals(exit: (code: number) => void = (code) => process.exit(code), proc: NodeJS.Process = process): () => void {
-    let received = false;
-    const handler = (signal: string): void => {
-      if (received) return exit(1);
-      received = true;
-      this.log.info({ signal }, 'shutting down');
-      this.stop().then(
-        () => exit(0),
-        (err: unknown) => {
-          this.log.error({ err }, 'shutdown failed');
-          exit(1);
-        },
-      );
-    };
-    proc.on('SIGTERM', handler);
-    proc.on('SIGINT', handler);
-    return () => {
-      proc.off('SIGTERM', handler);
-      proc.off('SIGINT', handler);
-    };
+    return stopOnSignals(this, { log: this.log, exit, proc });
   }
 
   private startLeaderOnly(): void {

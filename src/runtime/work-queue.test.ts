@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock } from './clock.fake.js';
+import { FakeClock } from '../../test/fakes/clock.fake.js';
 import { WorkQueue } from './work-queue.js';
 
 /** Runs `workers` loops that hold each key for a few macrotasks, recording overlap per key. */

@@ -10,7 +10,7 @@ import { inject } from 'inversify';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import { findPoolOverlaps, validateAddressPoolSpec, validateAddressPoolUpdate, type NamedPoolSpec } from '../api/v2/addresspool-validation.js';
 import { FIN_COIL } from '../api/v2/keys.js';
-import { Kinds } from '../reconcilers/kinds.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { Cache } from '../runtime/cache.js';
 import { MutatingWebhook, ValidatingWebhook } from '../runtime/decorators.js';
 import type { Defaulter, Validator, Verdict } from '../runtime/registry.js';

@@ -12,7 +12,7 @@
  */
 import type { Egress } from '../api/v2/egress.js';
 import { defaultEgress, egressWarnings, validateEgressSpec } from '../api/v2/egress-validation.js';
-import { EgressKinds } from '../reconcilers/egress-options.js';
+import { Kinds } from '../api/v2/kinds.js';
 import { MutatingWebhook, ValidatingWebhook } from '../runtime/decorators.js';
 import type { Defaulter, Validator, Verdict } from '../runtime/registry.js';
 
@@ -20,7 +20,7 @@ import type { Defaulter, Validator, Verdict } from '../runtime/registry.js';
  * Inserts `{name: egress}` when `spec.template` has no container
  * (docs/compatibility.md#egress-webhooks).
  */
-@MutatingWebhook({ for: EgressKinds.Egress, operations: ['CREATE'], failurePolicy: 'Fail', sideEffects: 'None' })
+@MutatingWebhook({ for: Kinds.Egress, operations: ['CREATE'], failurePolicy: 'Fail', sideEffects: 'None' })
 export class EgressDefaulter implements Defaulter<Egress> {
   default(obj: Egress): void {
     defaultEgress(obj);
@@ -28,7 +28,7 @@ export class EgressDefaulter implements Defaulter<Egress> {
 }
 
 /** Validates CREATE and UPDATE with the same rules; see {@link validateEgressSpec}. */
-@ValidatingWebhook({ for: EgressKinds.Egress, operations: ['CREATE', 'UPDATE'], failurePolicy: 'Fail', sideEffects: 'None' })
+@ValidatingWebhook({ for: Kinds.Egress, operations: ['CREATE', 'UPDATE'], failurePolicy: 'Fail', sideEffects: 'None' })
 export class EgressValidator implements Validator<Egress> {
   validateCreate(obj: Readonly<Egress>): Verdict {
     return verdict(obj);

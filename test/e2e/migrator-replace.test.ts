@@ -23,10 +23,9 @@ import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { LABEL_POOL, LABEL_RESERVED } from '../../src/api/v2/keys.js';
 import { cidrContainsAddress, parseAddress, parseCidr } from '../../src/ipam/cidr.js';
 import { ANN_V1_RESERVED } from '../../src/migrator/convert.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
-import { defineKind } from '../../src/runtime/kind.js';
 import { eventually } from '../envtest/control-plane.js';
 import { kubectl } from '../envtest/tools.js';
 import { runMigrator, V1Etcd } from '../migrator/v1-etcd.js';
@@ -34,7 +33,6 @@ import { prerequisite } from '../support/prerequisite.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'default';
-const ConfigMap = defineKind({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true });
 
 /** The v1 layout: node 0 holds .0/27 and .64/27, node 1 holds .32/27 (lab pool 10.120.0.0/16, /27 blocks). */
 const V1_BLOCKS = [['10.120.0.0/27', 0], ['10.120.0.64/27', 0], ['10.120.0.32/27', 1]] as const;
@@ -126,7 +124,7 @@ describe('coil-migrator replace in the lab', { skip: prerequisite(isRoot ? undef
     await kubectl(lab.cp.kubeconfigPath, ['apply', '-f', '-'], dump.stdout);
 
     // The v1 pods: Pod objects bound to the nodes, Running on v1 addresses (v2 coild knows nothing of them).
-    const cm = await client.create(ConfigMap, { metadata: { name: 'v1-app', namespace: NS } });
+    const cm = await client.create(Kinds.ConfigMap, { metadata: { name: 'v1-app', namespace: NS } });
     owner = { name: 'v1-app', uid: cm.metadata!.uid! };
     const v1Pods: [string, number, string, boolean][] = [
       ['app-a', 0, '10.120.0.1', true], ['app-b', 0, '10.120.0.2', true],

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import type { AddressPoolSpec, SubnetSet } from '../../src/api/v2/addresspool.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { validate } from '../../src/runtime/admission.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Cache } from '../../src/runtime/cache.js';

@@ -9,7 +9,7 @@ import type { AddressPool } from '../../src/api/v2/addresspool.js';
 import { blockRequestResult, isAnswered } from '../../src/api/v2/blockrequest.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { ControlPlane, eventually } from './control-plane.js';

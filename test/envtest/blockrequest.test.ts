@@ -13,7 +13,7 @@ import { blockRequestResult, isAnswered, type BlockRequest } from '../../src/api
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js';
 import { checkNoOverlap } from '../../src/ipam/invariants.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import type { Client } from '../../src/runtime/client.js';
 import { Informer } from '../../src/runtime/informer.js';

@@ -11,7 +11,7 @@ import { Container } from 'inversify';
 import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
 import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
 import { addIpam, bindIpam, ipamCache, type IpamParts } from '../../src/controller/ipam-registry.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../../src/reconcilers/options.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';

@@ -14,7 +14,7 @@ import { blockRequestResult, isAnswered } from '../../src/api/v2/blockrequest.js
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL, LEADER_ELECTION_ID } from '../../src/api/v2/keys.js';
 import { addIpam } from '../../src/controller/ipam-registry.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import { ApiError } from '../../src/runtime/errors.js';
 import { Registry } from '../../src/runtime/registry.js';

@@ -16,7 +16,7 @@ import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { addIpam } from '../../src/controller/ipam-registry.js';
 import { DefaultPoolEnsurer } from '../../src/reconcilers/default-pool.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import { createLogger } from '../../src/runtime/logging.js';
 import { Registry } from '../../src/runtime/registry.js';

@@ -10,9 +10,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { coilCrds } from '../../src/api/v2/crd.js';
-import { EgressKinds } from '../../src/reconcilers/egress-options.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
-import { defineKind } from '../../src/runtime/kind.js';
 import { ControlPlane, eventually, REPO_ROOT } from './control-plane.js';
 import { adminClient } from './controller-support.js';
 import { createEgress } from './egress-support.js';
@@ -37,8 +36,7 @@ describe('coil-controller with only the Egress part (child process)', () => {
   before(async () => {
     cp = await ControlPlane.start({ crds: coilCrds() });
     client = adminClient(cp);
-    const Pod = defineKind({ group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true });
-    await client.create(Pod, {
+    await client.create(Kinds.Pod, {
       metadata: { namespace: 'default', name: 'coil-controller-abc' },
       spec: { containers: [{ name: 'sidecar', image: 'example.com/other:1' }, { name: 'coil-controller', image: 'example.com/coil:own' }] },
     } as never);
@@ -57,13 +55,13 @@ describe('coil-controller with only the Egress part (child process)', () => {
   test("Egress pods get the controller's own image and the --egress-port", async () => {
     proc = run(cp, ['--egress-port=6000'], { COIL_POD_NAMESPACE: 'default', COIL_POD_NAME: 'coil-controller-abc' });
     await createEgress(client, 'default', 'nat');
-    const d = await eventually(() => client.get(EgressKinds.Deployment, { namespace: 'default', name: 'nat' }).then((x) => x ?? false)).catch((e: unknown) => {
+    const d = await eventually(() => client.get(Kinds.Deployment, { namespace: 'default', name: 'nat' }).then((x) => x ?? false)).catch((e: unknown) => {
       throw new Error(`${String(e)}\n${proc!.output().slice(-3000)}`);
     });
     const c = d.spec!.template.spec!.containers[0]!;
     assert.equal(c.image, 'example.com/coil:own');
     assert.deepEqual(c.args, ['--fou-port=6000', '--backend=iptables']);
-    const svc = await eventually(() => client.get(EgressKinds.Service, { namespace: 'default', name: 'nat' }).then((x) => x ?? false));
+    const svc = await eventually(() => client.get(Kinds.Service, { namespace: 'default', name: 'nat' }).then((x) => x ?? false));
     assert.deepEqual(svc.spec?.ports?.map((p) => [p.port, p.protocol]), [[6000, 'UDP']]);
     proc.child.kill('SIGTERM');
     assert.equal(await proc.exit, 0, proc.output());

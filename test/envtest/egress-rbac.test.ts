@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { applyChart, LAB_NAMESPACE, serviceAccountKubeconfig } from '../../hack/lab/credentials.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
-import { EgressKinds } from '../../src/reconcilers/egress-options.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { KindDescriptor } from '../../src/runtime/kind.js';
 import type { Manager } from '../../src/runtime/manager.js';
@@ -52,10 +52,10 @@ describe('Egress controller under the chart RBAC', () => {
     const e = await eventually(() => createEgress(client, NS, 'nat', { podDisruptionBudget: { minAvailable: 1 }, template: { spec: { containers: [] } } }));
     assert.deepEqual(e.spec.template?.spec?.containers, [{ name: 'egress' }]);
     await eventually(async () => {
-      for (const kind of [EgressKinds.Deployment, EgressKinds.Service, EgressKinds.PodDisruptionBudget] as KindDescriptor[]) assert.ok(await client.get(kind, key('nat')), kind.kind);
-      assert.ok(await client.get(EgressKinds.ServiceAccount, key('coil-egress')));
-      assert.deepEqual((await client.get(EgressKinds.ClusterRoleBinding, { name: 'coil-egress' }))?.subjects?.map((s) => s.namespace), [NS]);
-      assert.ok((await client.get(EgressKinds.Egress, key('nat')))?.status?.selector);
+      for (const kind of [Kinds.Deployment, Kinds.Service, Kinds.PodDisruptionBudget] as KindDescriptor[]) assert.ok(await client.get(kind, key('nat')), kind.kind);
+      assert.ok(await client.get(Kinds.ServiceAccount, key('coil-egress')));
+      assert.deepEqual((await client.get(Kinds.ClusterRoleBinding, { name: 'coil-egress' }))?.subjects?.map((s) => s.namespace), [NS]);
+      assert.ok((await client.get(Kinds.Egress, key('nat')))?.status?.selector);
     });
   });
 
@@ -77,10 +77,10 @@ describe('Egress controller under the chart RBAC', () => {
   });
 
   test('deleting the last Egress removes the ServiceAccount and the binding', async () => {
-    await client.delete(EgressKinds.Egress, key('nat'));
+    await client.delete(Kinds.Egress, key('nat'));
     await eventually(async () => {
-      assert.equal(await client.get(EgressKinds.ServiceAccount, key('coil-egress')), undefined);
-      assert.equal(await client.get(EgressKinds.ClusterRoleBinding, { name: 'coil-egress' }), undefined);
+      assert.equal(await client.get(Kinds.ServiceAccount, key('coil-egress')), undefined);
+      assert.equal(await client.get(Kinds.ClusterRoleBinding, { name: 'coil-egress' }), undefined);
     });
   });
 });

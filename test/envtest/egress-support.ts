@@ -9,12 +9,13 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { Container } from 'inversify';
 import type { Egress, EgressSpec } from '../../src/api/v2/egress.js';
 import { addEgress, bindEgress, egressCache, type EgressParts } from '../../src/controller/egress-registry.js';
-import { DEFAULT_EGRESS_OPTIONS, EgressKinds, type EgressOptions } from '../../src/reconcilers/egress-options.js';
+import { DEFAULT_EGRESS_OPTIONS, type EgressOptions } from '../../src/reconcilers/egress-options.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
 import type { ControlPlane } from './control-plane.js';
 import { testManager } from './runtime-support.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 
 /** Options the Egress suites run with: a recognisable image. */
 export const TEST_EGRESS_OPTIONS: EgressOptions = { ...DEFAULT_EGRESS_OPTIONS, image: 'example.com/coil:test' };
@@ -58,5 +59,5 @@ export function egressSpec(spec: Partial<EgressSpec> = {}): EgressSpec {
 
 /** Creates an Egress. */
 export function createEgress(client: Client, namespace: string, name: string, spec: Partial<EgressSpec> = {}): Promise<Egress> {
-  return client.create(EgressKinds.Egress, { metadata: { namespace, name }, spec: egressSpec(spec) });
+  return client.create(Kinds.Egress, { metadata: { namespace, name }, spec: egressSpec(spec) });
 }

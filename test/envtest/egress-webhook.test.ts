@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import type { EgressSpec } from '../../src/api/v2/egress.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
-import { EgressKinds } from '../../src/reconcilers/egress-options.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import { ApiError } from '../../src/runtime/errors.js';
 import type { Manager } from '../../src/runtime/manager.js';
@@ -89,7 +89,7 @@ describe('Egress webhooks through the real apiserver', () => {
   });
 
   test('update does not default (the mutating webhook is CREATE only, as Coil)', async () => {
-    const e = await client.mergePatch(EgressKinds.Egress, { namespace: NS, name: 'existing' }, { spec: { template: { spec: { containers: [] } } } });
+    const e = await client.mergePatch(Kinds.Egress, { namespace: NS, name: 'existing' }, { spec: { template: { spec: { containers: [] } } } });
     assert.deepEqual(e.spec.template?.spec?.containers, []);
   });
 
@@ -100,7 +100,7 @@ describe('Egress webhooks through the real apiserver', () => {
     });
     test(`update denies ${what}`, async () => {
       const patch = { spec: { ...spec, ...(spec.destinations ? {} : { destinations: ['0.0.0.0/0'] }) } };
-      assert.equal(await denial(client.mergePatch(EgressKinds.Egress, { namespace: NS, name: 'existing' }, patch)), `${DENIED} "existing" is invalid: ${message}`);
+      assert.equal(await denial(client.mergePatch(Kinds.Egress, { namespace: NS, name: 'existing' }, patch)), `${DENIED} "existing" is invalid: ${message}`);
     });
   });
 
@@ -125,13 +125,13 @@ describe('Egress webhooks through the real apiserver', () => {
       podDisruptionBudget: { maxUnavailable: '100%' },
     });
     await createEgress(client, NS, 'full', spec);
-    await client.mergePatch(EgressKinds.Egress, { namespace: NS, name: 'full' }, { spec: { podDisruptionBudget: { maxUnavailable: null, minAvailable: 1 } } });
+    await client.mergePatch(Kinds.Egress, { namespace: NS, name: 'full' }, { spec: { podDisruptionBudget: { maxUnavailable: null, minAvailable: 1 } } });
   });
 
   test('schema rules answer before the webhook: replicas >= 1, sessionAffinity enum, destinations required', async () => {
     await assert.rejects(createEgress(client, NS, 'zero', { replicas: 0 }), /spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1/);
     await assert.rejects(createEgress(client, NS, 'aff', { sessionAffinity: 'ClusterIP' as 'None' }), /spec.sessionAffinity: Unsupported value: "ClusterIP"/);
-    await assert.rejects(client.create(EgressKinds.Egress, { metadata: { namespace: NS, name: 'nodest' }, spec: { replicas: 1 } as EgressSpec }), /spec.destinations: Required value/);
+    await assert.rejects(client.create(Kinds.Egress, { metadata: { namespace: NS, name: 'nodest' }, spec: { replicas: 1 } as EgressSpec }), /spec.destinations: Required value/);
   });
 
   test('kubectl prints warnings for overridden and ignored fields', async () => {

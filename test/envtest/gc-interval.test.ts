@@ -12,7 +12,7 @@ import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js';
 import { addIpam, bindIpam, ipamCache } from '../../src/controller/ipam-registry.js';
 import { AddressBlockGcReconciler } from '../../src/reconcilers/addressblock-gc.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { DEFAULT_IPAM_OPTIONS } from '../../src/reconcilers/options.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { defaultRegistry, Registry } from '../../src/runtime/registry.js';

@@ -12,7 +12,7 @@ import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { isAnswered } from '../../src/api/v2/blockrequest.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { ControlPlane, eventually } from './control-plane.js';

@@ -16,7 +16,8 @@ import { Client } from '../../src/runtime/client.js';
 import { Reconciler } from '../../src/runtime/decorators.js';
 import type { Result } from '../../src/runtime/errors.js';
 import { keyOf } from '../../src/runtime/kind.js';
-import { LeaseKind, microTime } from '../../src/runtime/leader-election.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
+import { microTime } from '../../src/runtime/leader-election.js';
 import type { Manager, ManagerOptions } from '../../src/runtime/manager.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { Registry, type Reconcile, type ReconcileContext, type Request } from '../../src/runtime/registry.js';
@@ -109,7 +110,7 @@ describe('runtime: leader election over a Lease', () => {
     assert.equal(b.isLeader(), false);
     assert.equal(metricValue(await scrape(a.ports.metrics!), 'leader_election_master_status', { name: LEASE.name }), 1);
     assert.equal(metricValue(await scrape(b.ports.metrics!), 'leader_election_master_status', { name: LEASE.name }), 0);
-    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    const lease = await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name });
     assert.equal(lease?.spec?.holderIdentity, 'manager-a');
   });
 
@@ -124,7 +125,7 @@ describe('runtime: leader election over a Lease', () => {
     assert.ok(takeoverMs >= LEASE.leaseDurationMs - 2 * LEASE.retryPeriodMs, `lease stolen early: ${takeoverMs} ms`);
     assert.ok(takeoverMs <= LEASE.leaseDurationMs + 3 * LEASE.retryPeriodMs, `takeover too slow: ${takeoverMs} ms`);
     await eventually(() => reconciles.filter((r) => r.identity === 'manager-b').length >= 5);
-    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    const lease = await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name });
     assert.equal(lease?.spec?.holderIdentity, 'manager-b');
     assert.equal(lease?.spec?.leaseTransitions, 1);
   });
@@ -150,8 +151,8 @@ describe('runtime: leader election over a Lease', () => {
     const stop = new AbortController();
     const intruder = (async () => {
       while (!stop.signal.aborted) {
-        const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
-        await client.update(LeaseKind, { ...lease!, spec: { ...lease!.spec, holderIdentity: 'intruder', renewTime: microTime() } }).catch(() => undefined);
+        const lease = await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name });
+        await client.update(Kinds.Lease, { ...lease!, spec: { ...lease!.spec, holderIdentity: 'intruder', renewTime: microTime() } }).catch(() => undefined);
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
@@ -175,13 +176,13 @@ describe('runtime: leader election over a Lease', () => {
     proc.emit('SIGTERM', 'SIGTERM');
     assert.equal(await exited, 0);
     assert.equal(d.isLeader(), false);
-    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    const lease = await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name });
     assert.equal(lease?.spec?.holderIdentity, '', 'released for the next leader');
   });
 
   /** Resolves with the time at which the Lease no longer names `identity` (polled every 20 ms). */
   const leaseLeftAt = async (identity: string, timeoutMs: number): Promise<number> => {
-    await eventually(async () => (await client.get(LeaseKind, { namespace: NS, name: LEASE.name }))?.spec?.holderIdentity !== identity, { timeoutMs, intervalMs: 20 });
+    await eventually(async () => (await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name }))?.spec?.holderIdentity !== identity, { timeoutMs, intervalMs: 20 });
     return performance.now();
   };
 
@@ -197,7 +198,7 @@ describe('runtime: leader election over a Lease', () => {
     assert.ok(chore.returnedAt !== undefined && chore.returnedAt <= releasedAt, 'the Lease was released while the reconcile still ran');
     t.diagnostic(`reconcile returned ${Math.round(chore.returnedAt - chore.startedAt)} ms after it began; Lease released ${Math.round(releasedAt - chore.returnedAt)} ms after it returned`);
     assert.equal(chore.aborted, true, 'the reconcile\'s signal was aborted');
-    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    const lease = await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name });
     assert.equal(lease?.spec?.holderIdentity, '', 'released, not expired');
   });
 
@@ -208,7 +209,7 @@ describe('runtime: leader election over a Lease', () => {
     await eventually(() => chores.has('ignores-1'));
     await f.stop();
     assert.equal(chores.get('ignores-1')!.returnedAt, undefined, 'still running');
-    const lease = await client.get(LeaseKind, { namespace: NS, name: LEASE.name });
+    const lease = await client.get(Kinds.Lease, { namespace: NS, name: LEASE.name });
     assert.equal(lease?.spec?.holderIdentity, 'manager-f', 'not released while the reconcile runs');
     await eventually(() => chores.get('ignores-1')!.returnedAt !== undefined, { timeoutMs: 10_000 });
   });

@@ -13,13 +13,13 @@ import type { V1DaemonSet, V1Pod } from '@kubernetes/client-node';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { releaseFinalizers } from '../../src/controller/release-finalizers.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import { defineKind } from '../../src/runtime/kind.js';
 import { createLogger } from '../../src/runtime/logging.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
-import { DaemonSetKind, UninstallDetector } from '../../src/node-agent/uninstall.js';
+import { UninstallDetector } from '../../src/node-agent/uninstall.js';
 import { ControlPlane, eventually } from './control-plane.js';
 import { adminClient } from './controller-support.js';
 import { testManager } from './runtime-support.js';
@@ -70,23 +70,23 @@ describe('helm uninstall: node cleanup decision and finalizers', () => {
   }
 
   test('a restart or an upgrade (the DaemonSet remains) is not an uninstall; deleting the DaemonSet is', async () => {
-    const ds = await client.create(DaemonSetKind, daemonSet('coild'));
+    const ds = await client.create(Kinds.DaemonSet, daemonSet('coild'));
     await client.create(PodKind, ownedPod('coild-a', ds));
     const d = await detector('coild-a');
     assert.equal(await d.uninstalling(), false, 'DaemonSet in place');
-    await client.update(DaemonSetKind, { ...ds, spec: { ...ds.spec!, template: { ...ds.spec!.template, metadata: { labels: { ...LABELS, upgraded: 'yes' } } } } });
+    await client.update(Kinds.DaemonSet, { ...ds, spec: { ...ds.spec!, template: { ...ds.spec!.template, metadata: { labels: { ...LABELS, upgraded: 'yes' } } } } });
     assert.equal(await d.uninstalling(), false, 'DaemonSet updated (helm upgrade)');
-    await client.delete(DaemonSetKind, { namespace: NS, name: 'coild' });
+    await client.delete(Kinds.DaemonSet, { namespace: NS, name: 'coild' });
     await eventually(async () => await d.uninstalling(), { timeoutMs: 10_000 });
   });
 
   test('a DaemonSet of the same name made again (another release) does not count as coild\'s owner', async () => {
-    const old = await client.create(DaemonSetKind, daemonSet('coild2'));
+    const old = await client.create(Kinds.DaemonSet, daemonSet('coild2'));
     await client.create(PodKind, ownedPod('coild-b', old));
     const d = await detector('coild-b');
-    await client.delete(DaemonSetKind, { namespace: NS, name: 'coild2' });
-    await eventually(async () => (await client.get(DaemonSetKind, { namespace: NS, name: 'coild2' })) === undefined);
-    await client.create(DaemonSetKind, daemonSet('coild2'));
+    await client.delete(Kinds.DaemonSet, { namespace: NS, name: 'coild2' });
+    await eventually(async () => (await client.get(Kinds.DaemonSet, { namespace: NS, name: 'coild2' })) === undefined);
+    await client.create(Kinds.DaemonSet, daemonSet('coild2'));
     assert.equal(await d.uninstalling(), true);
   });
 

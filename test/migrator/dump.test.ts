@@ -17,8 +17,8 @@ import { coilCrds } from '../../src/api/v2/crd.js';
 import { ANN_POOL, FIN_COIL, LABEL_POOL, LABEL_RESERVED } from '../../src/api/v2/keys.js';
 import { addIpam } from '../../src/controller/ipam-registry.js';
 import { checkNoOverlap } from '../../src/ipam/invariants.js';
-import { V1_OBJECTS, K8sKinds } from '../../src/migrator/cluster.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { V1_OBJECTS } from '../../src/migrator/cluster.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
@@ -102,7 +102,7 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
       ['/late/block/late/10.5.0.0', JSON.stringify({ free: ['10.5.0.32/27', '10.5.0.96/27'], nodes: { 'node-b': ['10.5.0.64/27', '10.5.0.0/27'] } })],
     ]);
     for (const n of [...fixture.nodes, ...big.nodes]) await createNode(client, n);
-    for (const ns of ['team-a', 'internet-egress']) await client.create(K8sKinds.Namespace, { metadata: { name: ns } });
+    for (const ns of ['team-a', 'internet-egress']) await client.create(Kinds.Namespace, { metadata: { name: ns } });
     // The v1 objects (docs/migration-from-coil-v1.md#v1s-kubernetes-objects), as the v1 manifests
     // made them (minimal specs).
     const labels = { 'app.kubernetes.io/name': 'coil-v1' };
@@ -126,7 +126,7 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
     assert.equal(r.stdout, expected);
     assert.match(r.stderr, /read 2 pools, 3 block keys, 7 addresses \(1 in the legacy ns\/pod format\)/);
     for (const o of V1_OBJECTS) assert.ok(await client.get(o.kind, v1Object(o)), `${o.kind.kind} ${o.name} was removed`);
-    assert.equal((await client.get(K8sKinds.Namespace, { name: 'internet-egress' }))?.metadata?.annotations?.[ANN_POOL], undefined);
+    assert.equal((await client.get(Kinds.Namespace, { name: 'internet-egress' }))?.metadata?.annotations?.[ANN_POOL], undefined);
   });
 
   test('dump removes the v1 objects, annotates only namespaces named after non-default pools, prints the same manifests', async () => {
@@ -135,9 +135,9 @@ describe('coil-migrator dump against a real etcd and apiserver', () => {
     assert.equal(r.stdout, expected);
     for (const o of V1_OBJECTS) assert.equal(await client.get(o.kind, v1Object(o)), undefined, `${o.kind.kind} ${o.name} is still there`);
     assert.match(r.stderr, /deleted DaemonSet kube-system\/coil-node/);
-    assert.equal((await client.get(K8sKinds.Namespace, { name: 'internet-egress' }))?.metadata?.annotations?.[ANN_POOL], 'internet-egress');
-    assert.equal((await client.get(K8sKinds.Namespace, { name: 'team-a' }))?.metadata?.annotations?.[ANN_POOL], undefined);
-    assert.equal((await client.get(K8sKinds.Namespace, { name: 'default' }))?.metadata?.annotations?.[ANN_POOL], undefined);
+    assert.equal((await client.get(Kinds.Namespace, { name: 'internet-egress' }))?.metadata?.annotations?.[ANN_POOL], 'internet-egress');
+    assert.equal((await client.get(Kinds.Namespace, { name: 'team-a' }))?.metadata?.annotations?.[ANN_POOL], undefined);
+    assert.equal((await client.get(Kinds.Namespace, { name: 'default' }))?.metadata?.annotations?.[ANN_POOL], undefined);
     const again = await dump();
     assert.equal(again.code, 0, again.stderr);
     assert.equal(again.stdout, expected, 'a second run (v1 already gone) gives the same output');

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode } from './node-lab.js';
 

@@ -16,9 +16,8 @@ import { after, before, describe, it } from 'node:test';
 import { probeFeatures } from '../../src/netlink/features.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { readAddrs } from '../../src/netlink/addr.js';
-import { TestNetnsSet } from '../../src/netlink/test-netns.js';
-import { EgressClientKinds } from '../../src/node-agent/egress-gateways.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { TestNetnsSet } from './test-netns.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
@@ -62,8 +61,8 @@ describe('coild in egress-only mode (--enable-ipam=false), chained after ptp + h
     lab = await NodeLab.start();
     await lab.createNamespace('app');
     await lab.createNamespace('internet');
-    await lab.admin.create(EgressClientKinds.Egress, { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0'], replicas: 1, sessionAffinity: 'ClientIP' } });
-    await lab.admin.create(EgressClientKinds.Service, { metadata: { namespace: 'internet', name: 'nat' }, spec: { type: 'ClusterIP', ports: [{ name: 'fou', protocol: 'UDP', port: 5555 }] } });
+    await lab.admin.create(Kinds.Egress, { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0'], replicas: 1, sessionAffinity: 'ClientIP' } });
+    await lab.admin.create(Kinds.Service, { metadata: { namespace: 'internet', name: 'nat' }, spec: { type: 'ClusterIP', ports: [{ name: 'fou', protocol: 'UDP', port: 5555 }] } });
     node = await lab.addNode('node-eo', '10.250.0.7');
     // No AddressPool exists: an IPAM coild would never become ready; this one must.
     await lab.startCoild(node, ['--enable-ipam=false', `--egress-state-dir=${join(lab.dir, 'egress')}`]);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
-import { Kinds } from '../../src/reconcilers/kinds.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';

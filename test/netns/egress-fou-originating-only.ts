@@ -10,7 +10,7 @@
  */
 import type { NetfilterBackend } from '../../src/api/v2/keys.js';
 import type { IpRunner } from '../../src/netlink/ip-runner.js';
-import type { TestNetns } from '../../src/netlink/test-netns.js';
+import type { TestNetns } from './test-netns.js';
 import { EgressClient, type EgressClientPlan } from '../../src/node-agent/egress-client.js';
 import { OriginatingOnly } from '../../src/node-agent/originating-only.js';
 import { peerSeenBy } from './egress-peer.js';

@@ -12,7 +12,7 @@ import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { fouPeerLinkName, readFouPeers } from '../../src/netlink/fou.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
-import { TestNetnsSet } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet } from './test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
 import { originatingOnlySteps } from './egress-fou-originating-only.js';
 import { peerSeenBy, wire } from './egress-peer.js';

@@ -15,7 +15,7 @@ import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { readIptablesRules, type IptablesCommands } from '../../src/netlink/iptables.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { peerSeenBy, wire } from './egress-peer.js';
 import { prerequisite } from '../support/prerequisite.js';
 

@@ -19,7 +19,7 @@ import { fouPeerLinkName } from '../../src/netlink/fou.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { readIptablesRules, type IptablesCommands } from '../../src/netlink/iptables.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../src/netlink/test-netns.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
 import { OriginatingOnly } from '../../src/node-agent/originating-only.js';
 import { TunnelFarEnd, peerSeenBy, wire } from './egress-peer.js';

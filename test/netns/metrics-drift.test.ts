@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { EgressKinds } from '../../src/reconcilers/egress-options.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually, freePort } from '../envtest/control-plane.js';
 import { PROMETHEUS_SERIES, queriedMetricNames } from '../support/promql.js';
 import { NodeLab, coilEgressCommand, labSkipReason, type LabNode } from './node-lab.js';
@@ -52,8 +52,8 @@ describe('dashboard and alerts query only what the programs export', { skip: lab
         assert.equal(r.code, 0, r.stdout);
         assert.equal((await lab.runCoil(node, 'DEL', pod)).code, 0);
       }
-      await lab.admin.create(EgressKinds.Egress, { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0'], replicas: 2, sessionAffinity: 'ClientIP' } });
-      await eventually(async () => (await lab.admin.get(EgressKinds.Deployment, { namespace: 'internet', name: 'nat' })) !== undefined);
+      await lab.admin.create(Kinds.Egress, { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0'], replicas: 2, sessionAffinity: 'ClientIP' } });
+      await eventually(async () => (await lab.admin.get(Kinds.Deployment, { namespace: 'internet', name: 'nat' })) !== undefined);
 
       const egressMetrics = await egressAgentMetrics(lab);
       const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();

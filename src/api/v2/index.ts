@@ -11,3 +11,4 @@ export * from './addressblock.js';
 export * from './blockrequest.js';
 export * from './egress.js';
 export * from './crd.js';
+export * from './kinds.js';

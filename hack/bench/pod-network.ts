@@ -1,10 +1,10 @@
 // Times IpRoutePodNetwork.setup/destroy in real namespaces (root): a "host" netns plus one pod
-// netns per run. Not a test; run `node dist/src/node-agent/pod-network.bench.js [runs=20]`.
+// netns per run. Not a test; run `node dist/hack/bench/pod-network.js [runs=20]`.
 // Variant "nsenter" reaches the same pod netns through a path outside /run/netns's pattern
 // (`/run/netns//name`), as for a runtime handing out `/proc/<pid>/ns/net`.
-import { IpRunner } from '../netlink/ip-runner.js';
-import { TestNetnsSet, netnsSkipReason } from '../netlink/test-netns.js';
-import { IpRoutePodNetwork } from './pod-network-iproute2.js';
+import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { TestNetnsSet, netnsSkipReason } from '../../test/netns/test-netns.js';
+import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
 
 const runs = Number(process.argv[2] ?? 20);
 

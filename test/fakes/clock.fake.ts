@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { Clock } from '../../src/runtime/clock.js';
 
 /**
  * A manual {@link Clock} for unit tests: time moves only by {@link advance}, which fires due

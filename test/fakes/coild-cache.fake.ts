@@ -5,14 +5,14 @@
  * lagging or reordered informer would.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { AddressBlock } from '../api/v2/addressblock.js';
-import type { BlockRequest } from '../api/v2/blockrequest.js';
-import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
-import type { Cache } from '../runtime/cache.js';
-import type { Client } from '../runtime/client.js';
-import type { InformerEvent } from '../runtime/informer.js';
-import { kindId, type KindDescriptor } from '../runtime/kind.js';
-import { blockRequestUidOf } from './block-request.js';
+import type { AddressBlock } from '../../src/api/v2/addressblock.js';
+import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js';
+import type { Cache } from '../../src/runtime/cache.js';
+import type { Client } from '../../src/runtime/client.js';
+import type { InformerEvent } from '../../src/runtime/informer.js';
+import { kindId, type KindDescriptor } from '../../src/runtime/kind.js';
+import { blockRequestUidOf } from '../../src/node-agent/block-request.js';
 
 type Handler = (e: InformerEvent<KubernetesObject>) => void;
 
