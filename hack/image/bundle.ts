@@ -1,14 +1,14 @@
 /**
- * Bundles each program of the image (coil-controller, coild, coil-egress, coil-install-cni,
- * coil-migrator) with esbuild into `<out>/dist/src/<program>/main.js`, so the image ships no
- * node_modules: only the code the programs import, once, in shared chunks.
+ * Bundles each Node program of the image (coil-controller, coil-install-cni, coil-migrator) with
+ * esbuild into `<out>/dist/src/<program>/main.js`, so the image ships no node_modules: only the
+ * code the programs import, once, in shared chunks. coild and coil-egress are not here: the image
+ * runs them on Bun from the bundles hack/build-cni.sh makes (hack/image/entrypoint.sh).
  *
  *   node dist/hack/image/bundle.js OUT_DIR      (after `npm run build`; hack/build-image.sh runs it)
  *
  * Every file keeps the depth it has in dist/ (entries at dist/src/<program>/, shared code at
  * dist/src/chunks/), because our modules find their neighbours relative to their own URL:
- * `../../bin/coil` (netlink-agent.ts), `./spawn-helper-child.js` (spawn-helper.ts),
- * `../../../proto/` (grpc-server.ts).
+ * `../../../proto/` (etcd3's protos, see BANNER).
  *
  * Identifiers are not minified: a stack trace in a production log must name real functions.
  */
@@ -22,9 +22,6 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /** The entry points, as paths under dist/src. */
 export const ENTRIES = [
   'controller/main.js',
-  'node-agent/main.js',
-  'node-agent/spawn-helper-child.js',
-  'egress-agent/main.js',
   'cni-installer/main.js',
   'migrator/main.js',
 ] as const;

@@ -2,9 +2,16 @@
 # Dispatches on the name it was called by (coil-controller, coild, coil-egress, coil-install-cni,
 # coil-migrator). COIL_ROOT (default /opt/coil, where the Dockerfile puts dist/) lets the
 # benchmark run this very script from a checkout (hack/bench/blockrequest-latency.ts).
+#
+# coild and coil-egress run on every node and in every NAT pod, so they run on the Bun runtime
+# inside the `coil` executable (`BUN_BE_BUN=1`), each as one CommonJS bundle built by
+# hack/build-cni.sh: one process, no netlink agent, about half of Node's memory (README, "Design:
+# coild's runtime"). --no-install: Bun must never fetch a missing package at run time. The
+# controller (one per cluster), the installer and the migrator run on Node.
 set -e
 root="${COIL_ROOT:-/opt/coil}"
 node_flags=""
+bundle=""
 case "$(basename "$0")" in
   coil-controller)
     main=dist/src/controller/main.js
@@ -21,11 +28,15 @@ case "$(basename "$0")" in
     # glibc makes up to 8 malloc arenas per core for node's threads; 2 hold what it needs.
     export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
     ;;
-  coild)            main=dist/src/node-agent/main.js ;;
-  coil-egress)      main=dist/src/egress-agent/main.js ;;
+  coild)            bundle=dist/src/node-agent/main.bundle.cjs ;;
+  coil-egress)      bundle=dist/src/egress-agent/main.bundle.cjs ;;
   coil-install-cni) main=dist/src/cni-installer/main.js ;;
   coil-migrator)    main=dist/src/migrator/main.js ;;
   *) echo "unknown program: $0" >&2; exit 2 ;;
 esac
+if [ -n "${bundle:-}" ]; then
+  export BUN_BE_BUN=1
+  exec coil --no-install "$root/$bundle" "$@"
+fi
 # shellcheck disable=SC2086 # node_flags is a list of words
 exec node $node_flags "$root/$main" "$@"
