@@ -33,10 +33,13 @@ const MATRIX: Record<string, { allowed: [string, string][]; forbidden: [string, 
   coild: {
     allowed: [
       ['create', 'blockrequests.coil.cybozu.com'], ['watch', 'addressblocks.coil.cybozu.com'],
-      ['update', 'addressblocks.coil.cybozu.com'], ['delete', 'addressblocks.coil.cybozu.com'],
+      ['patch', 'addressblocks.coil.cybozu.com'], ['delete', 'addressblocks.coil.cybozu.com'],
       ['get', 'pods'], ['get', 'namespaces'], ['get', 'nodes'],
     ],
     forbidden: [
+      // coild takes its finalizer off a block it releases with a JSON patch (BlockReleaser), so
+      // its generated role (src/node-agent/rbac.ts) grants patch, not update.
+      ['update', 'addressblocks.coil.cybozu.com'],
       ['create', 'addressblocks.coil.cybozu.com'], ['update', 'blockrequests.coil.cybozu.com/status'],
       ['delete', 'addresspools.coil.cybozu.com'], ['create', 'addresspools.coil.cybozu.com'],
       ['get', 'secrets'], ['create', 'pods'], ['delete', 'pods'], ['update', 'nodes'], ['delete', 'nodes'],
