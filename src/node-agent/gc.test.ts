@@ -123,10 +123,14 @@ describe('NodeGc as a Manager runnable', () => {
     return { ...t, clock, hold };
   }
 
-  it('passes every --addressblock-gc-interval on its clock; stopping the Manager waits for the pass in flight, and no pass starts after', async () => {
+  it('passes every --addressblock-gc-interval on its clock; stopping the Manager waits for the pass in flight, and no pass starts after', async (ctx) => {
     const t = held();
     const mgr = manager();
     await mgr.start();
+    ctx.after(async () => {
+      t.hold.release();
+      await mgr.stop(); // a failed assertion must not leave the Manager keeping the process alive
+    });
     mgr.add({ name: 'gc', leaderOnly: false }, t.gc.runnable());
     t.clock.advance(299_999);
     await settle();
@@ -148,10 +152,14 @@ describe('NodeGc as a Manager runnable', () => {
     assert.deepEqual(t.clock.pending(), [], 'no timer of the loop left armed');
   });
 
-  it('a SIGHUP pass (run() called directly) in flight is waited for too', async () => {
+  it('a SIGHUP pass (run() called directly) in flight is waited for too', async (ctx) => {
     const t = held();
     const mgr = manager();
     await mgr.start();
+    ctx.after(async () => {
+      t.hold.release();
+      await mgr.stop();
+    });
     mgr.add({ name: 'gc', leaderOnly: false }, t.gc.runnable());
     const pass = t.gc.run();
     await settle();
