@@ -12,7 +12,8 @@
  * block is then gone for good.
  */
 import type Logger from 'bunyan';
-import { FIN_COIL, GROUP } from '../api/v2/keys.js';
+import { kindRule } from '../runtime/rbac.js';
+import { FIN_COIL } from '../api/v2/keys.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict, isNotFound, isPatchTestFailed } from '../runtime/errors.js';
 import type { RbacRule } from '../runtime/registry.js';
@@ -43,7 +44,7 @@ export interface BlockReleaserOptions {
  */
 export class BlockReleaser implements Runnable {
   /** What it calls: a live read of the block, the finalizer's removal (a JSON patch), the delete. */
-  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['addressblocks'], verbs: ['get', 'patch', 'delete'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.AddressBlock, ['get', 'patch', 'delete'])];
 
   readonly graceMs: number;
   private timer: unknown;

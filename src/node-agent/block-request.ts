@@ -25,9 +25,10 @@
  * The controller's TTL stays as a safety net for requests of a coild that is gone.
  */
 import type Logger from 'bunyan';
+import { kindRule } from '../runtime/rbac.js';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { blockRequestResult, type BlockRequest } from '../api/v2/blockrequest.js';
-import { GROUP, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict } from '../runtime/errors.js';
@@ -96,7 +97,7 @@ interface Outstanding {
  */
 export class BlockRequester implements Runnable {
   /** What it calls beyond the cache: creates its node's BlockRequests and deletes the ones consumed. */
-  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['blockrequests'], verbs: ['create', 'delete'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.BlockRequest, ['create', 'delete'])];
 
   private readonly outstanding = new Map<string, Outstanding>();
   /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
