@@ -14,6 +14,7 @@
  * tests remove one (the last of them) after the soak.
  */
 import * as k8s from '@kubernetes/client-node';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import type { Violation } from '../../test/invariants/check.js';
 import { prng } from '../../test/support/prng.js';
@@ -287,7 +288,7 @@ async function runSoak(cluster: Cluster, options: RealSoakOptions & { seed: numb
   }));
   live.clear();
   const blocksLeft = async () =>
-    ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks', labelSelector: 'coil.cybozu.com/pool=soak' })) as { items: unknown[] }).items.length;
+    ((await custom.listClusterCustomObject({ group: Kinds.AddressBlock.group, version: Kinds.AddressBlock.version, plural: Kinds.AddressBlock.plural, labelSelector: 'coil.cybozu.com/pool=soak' })) as { items: unknown[] }).items.length;
   await eventually(async () => (await blocksLeft()) === 0, { timeoutMs: RELEASE_WAIT_MS, intervalMs: 1000 }).catch(() => undefined);
   report.blocksLeaked = await blocksLeft();
   await checkPhase({ afterGc: true });

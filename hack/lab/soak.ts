@@ -7,6 +7,7 @@
  * frequent and faults land in the middle of them.
  */
 import { copyFile, mkdir, readdir, writeFile } from 'node:fs/promises';
+import { Kinds } from '../../src/api/v2/kinds.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
@@ -335,7 +336,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
   live.clear();
   const custom = lab.cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
   const blocksLeft = async () =>
-    ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks', labelSelector: `coil.cybozu.com/pool=${NS}` })) as { items: unknown[] }).items.length;
+    ((await custom.listClusterCustomObject({ group: Kinds.AddressBlock.group, version: Kinds.AddressBlock.version, plural: Kinds.AddressBlock.plural, labelSelector: `coil.cybozu.com/pool=${NS}` })) as { items: unknown[] }).items.length;
   await eventually(async () => (await blocksLeft()) === 0, { timeoutMs: 90_000, intervalMs: 500 }).catch(() => undefined);
   report.blocksLeaked = await blocksLeft();
   report.phases++;
@@ -357,7 +358,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
  */
 async function blockRequestAnswered(lab: Lab, node: LabNode): Promise<void> {
   const custom = lab.cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-  const ref = { group: 'coil.cybozu.com', version: 'v2', plural: 'blockrequests' };
+  const ref = { group: Kinds.BlockRequest.group, version: Kinds.BlockRequest.version, plural: Kinds.BlockRequest.plural };
   let name: string | undefined;
   try {
     await eventually(async () => {
@@ -430,7 +431,7 @@ async function injectFault(lab: Lab, name: FaultName, rand: () => number, log: (
         ctx.forget(gone);
         await lab.removeNode(node);
         const custom = lab.cp.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
-        await eventually(async () => ((await custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks', labelSelector: `coil.cybozu.com/node=${node.name}` })) as { items: unknown[] }).items.length === 0, { timeoutMs: 60_000, intervalMs: 250 });
+        await eventually(async () => ((await custom.listClusterCustomObject({ group: Kinds.AddressBlock.group, version: Kinds.AddressBlock.version, plural: Kinds.AddressBlock.plural, labelSelector: `coil.cybozu.com/node=${node.name}` })) as { items: unknown[] }).items.length === 0, { timeoutMs: 60_000, intervalMs: 250 });
         await lab.addNode(node);
       });
       return;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseConfig } from './config.js';
+import { parseConfig, parseReleaseFinalizersConfig } from './config.js';
 
 describe('coil-controller Egress flags', () => {
   test('defaults: both parts on, port 5555, nftables, image from the Pod', () => {
@@ -38,5 +38,21 @@ describe('coil-controller IPAM flags', () => {
     assert.equal(parseConfig(['--zap-stacktrace-level=panic', '--zap-log-level=debug'], {}).logLevel, 'debug');
     assert.throws(() => parseConfig(['--gc-interval=soon'], {}), /invalid duration "soon"/);
     assert.throws(() => parseConfig(['--gc-interval=0'], {}), /--gc-interval must be positive/);
+  });
+});
+
+describe('coil-controller Go flag forms (one flag table)', () => {
+  test('a bare boolean is true, --flag value works for non-booleans, an unknown flag is named', () => {
+    assert.equal(parseConfig(['--leader-elect=false', '--enable-webhooks'], {}).leaderElect, false);
+    assert.equal(parseConfig(['-enable-webhooks=false'], {}).enableWebhooks, false);
+    assert.equal(parseConfig(['--leader-election-id', 'x'], {}).leaderElectionId, 'x');
+    assert.throws(() => parseConfig(['--leader-election'], {}), /Unknown option '--leader-election'/);
+    assert.throws(() => parseConfig(['--metrics-addr=:x'], {}), /--metrics-addr: invalid address ":x"/);
+  });
+  test('release-finalizers: --namespace and --release required, --wait a Go duration (90 s)', () => {
+    assert.deepEqual(parseReleaseFinalizersConfig(['--namespace=kube-system', '--release=coil'], {}), { namespace: 'kube-system', release: 'coil', waitMs: 90_000 });
+    assert.deepEqual(parseReleaseFinalizersConfig(['--namespace', 'ns', '--release=r', '--wait=5s', '--kubeconfig=/kc'], {}), { namespace: 'ns', release: 'r', waitMs: 5000, kubeconfig: '/kc' });
+    assert.throws(() => parseReleaseFinalizersConfig(['--namespace=ns'], {}), /--namespace and --release are required/);
+    assert.throws(() => parseReleaseFinalizersConfig(['--namespace=ns', '--release=r', '--wait=long'], {}), /--wait: invalid duration "long"/);
   });
 });

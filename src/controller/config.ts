@@ -3,9 +3,9 @@
  * (docs/compatibility.md#coil-ipam-controller-flags) plus ours. Environment variables are read here
  * and in main.ts only.
  */
-import { parseArgs } from 'node:util';
-import { ConfigError, parseBackend, parseBindAddress, parseDuration } from '../runtime/flags.js';
-import { LEADER_ELECTION_ID, PORTS } from '../api/v2/keys.js';
+import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
+import { defineFlags } from '../runtime/flag-table.js';
+import { LEADER_ELECTION_ID, NETFILTER_BACKENDS, PORTS } from '../api/v2/keys.js';
 import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import type { BindAddress } from '../runtime/http-servers.js';
@@ -62,90 +62,76 @@ export interface ControllerConfig {
 
 export { ConfigError, parseBindAddress, parseDuration };
 
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'];
+
+/** coil-controller's flags (the `release-finalizers` subcommand has its own table in main.ts). */
+export const CONTROLLER_FLAGS = defineFlags('coil-controller', {
+  'metrics-addr': { kind: 'addr', default: `:${PORTS.controllerMetrics}`, help: 'listen address of /metrics; 0 disables' },
+  'health-addr': { kind: 'addr', default: `:${PORTS.controllerHealth}`, help: 'listen address of /healthz and /readyz; 0 disables' },
+  'webhook-addr': { kind: 'addr', default: `:${PORTS.controllerWebhook}`, help: 'listen address of the admission webhooks' },
+  'cert-dir': { kind: 'string', default: '/certs', help: 'directory holding the webhook certificate tls.crt and key tls.key' },
+  'enable-webhooks': { kind: 'bool', default: true, help: 'serve the admission webhooks' },
+  'gc-interval': { kind: 'duration', default: '1h', help: 'interval of the AddressBlock garbage collection' },
+  'node-notready-reclaim': { kind: 'duration', default: '1h', help: 'reclaim the blocks of a Node NotReady this long' },
+  'blockrequest-ttl': { kind: 'duration', default: '5m', help: 'keep a completed BlockRequest this long' },
+  'enable-ipam': { kind: 'bool', default: true, help: 'run the IPAM controller (AddressPool, BlockRequest, GC)' },
+  'enable-egress': { kind: 'bool', default: true, help: 'run the Egress controller' },
+  'egress-port': { kind: 'port', default: DEFAULT_EGRESS_OPTIONS.fouPort, help: "UDP port of the Egress Services and coil-egress's --fou-port" },
+  backend: { kind: 'enum', values: NETFILTER_BACKENDS, default: DEFAULT_EGRESS_OPTIONS.backend, help: 'netfilter backend passed to coil-egress' },
+  'egress-image': { kind: 'string', help: "image of the Egress pods (default: the controller's own)" },
+  'default-pool': { kind: 'string', help: 'JSON AddressPoolSpec of the AddressPool "default" to create or adopt' },
+  kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+  'leader-elect': { kind: 'bool', default: true, help: 'run under Lease leader election' },
+  'leader-election-id': { kind: 'string', default: LEADER_ELECTION_ID, help: 'name of the Lease' },
+  'leader-election-namespace': { kind: 'string', help: 'namespace of the Lease (default: $COIL_POD_NAMESPACE or kube-system)' },
+  'graceful-shutdown': { kind: 'duration', default: '20s', help: 'how long a shutdown may take' },
+  'log-level': { kind: 'string', help: `log level: ${LOG_LEVELS.join(', ')} (default info)` },
+  // Coil's manifests pass controller-runtime's zap flags; accepted so they keep working.
+  'zap-log-level': { kind: 'string', help: 'alias of --log-level (controller-runtime)' },
+  'zap-stacktrace-level': { kind: 'string', help: 'accepted and ignored (controller-runtime)' },
+  'zap-encoder': { kind: 'string', help: 'accepted and ignored (controller-runtime)' },
+  'zap-devel': { kind: 'string', help: 'accepted and ignored (controller-runtime)' },
+  'zap-time-encoding': { kind: 'string', help: 'accepted and ignored (controller-runtime)' },
+});
+
 /** Parses `argv` (without node and script). @throws ConfigError on an unknown flag or bad value */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ControllerConfig {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      strict: true,
-      options: {
-        'metrics-addr': { type: 'string', default: `:${PORTS.controllerMetrics}` },
-        'health-addr': { type: 'string', default: `:${PORTS.controllerHealth}` },
-        'webhook-addr': { type: 'string', default: `:${PORTS.controllerWebhook}` },
-        'cert-dir': { type: 'string', default: '/certs' },
-        'enable-webhooks': { type: 'string', default: 'true' },
-        'gc-interval': { type: 'string', default: '1h' },
-        'node-notready-reclaim': { type: 'string', default: '1h' },
-        'blockrequest-ttl': { type: 'string', default: '5m' },
-        'enable-ipam': { type: 'string', default: 'true' },
-        'enable-egress': { type: 'string', default: 'true' },
-        'egress-port': { type: 'string', default: String(DEFAULT_EGRESS_OPTIONS.fouPort) },
-        backend: { type: 'string', default: DEFAULT_EGRESS_OPTIONS.backend },
-        'egress-image': { type: 'string' },
-        'default-pool': { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'leader-elect': { type: 'string', default: 'true' },
-        'leader-election-id': { type: 'string', default: LEADER_ELECTION_ID },
-        'leader-election-namespace': { type: 'string' },
-        'graceful-shutdown': { type: 'string', default: '20s' },
-        'log-level': { type: 'string' },
-        // Coil's manifests pass controller-runtime's zap flags; accepted so they keep working.
-        'zap-log-level': { type: 'string' },
-        'zap-stacktrace-level': { type: 'string' },
-        'zap-encoder': { type: 'string' },
-        'zap-devel': { type: 'string' },
-        'zap-time-encoding': { type: 'string' },
-      },
-    });
-  } catch (e) {
-    throw new ConfigError((e as Error).message, { cause: e });
-  }
-  const v = parsed.values;
+  const v = CONTROLLER_FLAGS.parse(argv);
   const level = v['log-level'] ?? v['zap-log-level'] ?? 'info';
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`invalid log level ${level}`);
-  const webhookAddr = parseBindAddress(v['webhook-addr']!);
+  if (!LOG_LEVELS.includes(level)) throw new ConfigError(`invalid log level ${level}`);
+  const webhookAddr = v['webhook-addr'];
   if (!webhookAddr) throw new ConfigError('--webhook-addr cannot be disabled; use --enable-webhooks=false');
-  const metricsAddr = parseBindAddress(v['metrics-addr']!);
-  const healthAddr = parseBindAddress(v['health-addr']!);
+  const metricsAddr = v['metrics-addr'];
+  const healthAddr = v['health-addr'];
   const kubeconfig = v.kubeconfig ?? env.KUBECONFIG;
-  const enableIpam = parseBool('enable-ipam', v['enable-ipam']!);
-  const enableEgress = parseBool('enable-egress', v['enable-egress']!);
+  const enableIpam = v['enable-ipam'];
+  const enableEgress = v['enable-egress'];
   if (!enableIpam && !enableEgress) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
-  const fouPort = Number(v['egress-port']);
-  if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--egress-port: invalid port ${JSON.stringify(v['egress-port'])}`);
-  const backend = parseBackend(v.backend!);
   const defaultPool = v['default-pool'] ? parseDefaultPool(v['default-pool']) : undefined;
   if (defaultPool && !enableIpam) throw new ConfigError('--default-pool needs --enable-ipam');
   return {
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),
     webhookAddr,
-    certDir: v['cert-dir']!,
-    enableWebhooks: parseBool('enable-webhooks', v['enable-webhooks']!),
+    certDir: v['cert-dir'],
+    enableWebhooks: v['enable-webhooks'],
     ...(kubeconfig ? { kubeconfig } : {}),
-    leaderElect: parseBool('leader-elect', v['leader-elect']!),
-    leaderElectionId: v['leader-election-id']!,
+    leaderElect: v['leader-elect'],
+    leaderElectionId: v['leader-election-id'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.COIL_POD_NAMESPACE ?? 'kube-system',
-    gracefulShutdownMs: parseDuration(v['graceful-shutdown']!),
+    gracefulShutdownMs: v['graceful-shutdown'],
     logLevel: level as ControllerConfig['logLevel'],
     ipam: {
       ...DEFAULT_IPAM_OPTIONS,
-      gcIntervalMs: positive('gc-interval', parseDuration(v['gc-interval']!)),
-      nodeNotReadyReclaimMs: parseDuration(v['node-notready-reclaim']!),
-      blockRequestTtlMs: parseDuration(v['blockrequest-ttl']!),
+      gcIntervalMs: positive('gc-interval', v['gc-interval']),
+      nodeNotReadyReclaimMs: v['node-notready-reclaim'],
+      blockRequestTtlMs: v['blockrequest-ttl'],
     },
     enableIpam,
     enableEgress,
     ...(defaultPool ? { defaultPool } : {}),
-    egress: { fouPort, backend, ...(v['egress-image'] ? { image: v['egress-image'] } : {}) },
+    egress: { fouPort: v['egress-port'], backend: v.backend, ...(v['egress-image'] ? { image: v['egress-image'] } : {}) },
   };
-}
-
-function parseBool(flag: string, text: string): boolean {
-  if (text === 'true' || text === '') return true;
-  if (text === 'false') return false;
-  throw new ConfigError(`--${flag}: expected true or false, got ${JSON.stringify(text)}`);
 }
 
 function positive(flag: string, ms: number): number {
@@ -171,4 +157,32 @@ function parseDefaultPool(text: string): AddressPoolSpec {
   const errors = validateAddressPoolSpec(spec);
   if (errors.length > 0) throw new ConfigError(`--default-pool: ${errors.map((e) => `${e.field}: ${e.detail}`).join('; ')}`);
   return spec;
+}
+
+/** `coil-controller release-finalizers` (the chart's post-delete hook, release-finalizers.ts). */
+export interface ReleaseFinalizersConfig {
+  /** `--namespace` (required): the release's namespace. */
+  readonly namespace: string;
+  /** `--release` (required): the Helm release name. */
+  readonly release: string;
+  /** `--wait`, default 90 s: how long to wait for coild pods to go before releasing. */
+  readonly waitMs: number;
+  /** `--kubeconfig`, else `$KUBECONFIG`, else in-cluster, else `~/.kube/config`. */
+  readonly kubeconfig?: string;
+}
+
+/** The flags of `coil-controller release-finalizers`. */
+export const RELEASE_FINALIZERS_FLAGS = defineFlags('coil-controller release-finalizers', {
+  namespace: { kind: 'string', help: "the release's namespace (required)" },
+  release: { kind: 'string', help: 'the Helm release name (required)' },
+  wait: { kind: 'duration', default: '90s', help: 'how long to wait before releasing the finalizers' },
+  kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+});
+
+/** Parses the arguments after `release-finalizers`. @throws ConfigError on a missing, unknown or bad flag */
+export function parseReleaseFinalizersConfig(argv: readonly string[], env: NodeJS.ProcessEnv): ReleaseFinalizersConfig {
+  const v = RELEASE_FINALIZERS_FLAGS.parse(argv);
+  if (!v.namespace || !v.release) throw new ConfigError('--namespace and --release are required');
+  const kubeconfig = v.kubeconfig ?? env.KUBECONFIG;
+  return { namespace: v.namespace, release: v.release, waitMs: v.wait, ...(kubeconfig ? { kubeconfig } : {}) };
 }

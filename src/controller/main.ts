@@ -20,11 +20,10 @@ import { createLogger, type Logger } from '../runtime/logging.js';
 import { Manager } from '../runtime/manager.js';
 import { loadKubeConfig, parseOrExit, runMain, startOrExit } from '../runtime/program.js';
 import { Registry } from '../runtime/registry.js';
-import { ConfigError, parseConfig, parseDuration } from './config.js';
+import { CONTROLLER_FLAGS, parseConfig, parseReleaseFinalizersConfig, RELEASE_FINALIZERS_FLAGS } from './config.js';
 import { addEgress, bindEgress, egressCache } from './egress-registry.js';
 import { addIpam, bindIpam, ipamCache } from './ipam-registry.js';
 import { DefaultPoolEnsurer } from '../reconcilers/default-pool.js';
-import { parseArgs } from 'node:util';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { Client as ApiClient } from '../runtime/client.js';
 import { releaseFinalizers } from './release-finalizers.js';
@@ -54,16 +53,7 @@ async function ownImage(client: Client, log: Logger): Promise<string> {
  * the chart's post-delete hook (release-finalizers.ts). Exit 0 when done, 1 on an API error, 2 on a bad flag.
  */
 async function releaseFinalizersCommand(argv: string[]): Promise<void> {
-  const v = parseOrExit('coil-controller release-finalizers', () => {
-    let values;
-    try {
-      values = parseArgs({ args: argv, strict: true, options: { namespace: { type: 'string' }, release: { type: 'string' }, wait: { type: 'string', default: '90s' }, kubeconfig: { type: 'string' } } }).values;
-    } catch (e) {
-      throw new ConfigError((e as Error).message);
-    }
-    if (!values.namespace || !values.release) throw new ConfigError('--namespace and --release are required');
-    return { namespace: values.namespace, release: values.release, waitMs: parseDuration(values.wait!), kubeconfig: values.kubeconfig ?? process.env.KUBECONFIG };
-  });
+  const v = parseOrExit('coil-controller release-finalizers', () => parseReleaseFinalizersConfig(argv, process.env), RELEASE_FINALIZERS_FLAGS.usage());
   const log = createLogger({ name: 'coil-controller', level: 'info' });
   const kc = loadKubeConfig(v.kubeconfig);
   try {
@@ -76,7 +66,7 @@ async function releaseFinalizersCommand(argv: string[]): Promise<void> {
 
 async function main(): Promise<void> {
   if (process.argv[2] === 'release-finalizers') return releaseFinalizersCommand(process.argv.slice(3));
-  const cfg = parseOrExit('coil-controller', () => parseConfig(process.argv.slice(2), process.env));
+  const cfg = parseOrExit('coil-controller', () => parseConfig(process.argv.slice(2), process.env), CONTROLLER_FLAGS.usage());
   const log = createLogger({ name: 'coil-controller', level: cfg.logLevel });
   const registry = new Registry();
   const container = new Container();

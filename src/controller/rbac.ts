@@ -3,8 +3,10 @@
  * `coil-uninstall` ClusterRole is generated from this (hack/chart-rbac.ts).
  */
 import type { RbacRule } from '../runtime/registry.js';
+import { Kinds } from '../api/v2/kinds.js';
+import { kindRule } from '../runtime/rbac.js';
 
 export const RELEASE_FINALIZERS_RBAC: readonly RbacRule[] = [
-  { group: 'coil.cybozu.com', resources: ['addresspools', 'addressblocks'], verbs: ['get', 'list', 'update', 'patch'] },
-  { group: '', resources: ['pods'], verbs: ['list'] },
+  kindRule([Kinds.AddressPool, Kinds.AddressBlock], ['get', 'list', 'update', 'patch']),
+  kindRule(Kinds.Pod, ['list']),
 ];

@@ -3,9 +3,9 @@
  * (docs/compatibility.md#coil-egress-flags), `--backend` included (`iptables`, Coil's
  * default, or `nftables`). Environment variables are read here and in main.ts only.
  */
-import { parseArgs } from 'node:util';
-import { ConfigError, parseBackend, parseBindAddress } from '../runtime/flags.js';
-import { DEFAULT_NETFILTER_BACKEND, FOU_PORT, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
+import { ConfigError, parseBindAddress } from '../runtime/flags.js';
+import { defineFlags } from '../runtime/flag-table.js';
+import { DEFAULT_NETFILTER_BACKEND, FOU_PORT, NETFILTER_BACKENDS, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coil-egress process. */
@@ -41,46 +41,37 @@ export interface EgressConfig {
 /** A flag or environment value coil-egress cannot use (the runtime's ConfigError, under coil-egress's name). */
 export { ConfigError as EgressConfigError };
 
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+
+/** coil-egress's flags. */
+export const EGRESS_FLAGS = defineFlags('coil-egress', {
+  'metrics-addr': { kind: 'addr', default: `:${PORTS.egressMetrics}`, help: 'listen address of /metrics; 0 disables' },
+  'health-addr': { kind: 'addr', default: `:${PORTS.egressHealth}`, help: 'listen address of /healthz and /readyz; 0 disables' },
+  'fou-port': { kind: 'port', default: FOU_PORT, help: "FoU port; must equal coild's --egress-port" },
+  'enable-sport-auto': { kind: 'bool', default: false, help: 'tunnels back to clients use a per-flow source port' },
+  backend: { kind: 'enum', values: NETFILTER_BACKENDS, default: DEFAULT_NETFILTER_BACKEND, help: 'netfilter backend of the NAT rules' },
+  'out-interface': { kind: 'string', default: 'eth0', help: 'interface the NAT-ed traffic leaves by' },
+  kubeconfig: { kind: 'string', help: 'kubeconfig file (default: in-cluster, ~/.kube/config)' },
+  'log-level': { kind: 'enum', values: LOG_LEVELS, default: 'info', help: 'log level' },
+  'metrics-interval-seconds': { kind: 'string', default: '30', help: 'seconds between conntrack and nft reads for the metrics' },
+});
+
 /**
  * Parses argv (without node and script) and the environment.
  * @throws ConfigError naming the flag or variable
  */
 export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): EgressConfig {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv].map((a) => (a === '--enable-sport-auto=true' ? '--enable-sport-auto' : a)).filter((a) => a !== '--enable-sport-auto=false'),
-      options: {
-        'metrics-addr': { type: 'string', default: `:${PORTS.egressMetrics}` },
-        'health-addr': { type: 'string', default: `:${PORTS.egressHealth}` },
-        'fou-port': { type: 'string', default: String(FOU_PORT) },
-        'enable-sport-auto': { type: 'boolean', default: false },
-        backend: { type: 'string', default: DEFAULT_NETFILTER_BACKEND },
-        'out-interface': { type: 'string', default: 'eth0' },
-        kubeconfig: { type: 'string' },
-        'log-level': { type: 'string', default: 'info' },
-        'metrics-interval-seconds': { type: 'string', default: '30' },
-      },
-      strict: true,
-    }));
-  } catch (err) {
-    throw new ConfigError((err as Error).message);
-  }
+  const values = EGRESS_FLAGS.parse(argv);
   const need = (name: string): string => {
     const v = env[name];
     if (!v) throw new ConfigError(`environment variable ${name} is required`);
     return v;
   };
-  const fouPort = Number(values['fou-port']);
-  if (!Number.isInteger(fouPort) || fouPort < 1 || fouPort > 65535) throw new ConfigError(`--fou-port: bad port ${String(values['fou-port'])}`);
-  const backend = parseBackend(String(values.backend));
-  const level = String(values['log-level']);
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`--log-level: bad level ${level}`);
   const intervalS = Number(values['metrics-interval-seconds']);
   if (!(intervalS > 0)) throw new ConfigError('--metrics-interval-seconds must be > 0');
   const addresses = need('COIL_POD_ADDRESSES').split(',').map((a) => a.trim()).filter(Boolean);
-  const metricsAddr = parseBindAddress(String(values['metrics-addr']));
-  const healthAddr = parseBindAddress(String(values['health-addr']));
+  const metricsAddr = values['metrics-addr'];
+  const healthAddr = values['health-addr'];
   return {
     namespace: need('COIL_POD_NAMESPACE'),
     egressName: need('COIL_EGRESS_NAME'),
@@ -88,12 +79,12 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
     podName: env.HOSTNAME ?? 'unknown',
     ...(metricsAddr ? { metricsAddr } : {}),
     ...(healthAddr ? { healthAddr } : {}),
-    fouPort,
-    isSourcePortAuto: values['enable-sport-auto'] === true,
-    backend,
-    outInterface: String(values['out-interface']),
-    ...(typeof values.kubeconfig === 'string' ? { kubeconfig: values.kubeconfig } : {}),
-    logLevel: level as EgressConfig['logLevel'],
+    fouPort: values['fou-port'],
+    isSourcePortAuto: values['enable-sport-auto'],
+    backend: values.backend,
+    outInterface: values['out-interface'],
+    ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
+    logLevel: values['log-level'],
     metricsIntervalMs: Math.round(intervalS * 1000),
   };
 }

@@ -8,13 +8,13 @@ import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
 import { createLogger } from '../runtime/logging.js';
 import { loadKubeConfig, parseOrExit, runMain, startOrExit, stopOnSignals } from '../runtime/program.js';
-import { parseEgressConfig } from './config.js';
+import { EGRESS_FLAGS, parseEgressConfig } from './config.js';
 import { EgressAgent } from './egress-agent.js';
 
 const GRACEFUL_SHUTDOWN_MS = 5_000;
 
 async function main(): Promise<void> {
-  const cfg = parseOrExit('coil-egress', () => parseEgressConfig(process.argv.slice(2), process.env));
+  const cfg = parseOrExit('coil-egress', () => parseEgressConfig(process.argv.slice(2), process.env), EGRESS_FLAGS.usage());
   const log = createLogger({ name: 'coil-egress', level: cfg.logLevel });
   const agent = new EgressAgent({ config: cfg, kubeConfig: loadKubeConfig(cfg.kubeconfig), log });
   stopOnSignals(agent, { log, timeoutMs: GRACEFUL_SHUTDOWN_MS });

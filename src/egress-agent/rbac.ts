@@ -5,7 +5,9 @@
  * that name its Egress.
  */
 import type { RbacRule } from '../runtime/registry.js';
+import { Kinds } from '../api/v2/kinds.js';
+import { kindRule } from '../runtime/rbac.js';
 
 export const EGRESS_AGENT_RBAC: readonly RbacRule[] = [
-  { group: '', resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+  kindRule(Kinds.Pod, ['get', 'list', 'watch']),
 ];

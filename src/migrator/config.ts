@@ -8,7 +8,7 @@
  *   docs/migration-from-coil-v1.md#coil-migrator-in-this-repository
  */
 import { ConfigError, parseDuration as parseGoDuration } from '../runtime/flags.js';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { defineFlags } from '../runtime/flag-table.js';
 
 /** How to reach the v1 etcd. */
 export interface EtcdConfig {
@@ -59,14 +59,39 @@ export type MigratorConfig = DumpConfig | ReplaceConfig;
 
 export { ConfigError };
 
-/** Usage text printed by `--help` and on a bad command line. */
+/** The flags of `coil-migrator dump` (etcdutil's names and defaults for the etcd ones). */
+export const DUMP_FLAGS = defineFlags('coil-migrator dump', {
+  'etcd-endpoints': { kind: 'string', default: 'http://127.0.0.1:2379', help: 'comma-separated http(s)://host:port URLs of the v1 etcd' },
+  'etcd-prefix': { kind: 'string', default: '/coil/', help: "key prefix of Coil v1's data" },
+  'etcd-timeout': { kind: 'duration', default: '2s', help: 'connecting and reading must finish within this' },
+  'etcd-username': { kind: 'string', help: 'etcd user (with --etcd-password)' },
+  'etcd-password': { kind: 'string', help: 'etcd password (with --etcd-username)' },
+  'etcd-tls-ca': { kind: 'string', help: 'PEM file of the etcd CA' },
+  'etcd-tls-cert': { kind: 'string', help: 'PEM file of the client certificate (with --etcd-tls-key)' },
+  'etcd-tls-key': { kind: 'string', help: 'PEM file of the client key (with --etcd-tls-cert)' },
+  kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+  'dry-run': { kind: 'bool', default: false, help: 'read and convert only; change nothing in the cluster' },
+  'skip-uninstall': { kind: 'bool', default: false, help: 'keep the v1 Kubernetes objects (DANGER)' },
+});
+
+/** The flags of `coil-migrator replace`. */
+export const REPLACE_FLAGS = defineFlags('coil-migrator replace', {
+  yes: { kind: 'bool', short: 'y', default: false, help: 'do not ask for confirmation' },
+  interval: { kind: 'duration', default: '10s', help: 'pause between nodes' },
+  'pod-timeout': { kind: 'duration', default: '5m', help: 'how long to wait for one pod to be gone and replaced' },
+  'delete-bare-pods': { kind: 'bool', default: false, help: 'also delete pods no controller owns (they are NOT re-created)' },
+  'coild-namespace': { kind: 'string', default: 'kube-system', help: 'namespace of the coild pods to restart' },
+  'coild-selector': { kind: 'string', default: 'app.kubernetes.io/name=coil,app.kubernetes.io/component=coild', help: 'label selector of the coild pods' },
+  kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+});
+
+/** Usage text printed by `--help` and on a bad command line: both commands' flag tables. */
 export const USAGE = `Usage:
-  coil-migrator dump [--etcd-endpoints=URL,...] [--etcd-prefix=/coil/] [--etcd-timeout=2s]
-                     [--etcd-username=U --etcd-password=P] [--etcd-tls-ca=F --etcd-tls-cert=F --etcd-tls-key=F]
-                     [--kubeconfig=F] [--dry-run] [--skip-uninstall]   > data.yaml
-  coil-migrator replace [--yes] [--interval=10s] [--pod-timeout=5m] [--delete-bare-pods]
-                        [--coild-namespace=kube-system] [--coild-selector=SELECTOR] [--kubeconfig=F]
-`;
+  coil-migrator dump [flags] > data.yaml
+  coil-migrator replace [flags]
+
+${DUMP_FLAGS.usage()}
+${REPLACE_FLAGS.usage()}`;
 
 /**
  * Parses a Go-style duration flag (`10s`, `1m30s`, `250ms`, `0`). @returns milliseconds
@@ -87,69 +112,37 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Mi
   throw new ConfigError(command === undefined ? 'missing command: dump or replace' : `unknown command ${JSON.stringify(command)}: use dump or replace`);
 }
 
-function parse(args: readonly string[], options: NonNullable<ParseArgsConfig['options']>): Record<string, string | boolean | undefined> {
-  try {
-    return parseArgs({ args: [...args], strict: true, allowPositionals: false, options }).values as Record<string, string | boolean | undefined>;
-  } catch (e) {
-    throw new ConfigError((e as Error).message, { cause: e });
-  }
-}
-
 function parseDump(args: readonly string[], env: NodeJS.ProcessEnv): DumpConfig {
-  const v = parse(args, {
-    'etcd-endpoints': { type: 'string', default: 'http://127.0.0.1:2379' },
-    'etcd-prefix': { type: 'string', default: '/coil/' },
-    'etcd-timeout': { type: 'string', default: '2s' },
-    'etcd-username': { type: 'string' },
-    'etcd-password': { type: 'string' },
-    'etcd-tls-ca': { type: 'string' },
-    'etcd-tls-cert': { type: 'string' },
-    'etcd-tls-key': { type: 'string' },
-    kubeconfig: { type: 'string' },
-    'dry-run': { type: 'boolean', default: false },
-    'skip-uninstall': { type: 'boolean', default: false },
-  });
-  const str = (k: string): string | undefined => (typeof v[k] === 'string' && v[k] !== '' ? (v[k] as string) : undefined);
-  const endpoints = str('etcd-endpoints')!.split(',').map((e) => e.trim()).filter(Boolean);
+  const v = DUMP_FLAGS.parse(args);
+  // An empty value is no value, as etcdutil's.
+  const str = (text: string | undefined): string | undefined => (text === '' ? undefined : text);
+  const endpoints = v['etcd-endpoints'].split(',').map((e) => e.trim()).filter(Boolean);
   if (endpoints.length === 0) throw new ConfigError('--etcd-endpoints: no endpoint given');
   for (const e of endpoints) {
     if (!/^https?:\/\/[^/]+\/?$/.test(e)) throw new ConfigError(`--etcd-endpoints: ${JSON.stringify(e)} is not an http(s)://host:port URL (@name endpoints are not resolved)`);
   }
-  if ((str('etcd-tls-cert') === undefined) !== (str('etcd-tls-key') === undefined)) throw new ConfigError('--etcd-tls-cert and --etcd-tls-key go together');
-  if ((str('etcd-username') === undefined) !== (str('etcd-password') === undefined)) throw new ConfigError('--etcd-username and --etcd-password go together');
-  const timeoutMs = parseDuration('etcd-timeout', str('etcd-timeout')!);
+  const auth = { username: str(v['etcd-username']), password: str(v['etcd-password']), tlsCa: str(v['etcd-tls-ca']), tlsCert: str(v['etcd-tls-cert']), tlsKey: str(v['etcd-tls-key']) };
+  if ((auth.tlsCert === undefined) !== (auth.tlsKey === undefined)) throw new ConfigError('--etcd-tls-cert and --etcd-tls-key go together');
+  if ((auth.username === undefined) !== (auth.password === undefined)) throw new ConfigError('--etcd-username and --etcd-password go together');
+  const timeoutMs = v['etcd-timeout'];
   if (timeoutMs <= 0) throw new ConfigError('--etcd-timeout must be positive');
-  const etcd: EtcdConfig = {
-    endpoints,
-    prefix: v['etcd-prefix'] as string,
-    timeoutMs,
-    ...optional({ username: str('etcd-username'), password: str('etcd-password'), tlsCa: str('etcd-tls-ca'), tlsCert: str('etcd-tls-cert'), tlsKey: str('etcd-tls-key') }),
-  };
-  const kubeconfig = str('kubeconfig') ?? env.KUBECONFIG;
-  return { command: 'dump', etcd, dryRun: v['dry-run'] === true, skipUninstall: v['skip-uninstall'] === true, ...(kubeconfig ? { kubeconfig } : {}) };
+  const etcd: EtcdConfig = { endpoints, prefix: v['etcd-prefix'], timeoutMs, ...optional(auth) };
+  const kubeconfig = str(v.kubeconfig) ?? env.KUBECONFIG;
+  return { command: 'dump', etcd, dryRun: v['dry-run'], skipUninstall: v['skip-uninstall'], ...(kubeconfig ? { kubeconfig } : {}) };
 }
 
 function parseReplace(args: readonly string[], env: NodeJS.ProcessEnv): ReplaceConfig {
-  const v = parse(args, {
-    yes: { type: 'boolean', short: 'y', default: false },
-    interval: { type: 'string', default: '10s' },
-    'pod-timeout': { type: 'string', default: '5m' },
-    'delete-bare-pods': { type: 'boolean', default: false },
-    'coild-namespace': { type: 'string', default: 'kube-system' },
-    'coild-selector': { type: 'string', default: 'app.kubernetes.io/name=coil,app.kubernetes.io/component=coild' },
-    kubeconfig: { type: 'string' },
-  });
-  const kubeconfig = (v.kubeconfig as string | undefined) || env.KUBECONFIG;
-  const podTimeoutMs = parseDuration('pod-timeout', v['pod-timeout'] as string);
-  if (podTimeoutMs <= 0) throw new ConfigError('--pod-timeout must be positive');
+  const v = REPLACE_FLAGS.parse(args);
+  const kubeconfig = v.kubeconfig || env.KUBECONFIG;
+  if (v['pod-timeout'] <= 0) throw new ConfigError('--pod-timeout must be positive');
   return {
     command: 'replace',
-    yes: v.yes === true,
-    intervalMs: parseDuration('interval', v.interval as string),
-    podTimeoutMs,
-    deleteBarePods: v['delete-bare-pods'] === true,
-    coildNamespace: v['coild-namespace'] as string,
-    coildSelector: v['coild-selector'] as string,
+    yes: v.yes,
+    intervalMs: v.interval,
+    podTimeoutMs: v['pod-timeout'],
+    deleteBarePods: v['delete-bare-pods'],
+    coildNamespace: v['coild-namespace'],
+    coildSelector: v['coild-selector'],
     ...(kubeconfig ? { kubeconfig } : {}),
   };
 }

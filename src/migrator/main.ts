@@ -11,6 +11,7 @@
 import { createInterface } from 'node:readline/promises';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { Client } from '../runtime/client.js';
+import { HelpRequested } from '../runtime/flag-table.js';
 import { EXIT_USAGE, loadKubeConfig, runMain } from '../runtime/program.js';
 import { ConfigError, parseConfig, USAGE, type MigratorConfig } from './config.js';
 import { runDump } from './dump.js';
@@ -43,6 +44,10 @@ async function main(): Promise<number> {
   try {
     cfg = parseConfig(argv, process.env);
   } catch (e) {
+    if (e instanceof HelpRequested) {
+      process.stdout.write(e.usage); // `coil-migrator dump -help`: that command's flags
+      return 0;
+    }
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`coil-migrator: ${e.message}\n${USAGE}`);
     return EXIT_USAGE;

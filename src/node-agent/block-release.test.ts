@@ -11,6 +11,7 @@ import { BlockRequester } from './block-request.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coild-cache.fake.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
+import { FakeClock } from '../../test/fakes/clock.fake.js';
 
 /**
  * The API as the releaser sees it: one current object under the name, and what was done to it.
@@ -57,7 +58,7 @@ const withUid = (uid: string, index = 0): AddressBlock => {
   return { ...b, metadata: { ...b.metadata, uid, finalizers: [FIN_COIL] } };
 };
 
-function lab() {
+function lab(timers?: FakeClock) {
   const cache = new FakeCoildCache();
   const clock = { ms: 1_000_000 };
   const now = (): number => clock.ms;
@@ -66,7 +67,7 @@ function lab() {
   const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger });
   const ipam = new NodeIpam({ cache: cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0, now });
   ipam.start();
-  const releaser = new BlockReleaser({ ipam, client: client.asClient() as Client, logger, graceMs: 1_000, now });
+  const releaser = new BlockReleaser({ ipam, client: client.asClient() as Client, logger, graceMs: 1_000, now, ...(timers && { timers }) });
   return { cache, clock, client, releaser, ipam };
 }
 
@@ -163,5 +164,35 @@ describe('BlockReleaser', () => {
     await new Promise((r) => setTimeout(r, 300));
     releaser.stop();
     assert.equal(gets, 1, 'the retry waits ≥ 500 ms after a failed pass');
+  });
+});
+
+describe('BlockReleaser as a Manager runnable', () => {
+  it('its stop disarms the timer and waits for the release in flight; no timer fires after it', async () => {
+    const timers = new FakeClock();
+    const t = lab(timers);
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-a'));
+    t.client.current = withUid('uid-a');
+    let write!: () => void;
+    t.client.holdWrites = new Promise((r) => (write = r));
+    const stop = new AbortController();
+    const running = t.releaser.run(stop.signal);
+    t.releaser.schedule();
+    assert.equal(timers.pending().length, 1, 'armed for the end of the grace period');
+    t.clock.ms += 2_000;
+    timers.advance(timers.pending()[0]!);
+    await new Promise((r) => setImmediate(r));
+    let returned = false;
+    void running.then(() => (returned = true));
+    stop.abort();
+    for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(returned, false, 'waits for the release on its way to the apiserver');
+    write();
+    await running;
+    assert.deepEqual(t.client.deleted, ['uid-a']);
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', withUid('uid-c', 2));
+    t.clock.ms += 2_000;
+    t.releaser.schedule();
+    assert.deepEqual(timers.pending(), [], 'nothing is armed after the stop');
   });
 });

@@ -12,10 +12,13 @@
  * block is then gone for good.
  */
 import type Logger from 'bunyan';
-import { FIN_COIL, GROUP } from '../api/v2/keys.js';
+import { kindRule } from '../runtime/rbac.js';
+import { FIN_COIL } from '../api/v2/keys.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict, isNotFound, isPatchTestFailed } from '../runtime/errors.js';
 import type { RbacRule } from '../runtime/registry.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
+import type { Runnable } from '../runtime/runnable.js';
 import { Kinds } from '../api/v2/kinds.js';
 import type { NodeBlock, NodeIpam } from './node-ipam.js';
 
@@ -30,19 +33,23 @@ export interface BlockReleaserOptions {
   readonly onReleased?: (names: string[]) => void;
   /** Clock, ms since the epoch. Default Date.now. */
   readonly now?: () => number;
+  /** Timers of {@link BlockReleaser.schedule} (only setTimeout/clearTimeout are used). Default the process clock. */
+  readonly timers?: Clock;
 }
 
 /**
  * Releases empty blocks when their time comes: {@link schedule} arms one timer for the earliest
- * candidate. Releases run one pass at a time.
+ * candidate. Releases run one pass at a time. A Manager runnable ({@link run}): its stop disarms
+ * the timer and waits for the pass in flight.
  */
-export class BlockReleaser {
+export class BlockReleaser implements Runnable {
   /** What it calls: a live read of the block, the finalizer's removal (a JSON patch), the delete. */
-  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['addressblocks'], verbs: ['get', 'patch', 'delete'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.AddressBlock, ['get', 'patch', 'delete'])];
 
   readonly graceMs: number;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: unknown;
   private running: Promise<string[]> | undefined;
+  private readonly timers: Clock;
   private stopped = false;
   private readonly now: () => number;
   /** Consecutive passes with a failed release; the retry waits 500 ms × 2^(n−1), at most 30 s. */
@@ -62,26 +69,39 @@ export class BlockReleaser {
   constructor(private readonly o: BlockReleaserOptions) {
     this.graceMs = o.graceMs ?? 60_000;
     this.now = o.now ?? Date.now;
+    this.timers = o.timers ?? systemClock;
   }
 
   /** (Re)arms the timer for the next block that becomes releasable. Cheap; call on every change. */
   schedule(): void {
     if (this.stopped) return;
     const next = this.unsettled.size > 0 ? this.now() : this.o.ipam.nextReleaseAtMs(this.graceMs);
-    clearTimeout(this.timer);
+    this.timers.clearTimeout(this.timer);
     this.timer = undefined;
     if (next === undefined) return;
     const at = Math.max(next, this.retryNotBeforeMs);
-    this.timer = setTimeout(() => {
+    this.timer = this.timers.setTimeout(() => {
       this.timer = undefined;
       this.release().catch((err: unknown) => this.o.logger.error({ err }, 'block release failed'));
     }, Math.max(0, at - this.now()) + 10);
-    this.timer.unref();
   }
 
+  /** Disarms the timer for good; a pass in flight finishes (see {@link run}). */
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.timers.clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  /**
+   * The Manager runnable: releases on schedule until `signal` aborts, then {@link stop}s and
+   * returns once the pass in flight, if any, has finished. Scheduling works from construction (the
+   * start-up recovery releases before the Manager runs its runnables).
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    this.stop();
+    while (this.running) await this.running.catch(() => undefined);
   }
 
   /**

@@ -25,13 +25,17 @@
  * The controller's TTL stays as a safety net for requests of a coild that is gone.
  */
 import type Logger from 'bunyan';
+import { kindRule } from '../runtime/rbac.js';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { blockRequestResult, type BlockRequest } from '../api/v2/blockrequest.js';
-import { GROUP, INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
 import { isConflict } from '../runtime/errors.js';
 import type { RbacRule } from '../runtime/registry.js';
+import { systemClock, type Clock } from '../runtime/clock.js';
+import { every } from '../runtime/periodic.js';
+import type { Runnable } from '../runtime/runnable.js';
 import { Kinds } from '../api/v2/kinds.js';
 
 /** How one wait for a block ended. */
@@ -54,6 +58,8 @@ export interface BlockRequesterOptions {
   readonly logger: Logger;
   /** Safety-net re-check of outstanding requests, besides informer events. Default 1 000 ms. */
   readonly pollMs?: number;
+  /** Time source of the poll. Default the process clock. */
+  readonly clock?: Clock;
   /** Told when a request is answered: pool, outcome kind and the time since creation (ms). */
   readonly onAnswered?: (pool: string, result: 'allocated' | 'failed', waitMs: number) => void;
   /** Clock, ms since the epoch. Default Date.now. */
@@ -86,11 +92,12 @@ interface Outstanding {
  * One outstanding BlockRequest per pool, shared by every waiting ADD of that pool. Waiting never
  * holds a lock: ADDs served from other blocks or pools proceed (Coil #368).
  *
- * Concurrency: single-threaded state; every method may be called at any time after `start()`.
+ * Concurrency: single-threaded state; every method may be called at any time after it runs
+ * (a Manager runnable, {@link run}; or by hand, {@link start}).
  */
-export class BlockRequester {
+export class BlockRequester implements Runnable {
   /** What it calls beyond the cache: creates its node's BlockRequests and deletes the ones consumed. */
-  static readonly rbac: readonly RbacRule[] = [{ group: GROUP, resources: ['blockrequests'], verbs: ['create', 'delete'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.BlockRequest, ['create', 'delete'])];
 
   private readonly outstanding = new Map<string, Outstanding>();
   /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
@@ -100,25 +107,38 @@ export class BlockRequester {
   /** UIDs of requests deleted (or found gone) that the cache may still show until the watch catches up. */
   private readonly deleted = new Set<string>();
   private readonly unsubscribe: (() => void)[] = [];
-  private pollTimer: NodeJS.Timeout | undefined;
+  /** The stop signal of a {@link start} by hand. */
+  private byHand: AbortController | undefined;
   private readonly now: () => number;
 
   constructor(private readonly o: BlockRequesterOptions) {
     this.now = o.now ?? Date.now;
   }
 
-  /** Subscribes to the cache and starts the poll. */
-  start(): void {
+  /**
+   * The Manager runnable: follows the cache and polls every `pollMs` until `signal` aborts, then
+   * {@link stop}s. What a re-check throws ends the run (the supervisor starts it again).
+   */
+  async run(signal: AbortSignal): Promise<void> {
     const recheck = (): void => this.checkAll();
     this.unsubscribe.push(this.o.cache.onEvent(Kinds.BlockRequest, recheck), this.o.cache.onEvent(Kinds.AddressBlock, recheck));
-    this.pollTimer = setInterval(recheck, this.o.pollMs ?? 1_000);
-    this.pollTimer.unref();
+    try {
+      await every(signal, this.o.pollMs ?? 1_000, recheck, this.o.clock ?? systemClock);
+    } finally {
+      this.stop();
+    }
+  }
+
+  /** {@link run} without a Manager (unit tests), until {@link stop}. */
+  start(): void {
+    this.byHand = new AbortController();
+    void this.run(this.byHand.signal).catch((err: unknown) => this.o.logger.error({ err }, 'block request poll failed'));
   }
 
   /** Stops listening; pending waits end as `timeout`. */
   stop(): void {
+    this.byHand?.abort();
     for (const u of this.unsubscribe.splice(0)) u();
-    clearInterval(this.pollTimer);
     for (const o of this.outstanding.values()) this.settle(o, { kind: 'timeout' }, false);
     this.outstanding.clear();
   }

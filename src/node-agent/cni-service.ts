@@ -6,6 +6,7 @@
  *   "CNI operations"
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { kindRule } from '../runtime/rbac.js';
 import type Logger from 'bunyan';
 import { ANN_POOL, DEFAULT_POOL } from '../api/v2/keys.js';
 import type { Cache } from '../runtime/cache.js';
@@ -53,7 +54,7 @@ export class CniService implements CniHandler {
    * What it calls beyond the cache: a live read of a Pod the cache has not seen yet. Its Events
    * (a pool out of blocks) go through the Manager's recorder.
    */
-  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['pods'], verbs: ['get'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.Pod, ['get'])];
 
   constructor(private readonly o: CniServiceOptions) {}
 

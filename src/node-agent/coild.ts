@@ -9,7 +9,11 @@
  * 3. NodeIpam from the cache, then recovery from the host, then release of empty blocks;
  * 4. export table sync, egress client records and kernel probe (with `--enable-egress`),
  *    health/introspection server, gRPC server, periodic GC.
- * Stop runs it backwards. With `--enable-ipam=false` (Coil's egress-only mode) steps 2 and 3, the
+ * The loops — BlockRequest poll, block releaser, egress watcher, GC — are Manager runnables
+ * (supervised, restarted with backoff on failure); the first three start with the Manager once
+ * its caches synced, GC once the gRPC server serves.
+ * Stop runs it backwards: gRPC server, the loops (newest first, each awaited within
+ * `--graceful-shutdown`), then the host clean-ups, then the Manager. With `--enable-ipam=false` (Coil's egress-only mode) steps 2 and 3, the
  * export table, the GC and the IPAM kinds' caches are left out, and CNI calls go to
  * EgressOnlyCniService.
  */
@@ -146,6 +150,12 @@ export class Coild {
       });
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
     }
+    // coild's loops are Manager runnables: started once the caches synced, stopped newest first
+    // (GC, added once coild serves; the releaser; the requester; the egress watcher), each awaited.
+    if (cfg.enableIpam) {
+      this.manager.add({ name: 'block-request', leaderOnly: false }, this.requester);
+      this.manager.add({ name: 'block-release', leaderOnly: false }, this.releaser);
+    }
     const observe = (command: 'ADD' | 'DEL', ms: number, ok: boolean): void => this.metrics.observeCni(command, ms, ok);
     this.service = cfg.enableIpam || !this.egress
       ? new CniService({
@@ -206,7 +216,6 @@ export class Coild {
       } catch (err) {
         log.error({ err }, 'pod network init failed (continuing, as Coil)');
       }
-      this.requester.start();
       this.ipam.start();
       await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
       await this.blockExport.start();
@@ -216,7 +225,8 @@ export class Coild {
     this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath, protoDir: this.o.protoDir });
     await this.grpc.start();
     this.serving = true;
-    if (cfg.enableIpam) this.gc.start();
+    // Added only now: a pass before recovery would adopt every veth the recovery is registering.
+    if (cfg.enableIpam) this.manager.add({ name: 'gc', leaderOnly: false }, this.gc.runnable());
     log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports, ipam: cfg.enableIpam, egress: cfg.enableEgress,
       originatingOnly: cfg.enableOriginatingOnly, backend: cfg.backend }, 'coild running');
   }
@@ -249,9 +259,9 @@ export class Coild {
     }
     this.serving = false;
     await this.grpc?.stop();
-    await this.gc.stop();
-    this.releaser.stop();
-    this.requester.stop();
+    // The loops (GC, releaser, requester, egress watcher) end before anything below changes the
+    // host: no GC pass or release runs while table 119 is flushed or the pod table removed.
+    await this.manager.stopRunnables();
     this.ipam.stop();
     if (this.o.config.clearRoutesOnShutdown && this.o.config.enableIpam) {
       try {

@@ -3,9 +3,9 @@
  * variables are read here and in main.ts only. Booleans take Go's forms: `--flag`,
  * `--flag=true`, `--flag=false`.
  */
-import { parseArgs } from 'node:util';
-import { ConfigError, parseBackend, parseBindAddress, parseDuration } from '../runtime/flags.js';
-import { DEFAULT_NETFILTER_BACKEND, DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID, type NetfilterBackend } from '../api/v2/keys.js';
+import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
+import { defineFlags } from '../runtime/flag-table.js';
+import { NETFILTER_BACKENDS, DEFAULT_NETFILTER_BACKEND, DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coild process. */
@@ -93,100 +93,92 @@ export interface CoildConfig {
 
 export { ConfigError, parseBindAddress, parseDuration };
 
-const BOOLEAN_FLAGS = ['clear-routes-on-shutdown', 'spawn-helper', 'netlink-agent', 'enable-ipam', 'enable-egress', 'compat-calico', 'register-from-main', 'enable-originating-only'];
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'];
+
+/** coild's flags. */
+export const COILD_FLAGS = defineFlags('coild', {
+  'metrics-addr': { kind: 'addr', default: `:${PORTS.coildMetrics}`, help: 'listen address of /metrics; 0 disables' },
+  'health-addr': { kind: 'addr', default: `:${PORTS.coildHealth}`, help: 'listen address of /healthz, /readyz and /ipam; 0 disables' },
+  'pod-table-id': { kind: 'int', default: POD_TABLE_ID, max: 2 ** 32 - 1, help: 'routing table of the routes to pods' },
+  'pod-rule-prio': { kind: 'int', default: POD_RULE_PRIO, max: 2 ** 32 - 1, help: 'priority of the routing rule to the pod table' },
+  'export-table-id': { kind: 'int', default: EXPORT_TABLE_ID, max: 2 ** 32 - 1, help: 'routing table of the exported address blocks' },
+  'protocol-id': { kind: 'int', default: PROTOCOL_ID, max: 255, help: 'route protocol of the exported routes' },
+  socket: { kind: 'string', default: DEFAULT_SOCKET_PATH, help: 'UNIX socket of the CNI gRPC service' },
+  'addressblock-gc-interval': { kind: 'duration', default: '5m', help: 'interval of the AddressBlock garbage collection' },
+  'cooling-period': { kind: 'duration', default: '30s', help: 'a freed address is not reused for this long' },
+  'block-release-grace': { kind: 'duration', default: '1m', help: 'an empty block is released after this long' },
+  'low-water-mark': { kind: 'int', default: 8, max: 2 ** 31, help: 'request the next block when fewer addresses are free; 0 disables' },
+  'alloc-timeout': { kind: 'duration', default: '30s', help: 'how long an ADD waits for a new block' },
+  'graceful-shutdown': { kind: 'duration', default: '20s', help: 'how long a shutdown may take' },
+  kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+  'host-netns': { kind: 'string', help: 'a netns file standing in for the host netns (tests, labs)' },
+  'cni-conf-file': { kind: 'string', help: "coil's conflist, removed when the release is uninstalled" },
+  'log-level': { kind: 'string', help: `log level: ${LOG_LEVELS.join(', ')} (default info)` },
+  'zap-log-level': { kind: 'string', help: 'alias of --log-level (controller-runtime)' },
+  'clear-routes-on-shutdown': { kind: 'bool', default: false, help: 'flush the export table at shutdown when the Node is gone' },
+  // No default: unset picks by runtime (on under Node, off under Bun).
+  'spawn-helper': { kind: 'bool', help: 'start ip through a helper process (default: on under Node, off under Bun)' },
+  'netlink-agent': { kind: 'bool', default: true, help: 'apply pod wiring with rtnetlink instead of ip processes' },
+  'enable-ipam': { kind: 'bool', default: true, help: 'run IPAM; false is the egress-only mode, chained after another CNI' },
+  'enable-egress': { kind: 'bool', default: true, help: 'set up FoU tunnels for pods naming Egresses' },
+  // Accepted by name so Coil's manifests parse, but not implemented: refused when switched on.
+  'compat-calico': { kind: 'bool', default: false, help: 'not supported (refused when true)' },
+  'register-from-main': { kind: 'bool', default: false, help: 'not supported (refused when true)' },
+  'enable-originating-only': { kind: 'bool', default: false, help: 'answer connections that came in through a pod link through it' },
+  'egress-port': { kind: 'port', default: FOU_PORT, help: "FoU port; must equal coil-egress's --fou-port" },
+  'egress-state-dir': { kind: 'string', default: '/run/coild/egress', help: 'where the netns of each egress client is recorded' },
+  backend: { kind: 'enum', values: NETFILTER_BACKENDS, default: DEFAULT_NETFILTER_BACKEND, help: 'netfilter backend of the originating-only rules' },
+});
+
+/** The flags of `coild ipam-status`, which prints a running coild's `/ipam` page. */
+export const IPAM_STATUS_FLAGS = defineFlags('coild ipam-status', {
+  'health-addr': { kind: 'addr', default: `127.0.0.1:${PORTS.coildHealth}`, help: "the coild's --health-addr (0.0.0.0 is asked on 127.0.0.1)" },
+});
 
 /** Parses `argv` (without node and script) and the environment. @throws ConfigError */
 export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CoildConfig {
-  const falseFlags = new Set<string>();
-  const trueFlags = new Set<string>();
-  const args = argv.flatMap((a) => {
-    const m = /^--([a-z-]+)=(true|false)$/.exec(a);
-    if (!m || !BOOLEAN_FLAGS.includes(m[1]!)) return [a];
-    (m[2] === 'false' ? falseFlags : trueFlags).add(m[1]!);
-    return m[2] === 'true' ? [`--${m[1]}`] : [];
-  });
-  let v: Record<string, string | boolean | undefined>;
-  try {
-    v = parseArgs({
-      args,
-      strict: true,
-      options: {
-        'metrics-addr': { type: 'string', default: `:${PORTS.coildMetrics}` },
-        'health-addr': { type: 'string', default: `:${PORTS.coildHealth}` },
-        'pod-table-id': { type: 'string', default: String(POD_TABLE_ID) },
-        'pod-rule-prio': { type: 'string', default: String(POD_RULE_PRIO) },
-        'export-table-id': { type: 'string', default: String(EXPORT_TABLE_ID) },
-        'protocol-id': { type: 'string', default: String(PROTOCOL_ID) },
-        socket: { type: 'string', default: DEFAULT_SOCKET_PATH },
-        'addressblock-gc-interval': { type: 'string', default: '5m' },
-        'cooling-period': { type: 'string', default: '30s' },
-        'block-release-grace': { type: 'string', default: '1m' },
-        'low-water-mark': { type: 'string', default: '8' },
-        'alloc-timeout': { type: 'string', default: '30s' },
-        'graceful-shutdown': { type: 'string', default: '20s' },
-        kubeconfig: { type: 'string' },
-        'host-netns': { type: 'string' },
-        'cni-conf-file': { type: 'string' },
-        'log-level': { type: 'string' },
-        'zap-log-level': { type: 'string' },
-        ...Object.fromEntries(BOOLEAN_FLAGS.map((f) => [f, { type: 'boolean' as const }])),
-        'egress-port': { type: 'string', default: String(FOU_PORT) },
-        'egress-state-dir': { type: 'string', default: '/run/coild/egress' },
-        backend: { type: 'string', default: DEFAULT_NETFILTER_BACKEND },
-      },
-    }).values;
-  } catch (e) {
-    throw new ConfigError((e as Error).message, { cause: e });
-  }
+  const v = COILD_FLAGS.parse(argv);
   const nodeName = env.COIL_NODE_NAME ?? '';
   if (!nodeName) throw new ConfigError('environment variable COIL_NODE_NAME is required');
-  if (falseFlags.has('enable-ipam') && falseFlags.has('enable-egress')) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
-  // Accepted by name so Coil's manifests parse, but not implemented: refused when switched on.
-  if (v['compat-calico'] === true) throw new ConfigError('--compat-calico is not supported: coil names host-side veths its own way (Calico-compatible names are not implemented)');
-  if (v['register-from-main'] === true) throw new ConfigError('--register-from-main is not supported: it migrates from Coil 2.0.1, whose routes coil does not read');
-  const level = (v['log-level'] ?? v['zap-log-level'] ?? 'info') as string;
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(level)) throw new ConfigError(`invalid log level ${level}`);
-  const str = (k: string): string => v[k] as string;
-  const metricsAddr = parseBindAddress(str('metrics-addr'));
-  const healthAddr = parseBindAddress(str('health-addr'));
-  const kubeconfig = (v.kubeconfig as string | undefined) ?? env.KUBECONFIG;
-  const hostNetns = v['host-netns'] as string | undefined;
+  if (!v['enable-ipam'] && !v['enable-egress']) throw new ConfigError('--enable-ipam and --enable-egress are both false: nothing to run');
+  if (v['compat-calico']) throw new ConfigError('--compat-calico is not supported: coil names host-side veths its own way (Calico-compatible names are not implemented)');
+  if (v['register-from-main']) throw new ConfigError('--register-from-main is not supported: it migrates from Coil 2.0.1, whose routes coil does not read');
+  const level = v['log-level'] ?? v['zap-log-level'] ?? 'info';
+  if (!LOG_LEVELS.includes(level)) throw new ConfigError(`invalid log level ${level}`);
+  const metricsAddr = v['metrics-addr'];
+  const healthAddr = v['health-addr'];
+  const kubeconfig = v.kubeconfig ?? env.KUBECONFIG;
+  const hostNetns = v['host-netns'];
   return {
     nodeName,
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),
-    podTableId: integer('pod-table-id', str('pod-table-id'), 0, 2 ** 32 - 1),
-    podRulePrio: integer('pod-rule-prio', str('pod-rule-prio'), 0, 2 ** 32 - 1),
-    exportTableId: integer('export-table-id', str('export-table-id'), 0, 2 ** 32 - 1),
-    protocolId: integer('protocol-id', str('protocol-id'), 0, 255),
-    socketPath: str('socket'),
-    gcIntervalMs: positive('addressblock-gc-interval', parseDuration(str('addressblock-gc-interval'))),
-    clearRoutesOnShutdown: v['clear-routes-on-shutdown'] === true,
-    coolingMs: parseDuration(str('cooling-period')),
-    blockReleaseGraceMs: parseDuration(str('block-release-grace')),
-    lowWaterMark: integer('low-water-mark', str('low-water-mark'), 0, 2 ** 31),
-    allocTimeoutMs: positive('alloc-timeout', parseDuration(str('alloc-timeout'))),
+    podTableId: v['pod-table-id'],
+    podRulePrio: v['pod-rule-prio'],
+    exportTableId: v['export-table-id'],
+    protocolId: v['protocol-id'],
+    socketPath: v.socket,
+    gcIntervalMs: positive('addressblock-gc-interval', v['addressblock-gc-interval']),
+    clearRoutesOnShutdown: v['clear-routes-on-shutdown'],
+    coolingMs: v['cooling-period'],
+    blockReleaseGraceMs: v['block-release-grace'],
+    lowWaterMark: v['low-water-mark'],
+    allocTimeoutMs: positive('alloc-timeout', v['alloc-timeout']),
     ...(kubeconfig ? { kubeconfig } : {}),
     ...(hostNetns ? { hostNetns } : {}),
-    ...(v['cni-conf-file'] ? { cniConfFile: v['cni-conf-file'] as string } : {}),
+    ...(v['cni-conf-file'] ? { cniConfFile: v['cni-conf-file'] } : {}),
     ...(env.COIL_POD_NAMESPACE && env.COIL_POD_NAME ? { pod: { namespace: env.COIL_POD_NAMESPACE, name: env.COIL_POD_NAME } } : {}),
-    gracefulShutdownMs: parseDuration(str('graceful-shutdown')),
+    gracefulShutdownMs: v['graceful-shutdown'],
     logLevel: level as CoildConfig['logLevel'],
-    enableIpam: !falseFlags.has('enable-ipam'),
-    enableEgress: !falseFlags.has('enable-egress'),
-    spawnHelper: falseFlags.has('spawn-helper') ? false : trueFlags.has('spawn-helper') || v['spawn-helper'] === true ? true : undefined,
-    netlinkAgent: !falseFlags.has('netlink-agent'),
-    egressPort: integer('egress-port', str('egress-port'), 1, 65535),
-    egressStateDir: str('egress-state-dir'),
-    enableOriginatingOnly: v['enable-originating-only'] === true,
-    backend: parseBackend(str('backend')),
+    enableIpam: v['enable-ipam'],
+    enableEgress: v['enable-egress'],
+    spawnHelper: v['spawn-helper'],
+    netlinkAgent: v['netlink-agent'],
+    egressPort: v['egress-port'],
+    egressStateDir: v['egress-state-dir'],
+    enableOriginatingOnly: v['enable-originating-only'],
+    backend: v.backend,
   };
-}
-
-function integer(flag: string, text: string, min: number, max: number): number {
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || n < min || n > max) throw new ConfigError(`--${flag}: ${JSON.stringify(text)} is not an integer in [${min}, ${max}]`);
-  return n;
 }
 
 function positive(flag: string, ms: number): number {

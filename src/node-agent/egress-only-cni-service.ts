@@ -14,6 +14,7 @@
  *   docs/compatibility.md#manifests-and-rbac (egress-only overlays)
  */
 import type Logger from 'bunyan';
+import { kindRule } from '../runtime/rbac.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Cache } from '../runtime/cache.js';
 import type { Client } from '../runtime/client.js';
@@ -46,7 +47,7 @@ export interface EgressOnlyCniServiceOptions {
 /** The {@link CniHandler} of coild with `--enable-ipam=false`. */
 export class EgressOnlyCniService implements CniHandler {
   /** What it calls beyond the cache: a live read of a Pod the cache has not seen yet. */
-  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['pods'], verbs: ['get'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.Pod, ['get'])];
 
   constructor(private readonly o: EgressOnlyCniServiceOptions) {}
 

@@ -23,6 +23,7 @@
  *   docs/compatibility.md#egress-updates-to-running-clients
  */
 import { existsSync } from 'node:fs';
+import { kindRule } from '../runtime/rbac.js';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -86,7 +87,7 @@ export class EgressSetupError extends Error {
 /** The client-side egress controller of one node. */
 export class EgressWatcher implements Runnable {
   /** What it calls beyond the cache: the Service of a named Egress, read live by key. Its Events go through the Manager's recorder. */
-  static readonly rbac: readonly RbacRule[] = [{ group: '', resources: ['services'], verbs: ['get'] }];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.Service, ['get'])];
 
   private readonly attachments = new Map<string, EgressAttachment>();
   private readonly dirty = new Set<string>();

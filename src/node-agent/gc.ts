@@ -21,6 +21,9 @@
  * on clocks.
  */
 import type Logger from 'bunyan';
+import { systemClock, type Clock } from '../runtime/clock.js';
+import { every } from '../runtime/periodic.js';
+import type { Runnable } from '../runtime/runnable.js';
 import type { BlockExport } from './block-export.js';
 import type { BlockReleaser } from './block-release.js';
 import type { KeyedMutex } from './keyed-mutex.js';
@@ -38,6 +41,8 @@ export interface NodeGcOptions {
   readonly logger: Logger;
   /** Pass interval. Default 300 000 ms. */
   readonly intervalMs?: number;
+  /** Time source of the interval. Default the process clock. */
+  readonly clock?: Clock;
 }
 
 /** What one pass did. */
@@ -51,23 +56,31 @@ export interface GcReport {
   readonly released: string[];
 }
 
-/** The periodic pass; {@link run} may also be called directly (tests, `SIGHUP`-style triggers). */
+/**
+ * The periodic pass, run by the Manager through {@link runnable}; {@link run} may also be called
+ * directly (tests, `SIGHUP`).
+ */
 export class NodeGc {
-  private timer: NodeJS.Timeout | undefined;
   private running: Promise<GcReport> | undefined;
 
   constructor(private readonly o: NodeGcOptions) {}
 
-  start(): void {
-    this.timer = setInterval(() => {
-      this.run().catch((err: unknown) => this.o.logger.error({ err }, 'node GC pass failed'));
-    }, this.o.intervalMs ?? 300_000);
-    this.timer.unref();
-  }
-
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.running?.catch(() => undefined);
+  /**
+   * The periodic GC as a Manager runnable: a pass every `intervalMs`, the first one interval
+   * after it starts. A failed pass is logged and the next one retries. It returns on the stop
+   * signal once no pass runs any more — the one it started or one a `SIGHUP` did — so nothing of
+   * GC touches the host or the API after the Manager stopped its runnables.
+   */
+  runnable(): Runnable {
+    return {
+      run: async (signal) => {
+        await every(signal, this.o.intervalMs ?? 300_000, () => this.run().then(
+          () => undefined,
+          (err: unknown) => this.o.logger.error({ err }, 'node GC pass failed'),
+        ), this.o.clock ?? systemClock);
+        while (this.running) await this.running.catch(() => undefined);
+      },
+    };
   }
 
   /** One pass (joins a pass already running). @throws PodNetworkError, NetlinkError, ApiError */

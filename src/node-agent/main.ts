@@ -14,7 +14,7 @@ import { PORTS } from '../api/v2/keys.js';
 import { createLogger } from '../runtime/logging.js';
 import { loadKubeConfig, parseOrExit, runMain, startOrExit, stopOnSignals } from '../runtime/program.js';
 import { Coild } from './coild.js';
-import { parseBindAddress, parseConfig } from './config.js';
+import { COILD_FLAGS, IPAM_STATUS_FLAGS, parseConfig } from './config.js';
 import { fetchIpamStatus } from './ipam-status.js';
 
 /**
@@ -27,8 +27,7 @@ function protoDir(): string {
 }
 
 async function ipamStatus(argv: string[]): Promise<void> {
-  const i = argv.indexOf('--health-addr');
-  const addr = parseBindAddress(i >= 0 ? (argv[i + 1] ?? '') : `127.0.0.1:${PORTS.coildHealth}`);
+  const addr = parseOrExit('coild ipam-status', () => IPAM_STATUS_FLAGS.parse(argv), IPAM_STATUS_FLAGS.usage())['health-addr'];
   const host = !addr?.host || addr.host === '0.0.0.0' ? '127.0.0.1' : addr.host;
   try {
     process.stdout.write(await fetchIpamStatus(`http://${host.includes(':') ? `[${host}]` : host}:${addr?.port ?? PORTS.coildHealth}/ipam`));
@@ -41,7 +40,7 @@ async function ipamStatus(argv: string[]): Promise<void> {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv[0] === 'ipam-status') return ipamStatus(argv.slice(1));
-  const cfg = parseOrExit('coild', () => parseConfig(argv, process.env));
+  const cfg = parseOrExit('coild', () => parseConfig(argv, process.env), COILD_FLAGS.usage());
   const log = createLogger({ name: 'coild', level: cfg.logLevel });
   const coild = new Coild({ config: cfg, kubeConfig: loadKubeConfig(cfg.kubeconfig), logger: log, protoDir: protoDir() });
   stopOnSignals(coild, { log, timeoutMs: cfg.gracefulShutdownMs });

@@ -10,6 +10,7 @@
  *   docs/compatibility.md#orphaned-blocks-reclaimed-only-after-node-deletion
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { kindRule } from '../runtime/rbac.js';
 import { inject } from 'inversify';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { nodeOf } from '../api/v2/addressblock.js';
@@ -69,10 +70,10 @@ export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Rea
   leaderOnly: true,
   resyncPeriodMs: fromBinding(IPAM_OPTIONS, (o: IpamOptions) => o.gcIntervalMs),
   rbac: [
-    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch', 'update', 'patch', 'delete'] },
-    { group: '', resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
-    { group: '', resources: ['pods'], verbs: ['list'] },
-    { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+    kindRule(Kinds.AddressBlock, ['get', 'list', 'watch', 'update', 'patch', 'delete']),
+    kindRule(Kinds.Node, ['get', 'list', 'watch']),
+    kindRule(Kinds.Pod, ['list']),
+    kindRule(Kinds.Event, ['create', 'patch']),
   ],
 })
 export class AddressBlockGcReconciler implements Reconcile {

@@ -15,6 +15,7 @@
  * @see docs/compatibility.md "AddressPool status"
  */
 import type Logger from 'bunyan';
+import { kindRule } from '../runtime/rbac.js';
 import { inject } from 'inversify';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import { FIN_COIL, INDEX_BLOCK_BY_POOL } from '../api/v2/keys.js';
@@ -55,9 +56,9 @@ const STATUS_MIN_INTERVAL_MS = 1_000;
   indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex }],
   leaderOnly: true,
   rbac: [
-    { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-    { group: 'coil.cybozu.com', resources: ['addresspools/status'], verbs: ['get', 'update', 'patch'] },
-    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch'] },
+    kindRule(Kinds.AddressPool, ['get', 'list', 'watch', 'update', 'patch']),
+    kindRule(Kinds.AddressPool, ['get', 'update', 'patch'], { subresource: 'status' }),
+    kindRule(Kinds.AddressBlock, ['get', 'list', 'watch']),
   ],
 })
 export class AddressPoolReconciler implements Reconcile {

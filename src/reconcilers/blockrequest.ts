@@ -6,6 +6,7 @@
  *   docs/compatibility.md#blockrequest-reconciler; Coil #152, #198, #271
  */
 import { inject } from 'inversify';
+import { kindRule } from '../runtime/rbac.js';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import type { BlockRequest, BlockRequestStatus } from '../api/v2/blockrequest.js';
@@ -54,12 +55,12 @@ const POOL_MISSING_RETRY_MS = 5_000;
   leaderOnly: true,
   maxConcurrentReconciles: 16,
   rbac: [
-    { group: 'coil.cybozu.com', resources: ['blockrequests'], verbs: ['get', 'list', 'watch', 'delete'] },
-    { group: 'coil.cybozu.com', resources: ['blockrequests/status'], verbs: ['get', 'update', 'patch'] },
-    { group: 'coil.cybozu.com', resources: ['addressblocks'], verbs: ['get', 'list', 'watch', 'create'] },
-    { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'list', 'watch'] },
-    { group: 'coil.cybozu.com', resources: ['addresspools/finalizers'], verbs: ['update'] },
-    { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+    kindRule(Kinds.BlockRequest, ['get', 'list', 'watch', 'delete']),
+    kindRule(Kinds.BlockRequest, ['get', 'update', 'patch'], { subresource: 'status' }),
+    kindRule(Kinds.AddressBlock, ['get', 'list', 'watch', 'create']),
+    kindRule(Kinds.AddressPool, ['get', 'list', 'watch']),
+    kindRule(Kinds.AddressPool, ['update'], { subresource: 'finalizers' }),
+    kindRule(Kinds.Event, ['create', 'patch']),
   ],
 })
 export class BlockRequestReconciler implements Reconcile {

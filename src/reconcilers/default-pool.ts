@@ -17,6 +17,7 @@
  * admin's edit wins over a chart value.
  */
 import type Logger from 'bunyan';
+import { kindRule } from '../runtime/rbac.js';
 import type { AddressPool, AddressPoolSpec, SubnetSet } from '../api/v2/addresspool.js';
 import { DEFAULT_POOL } from '../api/v2/keys.js';
 import { sleep } from '../runtime/clock.js';
@@ -28,7 +29,7 @@ import { Kinds } from '../api/v2/kinds.js';
 
 /** What the ensurer needs beyond the AddressPool reconciler's rights (hack/chart-rbac.ts adds it). */
 export const DEFAULT_POOL_RBAC: readonly RbacRule[] = [
-  { group: 'coil.cybozu.com', resources: ['addresspools'], verbs: ['get', 'create', 'update'] },
+  kindRule(Kinds.AddressPool, ['get', 'create', 'update']),
 ];
 
 /** Options of {@link DefaultPoolEnsurer}. */

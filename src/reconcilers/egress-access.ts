@@ -15,6 +15,7 @@
  *   docs/compatibility.md#set-but-never-unset
  */
 import type { V1ClusterRoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
+import { kindRule } from '../runtime/rbac.js';
 import { inject } from 'inversify';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
@@ -47,8 +48,8 @@ function isManaged(obj: { metadata?: { labels?: Record<string, string> } }): boo
   leaderOnly: true,
   rbac: [
     // Writes limited to the one name: the controller cannot touch other accounts (create cannot be limited by name).
-    { group: '', resources: ['serviceaccounts'], verbs: ['list', 'watch', 'create'] },
-    { group: '', resources: ['serviceaccounts'], verbs: ['get', 'update', 'patch', 'delete'], resourceNames: [EGRESS_ACCESS_NAME] },
+    kindRule(Kinds.ServiceAccount, ['list', 'watch', 'create']),
+    kindRule(Kinds.ServiceAccount, ['get', 'update', 'patch', 'delete'], { resourceNames: [EGRESS_ACCESS_NAME] }),
   ],
 })
 export class EgressServiceAccountReconciler implements Reconcile {
@@ -82,10 +83,10 @@ export class EgressServiceAccountReconciler implements Reconcile {
   watches: [watchKind(Kinds.Egress, () => [{ name: EGRESS_ACCESS_NAME }])],
   leaderOnly: true,
   rbac: [
-    { group: 'rbac.authorization.k8s.io', resources: ['clusterrolebindings'], verbs: ['list', 'watch', 'create'] },
-    { group: 'rbac.authorization.k8s.io', resources: ['clusterrolebindings'], verbs: ['get', 'update', 'patch', 'delete'], resourceNames: [EGRESS_ACCESS_NAME] },
+    kindRule(Kinds.ClusterRoleBinding, ['list', 'watch', 'create']),
+    kindRule(Kinds.ClusterRoleBinding, ['get', 'update', 'patch', 'delete'], { resourceNames: [EGRESS_ACCESS_NAME] }),
     // Binding a ClusterRole needs either its permissions or `bind` on it (RBAC escalation check).
-    { group: 'rbac.authorization.k8s.io', resources: ['clusterroles'], verbs: ['bind'], resourceNames: ['coil-egress'] },
+    kindRule(Kinds.ClusterRole, ['bind'], { resourceNames: ['coil-egress'] }),
   ],
 })
 export class EgressClusterRoleBindingReconciler implements Reconcile {

@@ -17,6 +17,7 @@
  * @see docs/compatibility.md#egress-reconciler, docs/compatibility.md#set-but-never-unset
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { kindRule } from '../runtime/rbac.js';
 import { inject } from 'inversify';
 import { Gauge } from 'prom-client';
 import type { Egress } from '../api/v2/egress.js';
@@ -45,15 +46,15 @@ const GC_WAIT_MS = 2_000;
   owns: [Kinds.Deployment, Kinds.Service, Kinds.PodDisruptionBudget],
   leaderOnly: true,
   rbac: [
-    { group: 'coil.cybozu.com', resources: ['egresses'], verbs: ['get', 'list', 'watch'] },
-    { group: 'coil.cybozu.com', resources: ['egresses/status'], verbs: ['get', 'update', 'patch'] },
+    kindRule(Kinds.Egress, ['get', 'list', 'watch']),
+    kindRule(Kinds.Egress, ['get', 'update', 'patch'], { subresource: 'status' }),
     // blockOwnerDeletion on owned objects needs this where OwnerReferencesPermissionEnforcement is on.
-    { group: 'coil.cybozu.com', resources: ['egresses/finalizers'], verbs: ['update'] },
-    { group: 'apps', resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
-    { group: '', resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch'] },
-    { group: 'policy', resources: ['poddisruptionbudgets'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+    kindRule(Kinds.Egress, ['update'], { subresource: 'finalizers' }),
+    kindRule(Kinds.Deployment, ['get', 'list', 'watch', 'create', 'update', 'patch']),
+    kindRule(Kinds.Service, ['get', 'list', 'watch', 'create', 'update', 'patch']),
+    kindRule(Kinds.PodDisruptionBudget, ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete']),
     // The entrypoint reads its own Pod for the default egress image (EgressOptions.image).
-    { group: '', resources: ['pods'], verbs: ['get'] },
+    kindRule(Kinds.Pod, ['get']),
   ],
 })
 export class EgressReconciler implements Reconcile {

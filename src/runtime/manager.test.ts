@@ -62,6 +62,35 @@ describe('Manager', () => {
     assert.equal(stats.steadyStopped, true);
   });
 
+  it('stops runnables one at a time, newest first, each awaited; one added while running starts at once', async () => {
+    const mgr = new Manager({ kubeConfig: kubeConfig(), registry: new Registry(), logger: silentLogger(), defaultMetrics: false });
+    const events: string[] = [];
+    const gates = new Map<string, () => void>();
+    const loop = (name: string): Runnable => ({
+      run: async (signal) => {
+        events.push(`run ${name}`);
+        await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+        events.push(`abort ${name}`);
+        await new Promise<void>((r) => gates.set(name, r));
+        events.push(`return ${name}`);
+      },
+    });
+    mgr.add({ name: 'first', leaderOnly: false }, loop('first'));
+    mgr.add({ name: 'second', leaderOnly: false }, loop('second'));
+    await mgr.start();
+    mgr.add({ name: 'late', leaderOnly: false }, loop('late'));
+    assert.deepEqual(events, ['run first', 'run second', 'run late']);
+    assert.deepEqual(mgr.runnableNames(), ['first', 'second', 'late']);
+    const stopping = mgr.stop();
+    for (const name of ['late', 'second', 'first']) {
+      await until(() => gates.has(name));
+      gates.get(name)!();
+    }
+    await stopping;
+    assert.deepEqual(events.slice(3), ['abort late', 'return late', 'abort second', 'return second', 'abort first', 'return first']);
+    assert.equal(await mgr.stopRunnables(), true, 'idempotent');
+  });
+
   it('serves /metrics, /healthz and /readyz on one port', async () => {
     const mgr = new Manager({ kubeConfig: kubeConfig(), registry: new Registry(), logger: silentLogger(), defaultMetrics: false, metricsBindAddress: { host: '127.0.0.1', port: 0 }, healthProbeBindAddress: { host: '127.0.0.1', port: 0 } });
     await mgr.start();

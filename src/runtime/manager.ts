@@ -108,6 +108,7 @@ export class Manager {
   private state: 'new' | 'starting' | 'running' | 'stopping' | 'stopped' = 'new';
   private leaderStarted = false;
   private keepAlive: NodeJS.Timeout | undefined;
+  private runnablesStopped: Promise<boolean> | undefined;
 
   constructor(private readonly options: ManagerOptions) {
     const name = options.name ?? 'coil-controller';
@@ -224,12 +225,44 @@ export class Manager {
   }
 
   /**
-   * Adds a runnable constructed by the program (decorated classes are added at start).
-   * @throws Error after start
+   * Adds a runnable constructed by the program (decorated classes are added at start). Added while
+   * running, it starts at once (leader-only ones once this replica leads), as controller-runtime's
+   * `Manager.Add`: coild adds its GC only once it serves. Runnables stop in the reverse order of
+   * their adding ({@link stopRunnables}).
+   * @throws Error while starting, stopping or after stop
    */
   add(options: RunnableOptions, runnable: Runnable): void {
-    if (this.state !== 'new') throw new Error('runnables must be added before start()');
-    this.runnables.push(new RunnableSupervisor(options, runnable, this.log.child({ runnable: options.name })));
+    if (this.state !== 'new' && this.state !== 'running') throw new Error('runnables must be added before start() or while running');
+    const supervisor = new RunnableSupervisor(options, runnable, this.log.child({ runnable: options.name }));
+    this.runnables.push(supervisor);
+    if (this.state === 'running' && (options.leaderOnly === false || this.leaderStarted)) supervisor.start();
+  }
+
+  /** Names of the runnables, in the order they were added (decorated ones, after start, first). */
+  runnableNames(): string[] {
+    return this.runnables.map((r) => r.options.name);
+  }
+
+  /**
+   * Stops every runnable, one at a time in the reverse order of their adding — what was added
+   * later may use what was added earlier, as coild's GC uses the block releaser — each awaited
+   * until it returns or the graceful-shutdown deadline (`gracefulShutdownTimeoutMs`, counted from
+   * the first call, shared by all) passes. Part of {@link stop}; a program calls it first when it
+   * has work to do between its loops stopping and the caches going (coild flushes table 119).
+   * Idempotent: later calls return the first call's result.
+   * @returns whether every leader-only runnable returned in time
+   */
+  stopRunnables(): Promise<boolean> {
+    this.runnablesStopped ??= (async () => {
+      const deadline = Date.now() + (this.options.gracefulShutdownTimeoutMs ?? 30_000);
+      let leaderWorkStopped = true;
+      for (const r of [...this.runnables].reverse()) {
+        const returned = await r.stop(Math.max(0, deadline - Date.now()));
+        if (!returned && r.options.leaderOnly !== false) leaderWorkStopped = false;
+      }
+      return leaderWorkStopped;
+    })();
+    return this.runnablesStopped;
   }
 
   /** Whether leader-only reconcilers run here (always true without leader election). */
@@ -245,7 +278,7 @@ export class Manager {
   /**
    * Graceful shutdown: stop taking work and drain in-flight reconciles (up to
    * `gracefulShutdownTimeoutMs`; then their signal is aborted and they get a short grace, see
-   * {@link Controller.stop}), stop runnables, release the lease (unless `releaseLease: false`,
+   * {@link Controller.stop}), stop runnables ({@link stopRunnables}), release the lease (unless `releaseLease: false`,
    * which simulates a crash for tests), flush Events, stop caches and servers. Idempotent.
    *
    * The Lease is released only once every leader-only reconcile and runnable has returned: a
@@ -259,7 +292,7 @@ export class Manager {
     const timeout = this.options.gracefulShutdownTimeoutMs ?? 30_000;
     const leaderWorkStopped = await Promise.all([
       ...this.controllers.map(async (c) => (await c.stop(timeout)) || c.registration.leaderOnly === false),
-      ...this.runnables.map(async (r) => (await r.stop(timeout)) || r.options.leaderOnly === false),
+      this.stopRunnables(),
     ]).then((done) => done.every(Boolean));
     const release = (opts.releaseLease ?? true) && (this.options.leaderElection?.releaseOnCancel ?? true);
     if (this.elector && release && !leaderWorkStopped) this.log.error('leader-only work still runs at shutdown: the Lease is not released, a standby takes over once it expires');

@@ -9,6 +9,7 @@
  */
 import type { KubeConfig as KubeConfigType } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
+import { HelpRequested } from './flag-table.js';
 import { ConfigError } from './flags.js';
 import { KubeConfig } from './kubeconfig.js';
 
@@ -75,12 +76,17 @@ export function stopOnSignals(target: { stop(): Promise<void> }, o: StopOnSignal
 
 /**
  * Parses the command line with `parse`; a {@link ConfigError} is printed as `<name>: <message>`
- * (plus `usage`, when given) and exits {@link EXIT_USAGE}. Any other error propagates.
+ * (plus `usage`, when given, as Go's flag package does) and exits {@link EXIT_USAGE}; `-h`/`--help`
+ * ({@link HelpRequested}) prints its usage text on stdout and exits 0. Any other error propagates.
  */
 export function parseOrExit<C>(name: string, parse: () => C, usage = ''): C {
   try {
     return parse();
   } catch (e) {
+    if (e instanceof HelpRequested) {
+      process.stdout.write(e.usage);
+      process.exit(0);
+    }
     if (!(e instanceof ConfigError)) throw e;
     process.stderr.write(`${name}: ${e.message}\n${usage}`);
     process.exit(EXIT_USAGE);

@@ -26,3 +26,21 @@ export const LEADER_ELECTION_RBAC: readonly RbacRule[] = [
   { group: 'coordination.k8s.io', resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
   { group: '', resources: ['events'], verbs: ['create', 'patch'] },
 ];
+
+/**
+ * A rule on `kinds` (one API group; several make one rule, as the chart writes them), or on their
+ * `subresource` (`status`, `finalizers`): group and resource names come from the kinds'
+ * descriptors (src/api/v2/kinds.ts), never spelled again.
+ * @throws Error when the kinds are of different groups
+ */
+export function kindRule(kinds: KindDescriptor | readonly KindDescriptor[], verbs: readonly string[], o: { readonly subresource?: string; readonly resourceNames?: readonly string[] } = {}): RbacRule {
+  const list: readonly KindDescriptor[] = Array.isArray(kinds) ? kinds : [kinds as KindDescriptor];
+  const group = list[0]!.group;
+  if (list.some((k) => k.group !== group)) throw new Error(`one RBAC rule cannot span API groups: ${list.map((k) => k.group || 'core').join(', ')}`);
+  return {
+    group,
+    resources: list.map((k) => (o.subresource ? `${k.plural}/${o.subresource}` : k.plural)),
+    verbs,
+    ...(o.resourceNames ? { resourceNames: o.resourceNames } : {}),
+  };
+}

@@ -1,0 +1,25 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { silentLogger } from '../runtime/logging.js';
+import { Coild } from './coild.js';
+import { parseConfig } from './config.js';
+
+function kubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+  return kc;
+}
+
+/** A coild built, never started (no API server, no host changes). */
+function coild(...flags: string[]): Coild {
+  return new Coild({ config: parseConfig(['--spawn-helper=false', '--netlink-agent=false', '--metrics-addr=0', '--health-addr=0', ...flags], { COIL_NODE_NAME: 'n1' }), kubeConfig: kubeConfig(), logger: silentLogger() });
+}
+
+describe("coild's loops", () => {
+  it('are runnables of its Manager (GC joins once coild serves), so they stop with it, newest first', () => {
+    assert.deepEqual(coild().manager.runnableNames(), ['egress-watcher', 'block-request', 'block-release']);
+    assert.deepEqual(coild('--enable-egress=false').manager.runnableNames(), ['block-request', 'block-release']);
+    assert.deepEqual(coild('--enable-ipam=false').manager.runnableNames(), ['egress-watcher']);
+  });
+});
