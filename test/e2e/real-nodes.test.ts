@@ -220,8 +220,12 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     assert.equal(pod.spec?.containers[0]?.image, coilImage().ref, 'the NAT pod runs the controller\'s own image');
     assert.ok(inCidr(pod.status!.podIP!, POD_RANGE), `the NAT pod got ${pod.status?.podIP} from coil`);
     const node = cluster.node(pod.spec!.nodeName!);
-    const readyz = await eventually(async () => (await node.http(pod.status!.podIP!, 8081, '/readyz')) || false, { timeoutMs: 60_000, intervalMs: 500 });
-    assert.match(readyz, /fou/i, `readyz: ${readyz}`);
+    // coil-egress serves /readyz before it has probed the kernel ("kernel features not probed
+    // yet"; a CI run read that first): wait for the probe's verdict, which names FoU.
+    await eventually(async () => {
+      const readyz = await node.http(pod.status!.podIP!, 8081, '/readyz');
+      assert.match(readyz, /fou/i, `readyz: ${readyz}`);
+    }, { timeoutMs: 60_000, intervalMs: 500 });
     const egress = JSON.parse(await cluster.kubectl(['get', 'egress', '-n', EGRESS_NS, 'nat', '-o', 'json'])) as { status?: { selector?: string; replicas?: number } };
     assert.match(egress.status?.selector ?? '', /app\.kubernetes\.io\/instance=nat/);
     await cluster.kubectl(['delete', 'namespace', EGRESS_NS, '--timeout=120s']);
