@@ -76,6 +76,12 @@ export interface SoakReport {
   durationMs: number;
   /** Where the logs of a failing run were saved. */
   logsSavedIn?: string;
+  /**
+   * Each ADD that failed with no fault in progress, with what a reader needs to place it: its node,
+   * when (ms since the soak began), the last fault before it and how long after that fault's window
+   * ended it failed. Any entry fails the soak test, and the run's logs are saved.
+   */
+  unexplainedAdds: { node: string; atMs: number; lastFault?: FaultName; sinceWindowEndMs?: number; error: string }[];
 }
 
 
@@ -138,9 +144,9 @@ export async function soak(lab: Lab, options: SoakOptions): Promise<SoakReport> 
     log(`soak: seed ${seed} failed; logs saved in ${dir}`);
     throw new Error(`soak with seed ${seed} failed (logs in ${dir}): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
-  if (report.violations.length > 0 || report.blocksLeaked > 0) {
+  if (report.violations.length > 0 || report.blocksLeaked > 0 || report.unexplainedAdds.length > 0) {
     report.logsSavedIn = await saveLogs(lab, logDir, seed, report);
-    log(`soak: seed ${seed}: ${report.violations.length} violations, ${report.blocksLeaked} leaked blocks; logs saved in ${report.logsSavedIn}`);
+    log(`soak: seed ${seed}: ${report.violations.length} violations, ${report.blocksLeaked} leaked blocks, ${report.unexplainedAdds.length} ADDs failed outside a fault's window; logs saved in ${report.logsSavedIn}`);
   }
   return report;
 }
@@ -181,7 +187,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
     at: Math.floor(((i + 1) * options.operations) / (faults.length * rounds + 1)),
     name: faults[i % faults.length]!,
   }));
-  const report: SoakReport = { seed, operations: 0, adds: 0, dels: 0, addFailures: 0, addFailureReasons: {}, faults: [], phases: 0, violations: [], blocksLeaked: 0, addP50Ms: 0, addP95Ms: 0, durationMs: 0 };
+  const report: SoakReport = { seed, operations: 0, adds: 0, dels: 0, addFailures: 0, addFailureReasons: {}, unexplainedAdds: [], faults: [], phases: 0, violations: [], blocksLeaked: 0, addP50Ms: 0, addP95Ms: 0, durationMs: 0 };
   const addTimes: number[] = [];
   const started = performance.now();
   const live = new Set<string>();
@@ -196,11 +202,19 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
   let aborted = false;
   /** The fault being injected, from its start until its phase check is done. */
   let activeFault: FaultName | undefined;
-  const addFailed = (err: unknown) => {
+  /** When the last fault's window ended (ms since the soak began). */
+  let lastWindowEnd: { fault: FaultName; atMs: number } | undefined;
+  const addFailed = (err: unknown, node: LabNode) => {
     report.addFailures++;
     const line = (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 200);
     const key = `${activeFault ?? 'no fault'}: ${line}`;
     report.addFailureReasons[key] = (report.addFailureReasons[key] ?? 0) + 1;
+    if (activeFault === undefined) {
+      const atMs = Math.round(performance.now() - started);
+      const entry = { node: node.name, atMs, lastFault: lastWindowEnd?.fault, sinceWindowEndMs: lastWindowEnd && atMs - lastWindowEnd.atMs, error: line };
+      report.unexplainedAdds.push(entry);
+      log(`soak: ADD failed outside a fault's window: ${JSON.stringify(entry)}`);
+    }
   };
   const opLimit = () => (faultIndex < schedule.length ? schedule[faultIndex]!.at + FAULT_WINDOW_OPS : options.operations);
 
@@ -242,7 +256,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
             live.add(name);
             report.adds++;
           } catch (err) {
-            addFailed(err);
+            addFailed(err, node);
           }
           busy.delete(name);
         } else {
@@ -303,7 +317,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
             live.add(name);
             report.adds++;
           } catch (err) {
-            addFailed(err);
+            addFailed(err, node);
           }
         },
         checkPhase,
@@ -314,6 +328,7 @@ async function runSoak(lab: Lab, options: SoakOptions & { seed: number; log: (me
       // plane, not when the fault's own steps returned: an ADD failing after this is a defect.
       await blockRequestAnswered(lab, lab.nodes[0]!);
       report.faults.push({ name: fault.name, ms, recoveredMs: Math.round(performance.now() - t0) });
+      lastWindowEnd = { fault: fault.name, atMs: Math.round(performance.now() - started) };
       activeFault = undefined;
       faultIndex++;
     }
