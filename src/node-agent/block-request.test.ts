@@ -73,3 +73,31 @@ describe('BlockRequester clean-up', () => {
     r.stop();
   });
 });
+
+describe('BlockRequester after an API server outage', () => {
+  it('cuts short the backoff of its informers while an ADD waits for a block the server already holds', async () => {
+    // The controller answered at once, but this node's AddressBlock informer is waiting out the
+    // backoff of an outage that has ended: without the hurry the ADD times out on a block that exists.
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient((br) => cache.backOff(Kinds.AddressBlock, () => cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! }))));
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
+    r.start();
+    assert.deepEqual(await r.request('p', 1_000), { kind: 'allocated', blockName: 'p-0' });
+    assert.deepEqual(cache.retried, ['AddressBlock']);
+    r.stop();
+  });
+
+  it('leaves the backoff alone while nobody waits (a timed-out request stays outstanding)', async () => {
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient();
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
+    r.start();
+    assert.equal((await r.request('p', 10)).kind, 'timeout');
+    cache.backOff(Kinds.AddressBlock, () => undefined);
+    cache.backOff(Kinds.BlockRequest, () => undefined);
+    await new Promise((res) => setTimeout(res, 100));
+    assert.deepEqual(cache.retried, []);
+    assert.ok(r.isPending('p'));
+    r.stop();
+  });
+});

@@ -123,7 +123,10 @@ export class BlockRequester implements Runnable {
     const recheck = (): void => this.checkAll();
     this.unsubscribe.push(this.o.cache.onEvent(Kinds.BlockRequest, recheck), this.o.cache.onEvent(Kinds.AddressBlock, recheck));
     try {
-      await every(signal, this.o.pollMs ?? 1_000, recheck, this.o.clock ?? systemClock);
+      await every(signal, this.o.pollMs ?? 1_000, () => {
+        this.checkAll();
+        this.hurryCache();
+      }, this.o.clock ?? systemClock);
     } finally {
       this.stop();
     }
@@ -223,6 +226,25 @@ export class BlockRequester implements Runnable {
       w.reject(err);
     }
     o.waiters.clear();
+  }
+
+  /**
+   * While an ADD has waited a whole poll for its block, the informers it reads must not sit out a
+   * backoff: after an API server or etcd outage their retry delay has doubled to seconds, and the
+   * controller often answers (the block exists) long before they list again — the ADD would time
+   * out on a block the server already holds. So each poll with such a waiter cuts the backoff of
+   * the two informers short. At most one extra list per kind per poll, and only on nodes that are
+   * waiting for a block, so a recovering API server is not flooded by every node at once.
+   */
+  private hurryCache(): void {
+    const waitedMs = this.o.pollMs ?? 1_000;
+    const now = this.now();
+    const waiting = [...this.outstanding.values()].filter((o) => o.waiters.size > 0 && now - o.createdAtMs >= waitedMs);
+    if (waiting.length === 0) return;
+    const hurried = [this.o.cache.retryNow(Kinds.BlockRequest) && 'BlockRequest', this.o.cache.retryNow(Kinds.AddressBlock) && 'AddressBlock'].filter(Boolean);
+    if (hurried.length > 0) {
+      this.o.logger.info({ pools: waiting.map((o) => o.pool), informers: hurried }, 'an ADD waits for a block while the cache backs off: listing again now');
+    }
   }
 
   private checkAll(): void {

@@ -97,6 +97,15 @@ export class Cache {
     return this.ensure(kind).onEvent(handler);
   }
 
+  /**
+   * Cuts short the backoff of `kind`'s informer, if it waits one, so it lists again now
+   * ({@link Informer.retryNow}). @returns true when it was backing off
+   * @throws Error when `kind` was never declared
+   */
+  retryNow<T extends KubernetesObject>(kind: KindDescriptor<T>): boolean {
+    return this.informer(kind).retryNow();
+  }
+
   /** Starts every declared informer (and any declared later). */
   start(): void {
     this.started = true;

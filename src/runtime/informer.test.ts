@@ -106,6 +106,23 @@ describe('Informer recovery', () => {
     await inf.stop();
   });
 
+  it('retryNow cuts a backoff short and lists again at once; no effect while it watches', async () => {
+    api.play([503, { items: [obj('a', '5')], rv: '5' }], ['silent']);
+    // A backoff far beyond the test's patience: only retryNow can end it.
+    const inf = informer({ initialBackoffMs: 600_000, maxBackoffMs: 600_000 });
+    assert.equal(inf.retryNow(), false);
+    inf.start();
+    await until(() => inf.backingOff);
+    assert.equal(inf.hasSynced(), false);
+    assert.equal(inf.retryNow(), true);
+    await inf.waitForSync();
+    assert.equal(inf.get('a')?.metadata?.resourceVersion, '5');
+    await until(() => api.watchRVs.length === 1);
+    assert.equal(inf.retryNow(), false, 'a watch in progress is left alone');
+    assert.equal(api.listCount, 2);
+    await inf.stop();
+  });
+
   it('stop ends the loop even while a watch is still connecting', async () => {
     api.play([{ items: [], rv: '1' }], ['silent']);
     const inf = informer();

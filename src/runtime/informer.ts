@@ -87,6 +87,8 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
   private cancelWatch: (() => void) | undefined;
   private relistDue = false;
   private relistTimer: NodeJS.Timeout | undefined;
+  /** Ends the backoff wait in progress, if any ({@link retryNow}). */
+  private endBackoff: (() => void) | undefined;
 
   constructor(
     readonly kind: KindDescriptor<T>,
@@ -151,6 +153,26 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
     return [...(idx.get(value) ?? [])].map((k) => this.store.get(k)!).filter(Boolean);
   }
 
+  /**
+   * Ends a backoff wait in progress, so the loop lists again now. For a reader that waits on this
+   * cache for something it needs at once (coild's ADD waiting for its new AddressBlock): after an
+   * API server or etcd outage the doubling has often grown to seconds (up to `maxBackoffMs`), and
+   * the server is usually back well before it runs out. No effect while listing or watching.
+   * @returns true when a backoff was cut short
+   */
+  retryNow(): boolean {
+    const end = this.endBackoff;
+    if (end === undefined) return false;
+    this.endBackoff = undefined;
+    end();
+    return true;
+  }
+
+  /** True while the loop waits out a backoff after a failed list or watch. */
+  get backingOff(): boolean {
+    return this.endBackoff !== undefined;
+  }
+
   /** Makes the loop list again after the current watch (used by the periodic relist). */
   requestRelist(): void {
     this.relistDue = true;
@@ -179,7 +201,13 @@ export class Informer<T extends KubernetesObject = KubernetesObject> {
         const base = Math.min(this.options.maxBackoffMs ?? 30_000, (this.options.initialBackoffMs ?? 800) * 2 ** (failures - 1));
         const delay = Math.round(base * (0.5 + Math.random()));
         this.log.warn({ kind: kindId(this.kind), err: e, retryInMs: delay, failures }, 'list/watch failed; retrying');
-        await sleep(delay, stop);
+        const cut = new AbortController();
+        this.endBackoff = () => cut.abort();
+        try {
+          await sleep(delay, AbortSignal.any([stop, cut.signal]));
+        } finally {
+          this.endBackoff = undefined;
+        }
       }
     }
   }

@@ -58,6 +58,28 @@ export class FakeCoildCache {
     return () => set.delete(handler as Handler);
   }
 
+  /**
+   * Makes `kind`'s informer wait out a backoff (after an outage) until {@link retryNow} cuts it
+   * short, which then runs `relist` (e.g. emitting what the server holds by now).
+   */
+  backOff(kind: KindDescriptor, relist: () => void): void {
+    this.backoffs.set(kindId(kind), relist);
+  }
+
+  /** Kinds whose backoff {@link retryNow} cut short, in order. */
+  readonly retried: string[] = [];
+
+  retryNow(kind: KindDescriptor): boolean {
+    const relist = this.backoffs.get(kindId(kind));
+    if (relist === undefined) return false;
+    this.backoffs.delete(kindId(kind));
+    this.retried.push(kind.kind);
+    relist();
+    return true;
+  }
+
+  private readonly backoffs = new Map<string, () => void>();
+
   private store(kind: KindDescriptor): Map<string, KubernetesObject> {
     const id = kindId(kind);
     let s = this.stores.get(id);
