@@ -390,11 +390,18 @@ export class IpRunner {
   }
 }
 
-/** The default {@link ProcessSpawner}: `child_process.spawn` in this process. */
-export function spawnProcess(argv: readonly string[], input: string, timeoutMs: number): Promise<SpawnedProcess> {
+/**
+ * The default {@link ProcessSpawner}: `child_process.spawn` in this process. `signal` kills the
+ * process (SIGKILL) when it aborts: the spawn helper's way of taking its children down with coild.
+ */
+export function spawnProcess(argv: readonly string[], input: string, timeoutMs: number, signal?: AbortSignal): Promise<SpawnedProcess> {
   return new Promise((resolve) => {
     const [file, ...args] = argv;
     const child = spawn(file ?? '', args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const kill = (): void => void child.kill('SIGKILL');
+    if (signal?.aborted) kill();
+    else signal?.addEventListener('abort', kill, { once: true });
+    child.once('close', () => signal?.removeEventListener('abort', kill));
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let spawnError: NodeJS.ErrnoException | undefined;

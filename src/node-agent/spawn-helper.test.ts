@@ -1,4 +1,8 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { IpRunner } from '../netlink/ip-runner.js';
 import { SpawnHelper } from './spawn-helper.js';
@@ -43,6 +47,39 @@ describe('SpawnHelper', () => {
       assert.equal((await h.spawner(['echo', 'again'], '', 5_000)).stdout, 'again\n');
     } finally {
       h.stop();
+    }
+  });
+
+  it('takes its processes still running down with it when coild goes (its stdin closes)', async () => {
+    // A crashed coild closes the helper's stdin as stop() does. Before, the helper exited and its
+    // children ran on: an ip batch finishing after the next coild's recovery could leave a veth
+    // that no allocation knows.
+    const dir = await mkdtemp(join(tmpdir(), 'spawn-helper-'));
+    const h = new SpawnHelper();
+    try {
+      const pidFile = join(dir, 'pid');
+      void h.spawner(['sh', '-c', `echo $$ > ${pidFile}; exec sleep 30`], '', 60_000);
+      let pid = 0;
+      for (let i = 0; i < 500 && !pid; i++) {
+        pid = Number((await readFile(pidFile, 'utf8').catch(() => '')).trim());
+        if (!pid) await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(pid > 0, 'the process started');
+      h.stop();
+      const alive = (): boolean => {
+        try {
+          process.kill(pid, 0);
+          // A zombie of an exited helper counts as gone (reaped by init soon).
+          return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+        } catch {
+          return false;
+        }
+      };
+      for (let i = 0; i < 300 && alive(); i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(alive(), false, `process ${pid} outlived the helper`);
+    } finally {
+      h.stop();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
