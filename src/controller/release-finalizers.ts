@@ -49,6 +49,7 @@ export async function releaseFinalizers(o: ReleaseFinalizersOptions): Promise<Re
   const selector = `app.kubernetes.io/name=coil,app.kubernetes.io/instance=${o.release},app.kubernetes.io/component in (coil-controller,coild)`;
   const deadline = Date.now() + o.waitMs;
   let podsGone = false;
+  o.logger.info({ selector, waitMs: o.waitMs }, 'waiting for the release\'s coil-controller and coild Pods to go');
   for (;;) {
     const pods = await o.client.list(Kinds.Pod, { namespace: o.namespace, labelSelector: selector });
     if (pods.length === 0) {

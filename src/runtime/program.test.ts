@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { test } from 'node:test';
 import { silentLogger } from './logging.js';
@@ -41,3 +42,16 @@ test('the returned function removes the handlers', () => {
   assert.equal((h.proc as unknown as EventEmitter).listenerCount('SIGTERM'), 0);
   assert.equal((h.proc as unknown as EventEmitter).listenerCount('SIGINT'), 0);
 });
+
+test('runMain keeps the process alive until main settles, even when main only waits on an unref\'d timer', () => {
+  // The runtime's sleep is unref'd. Before, a one-shot command waiting on it alone (the chart's
+  // post-delete hook waiting for the release's Pods to go) ended there with status 0, silently.
+  const program = `
+    const { runMain } = await import(${JSON.stringify(new URL('./program.js', import.meta.url).href)});
+    const { sleep } = await import(${JSON.stringify(new URL('./clock.js', import.meta.url).href)});
+    runMain('t', async () => { await sleep(200); process.stdout.write('done'); return 3; });
+  `;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', program], { encoding: 'utf8', timeout: 20_000 });
+  assert.deepEqual({ stdout: r.stdout, status: r.status }, { stdout: 'done', status: 3 }, r.stderr);
+});
+

@@ -111,10 +111,18 @@ export async function startOrExit(target: { start(): Promise<void>; stop(): Prom
  * Runs a program's `main` and exits 1 with the stack on stderr if it throws what nothing caught.
  * With a number, `main`'s result becomes the exit code. No top-level await: the Bun bundles of
  * coild and coil-egress are CommonJS (hack/build-cni.sh says why).
+ *
+ * The process stays alive until `main` settles. The runtime's timers are unref'd (clock.ts: a
+ * pending retry must never keep a stopping daemon alive), so a one-shot command whose only pending
+ * work is such a timer would otherwise end half-way, silently and with status 0: the chart's
+ * post-delete hook (`coil-controller release-finalizers`) did so while it waited for the release's
+ * Pods to go, and helm took the Job's success for the finalizers' removal.
  */
 export function runMain(name: string, main: () => Promise<number | void>): void {
+  const alive = setInterval(() => undefined, 2 ** 30);
   main().then(
     (code) => {
+      clearInterval(alive);
       if (typeof code === 'number') process.exitCode = code;
     },
     (err: unknown) => {
