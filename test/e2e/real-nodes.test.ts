@@ -209,7 +209,9 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     const apps = cluster.api(k8s.AppsV1Api);
     const deployment = await eventually(async () => apps.readNamespacedDeployment({ name: 'nat', namespace: EGRESS_NS }).catch(() => false as const), { timeoutMs: 60_000, intervalMs: 500 });
     assert.equal(deployment.metadata?.ownerReferences?.[0]?.kind, 'Egress');
-    const service = await cluster.api(k8s.CoreV1Api).readNamespacedService({ name: 'nat', namespace: EGRESS_NS });
+    // The reconciler writes the Deployment and then the Service: the Service may lag the Deployment
+    // by a moment (a CI run read it right after the Deployment and got 404).
+    const service = await eventually(async () => cluster.api(k8s.CoreV1Api).readNamespacedService({ name: 'nat', namespace: EGRESS_NS }).catch(() => false as const), { timeoutMs: 60_000, intervalMs: 500 });
     assert.deepEqual(service.spec?.ports?.map((p) => [p.port, p.protocol]), [[5555, 'UDP']]);
     assert.match(service.spec?.clusterIP ?? '', /^10\.0\./);
     const selector = 'app.kubernetes.io/instance=nat,app.kubernetes.io/component=egress';
