@@ -59,14 +59,32 @@ export async function libcniCache(dirs: readonly string[]): Promise<Map<string, 
   return ids;
 }
 
+/**
+ * `read()`, again while the API server answers 429 or 503 — "storage is (re)initializing" for a
+ * moment after it restarts, with Retry-After: 1 (the long soak's invariant check met it right
+ * after an apiserver-restart fault, seed 452833933) — for up to `timeoutMs`. Anything else throws.
+ */
+async function whileApiServerWarms<T>(read: () => Promise<T>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await read();
+    } catch (err) {
+      const code = err instanceof k8s.ApiException ? err.code : undefined;
+      if ((code !== 429 && code !== 503) || Date.now() >= deadline) throw err;
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+  }
+}
+
 /** Reads the whole view. */
 export async function collectView(options: CollectOptions): Promise<ClusterView> {
   const core = options.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const custom = options.kubeConfig.makeApiClient(k8s.CustomObjectsApi);
   const [nodeList, podList, blockList] = await Promise.all([
-    core.listNode(),
-    core.listPodForAllNamespaces(),
-    custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks' }) as Promise<{ items: Block[] }>,
+    whileApiServerWarms(() => core.listNode()),
+    whileApiServerWarms(() => core.listPodForAllNamespaces()),
+    whileApiServerWarms(() => custom.listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks' }) as Promise<{ items: Block[] }>),
   ]);
   const containerIds = await options.containerIds();
   const nodes = await Promise.all(options.nodes.map(async (node) => {
