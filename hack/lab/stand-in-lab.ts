@@ -32,7 +32,8 @@ import { StandInKubelet, type LabPod, type PluginObserver } from './stand-in-kub
 import { unixToTcp } from './relay.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
 import { collectView, standInCniCache } from '../../test/invariants/collect.js';
-import { createTopology, destroyTopology, ip, labNodes, type LabNode } from './topology.js';
+import { Cluster } from './cluster.js';
+import { createTopology, ip, LAB_PREFIX, labNodes, type LabNode } from './topology.js';
 
 /** Where the lab keeps its files (kubeconfigs, sockets, logs, BIRD configs). */
 export const LAB_DIR = '/tmp/coil-lab';
@@ -399,12 +400,16 @@ export class StandInLab {
   }
 
   /**
-   * Removes what any lab left: lab namespaces (pods' and nodes') and the lab dir. Processes die
-   * with the lab process (pdeathsig); BIRD, coild and relays are children of it.
+   * Removes what any lab left in {@link LAB_DIR} under the `coillab-` prefix: this lab's
+   * namespaces and files, and also what a killed real-node lab (hack/lab/cluster.ts), which uses
+   * the same dir and prefix, left: its node cgroups with their processes, its pinned mount
+   * namespaces and the private mount of their pin dir. Without the latter, removing the dir
+   * fails with EBUSY, and so does every stand-in lab after a killed real one on the machine.
+   * Processes of this lab die with the lab process (pdeathsig); BIRD, coild and relays are
+   * children of it.
    */
   static async down(): Promise<void> {
-    await destroyTopology();
-    await rm(LAB_DIR, { recursive: true, force: true });
+    await Cluster.down({ prefix: LAB_PREFIX, dir: LAB_DIR });
   }
 }
 
