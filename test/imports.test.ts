@@ -60,7 +60,7 @@ test('the CNI shim imports only node: built-ins, its own files and the shared pr
  * registries and rbac modules, and the lab and hack/bench/pod-network.ts may reuse coild's
  * PodNetwork (to inspect nodes, to time its setup).
  */
-const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a-z-]+\/rbac\.js$/, /^src\/node-agent\/pod-network(-[a-z0-9]+)?\.js$/];
+const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a-z-]+\/rbac\.js$/, /^src\/node-agent\/podnet\/pod-network(-[a-z0-9]+)?\.js$/];
 
 test('nothing imports an agent or the controller from outside it', async () => {
   const agents = ['src/node-agent', 'src/egress-agent', 'src/cni-shim', 'src/controller', 'src/migrator', 'src/cni-installer'];
@@ -147,5 +147,38 @@ test('every kind is declared once, in src/api/v2/kinds.ts: src/ and hack/ call d
     if (file === join('src', 'api', 'v2', 'kinds.ts')) continue;
     const text = await readFile(join(root, file), 'utf8');
     assert.doesNotMatch(text, /\bdefineKind\s*[<(]/, `${file} declares a kind; add it to Kinds in src/api/v2/kinds.ts`);
+  }
+});
+
+/**
+ * coild's rooms (src/node-agent/README.md): imports run one way, from coild's wiring at the top
+ * through the gRPC services to the node's IPAM and the egress client side, and from those to pod
+ * wiring, which imports no other room. IPAM and egress do not import each other.
+ */
+const NODE_AGENT_ROOMS: Record<string, readonly string[]> = {
+  '': ['rpc', 'ipam', 'egress', 'podnet'],
+  rpc: ['ipam', 'egress', 'podnet'],
+  ipam: ['podnet'],
+  egress: ['podnet'],
+  podnet: [],
+};
+
+function nodeAgentRoom(path: string): string | undefined {
+  const m = /^src\/node-agent\/(?:([a-z]+)\/)?[^/]+$/.exec(path);
+  return m ? (m[1] ?? '') : undefined;
+}
+
+test('src/node-agent: imports between its rooms run one way (top → rpc → ipam, egress → podnet)', async () => {
+  const files = await sources('src/node-agent');
+  for (const file of files) {
+    const from = nodeAgentRoom(file);
+    assert.ok(from !== undefined && from in NODE_AGENT_ROOMS, `${file} is in no room of src/node-agent/README.md`);
+    for (const spec of await allImports(root, file)) {
+      if (!spec.startsWith('.')) continue;
+      const target = relative(root, join(root, file, '..', spec));
+      const to = nodeAgentRoom(target.replace(/\.js$/, '.ts'));
+      if (to === undefined || to === from) continue;
+      assert.ok(NODE_AGENT_ROOMS[from]!.includes(to), `${file} (room '${from || 'top'}') imports ${target} (room '${to || 'top'}') against the direction`);
+    }
   }
 });

@@ -4,7 +4,7 @@
 // (`/run/netns//name`), as for a runtime handing out `/proc/<pid>/ns/net`.
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason } from '../../test/netns/test-netns.js';
-import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
+import { IpRoutePodNetwork } from '../../src/node-agent/podnet/pod-network-iproute2.js';
 
 const runs = Number(process.argv[2] ?? 20);
 

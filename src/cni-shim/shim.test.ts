@@ -1,7 +1,7 @@
 /**
  * End to end: the built `coil` executable (dist/bin/coil, from hack/build-cni.sh) invoked the
  * way containerd does — CNI_* environment plus netconf on stdin — against the real grpc-js
- * server of coild (src/node-agent/grpc-server.ts) with a recording test handler.
+ * server of coild (src/node-agent/rpc/grpc-server.ts) with a recording test handler.
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -13,9 +13,9 @@ import { fileURLToPath } from 'node:url';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import bunyan from 'bunyan';
 import { Registry } from 'prom-client';
-import { CniError } from '../node-agent/cni-error.js';
-import type { CniArgs, CniHandler, CniResult } from '../node-agent/cni-handler.js';
-import { CniGrpcServer } from '../node-agent/grpc-server.js';
+import { CniError } from '../node-agent/rpc/cni-error.js';
+import type { CniArgs, CniHandler, CniResult } from '../node-agent/rpc/cni-handler.js';
+import { CniGrpcServer } from '../node-agent/rpc/grpc-server.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const COIL = join(ROOT, 'dist/bin/coil');

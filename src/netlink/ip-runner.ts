@@ -81,7 +81,7 @@ export interface IpRunnerOptions {
    * Starts one process and collects its output. Default: `child_process.spawn` in this process.
    * A large process (coild, ≈ 150 MB RSS) pays for fork() in proportion to its memory: measured
    * here 14–16 ms per spawn against 3–7 ms from a bare Node process under the same load, so
-   * coild hands its spawns to a small helper process (node-agent/spawn-helper.ts).
+   * coild hands its spawns to a small helper process (node-agent/podnet/spawn-helper.ts).
    */
   spawner?: ProcessSpawner;
   /**

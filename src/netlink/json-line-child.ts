@@ -1,6 +1,6 @@
 /**
  * JsonLineChild: one long-lived child process spoken to in JSON lines, started on first use — the
- * shared plumbing of coild's spawn helper (node-agent/spawn-helper.ts) and netlink agent
+ * shared plumbing of coild's spawn helper (node-agent/podnet/spawn-helper.ts) and netlink agent
  * (netlink-agent.ts). Each request goes out as `{id, ...request}` on the child's stdin; each
  * reply comes back as one line carrying the same `id`, in any order.
  *

@@ -15,7 +15,7 @@ import { createLogger } from '../runtime/logging.js';
 import { loadKubeConfig, parseOrExit, runMain, startOrExit, stopOnSignals } from '../runtime/program.js';
 import { Coild } from './coild.js';
 import { COILD_FLAGS, IPAM_STATUS_FLAGS, parseConfig } from './config.js';
-import { fetchIpamStatus } from './ipam-status.js';
+import { fetchIpamStatus } from './ipam/ipam-status.js';
 
 /**
  * `proto/` of the install, from the path of the script being run (`process.argv[1]`: main.js, or

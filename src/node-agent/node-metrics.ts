@@ -15,7 +15,7 @@
  * - `coil_coild_ready` (1 when `/readyz` would answer OK, else 0).
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { NodeIpam } from './node-ipam.js';
+import type { NodeIpam } from './ipam/node-ipam.js';
 
 /** Latency buckets in seconds: 1 ms … 60 s (an ADD waiting for a block takes seconds). */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];

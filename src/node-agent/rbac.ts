@@ -14,13 +14,13 @@ import type { CacheKindOptions } from '../runtime/cache.js';
 import type { KindDescriptor } from '../runtime/kind.js';
 import { EVENT_RECORDER_RBAC, readRule } from '../runtime/rbac.js';
 import type { RbacRule } from '../runtime/registry.js';
-import { BlockReleaser } from './block-release.js';
-import { BlockRequester } from './block-request.js';
-import { CniService } from './cni-service.js';
+import { BlockReleaser } from './ipam/block-release.js';
+import { BlockRequester } from './ipam/block-request.js';
+import { CniService } from './rpc/cni-service.js';
 import type { CoildConfig } from './config.js';
-import { EgressOnlyCniService } from './egress-only-cni-service.js';
+import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
 import { Kinds } from '../api/v2/kinds.js';
-import { EgressWatcher } from './egress-watcher.js';
+import { EgressWatcher } from './egress/egress-watcher.js';
 
 /** The chart's switches (`ipam.enabled` → `--enable-ipam`, `egress.enabled` → `--enable-egress`); `common` is always on. */
 export type CoildFeature = 'common' | 'ipam' | 'egress';

@@ -12,7 +12,7 @@ import type { Cache } from '../../src/runtime/cache.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { InformerEvent } from '../../src/runtime/informer.js';
 import { kindId, type KindDescriptor } from '../../src/runtime/kind.js';
-import { blockRequestUidOf } from '../../src/node-agent/block-request.js';
+import { blockRequestUidOf } from '../../src/node-agent/ipam/block-request.js';
 
 type Handler = (e: InformerEvent<KubernetesObject>) => void;
 

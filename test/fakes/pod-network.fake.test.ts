@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakePodNetwork } from './pod-network.fake.js';
-import { PodNetworkError } from '../../src/node-agent/pod-network.js';
+import { PodNetworkError } from '../../src/node-agent/podnet/pod-network.js';
 
 describe('FakePodNetwork', () => {
   test('setup, list, check and destroy agree like the real one', async () => {

@@ -7,8 +7,8 @@ import {
   IPV6_GATEWAY, PodNetworkError, hostVethName,
   type PodCheckOptions, type PodNetwork, type PodNetworkEntry, type PodNetworkInitResult,
   type PodNetworkResult, type PodSetupOptions,
-} from '../../src/node-agent/pod-network.js';
-import { validateSetup } from '../../src/node-agent/pod-network-validate.js';
+} from '../../src/node-agent/podnet/pod-network.js';
+import { validateSetup } from '../../src/node-agent/podnet/pod-network-validate.js';
 
 /** A pod the fake has wired, with the netns it was given. */
 export interface FakePodEntry extends PodNetworkEntry {

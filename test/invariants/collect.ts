@@ -7,7 +7,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { IpRoutePodNetwork } from '../../src/node-agent/pod-network-iproute2.js';
+import { IpRoutePodNetwork } from '../../src/node-agent/podnet/pod-network-iproute2.js';
 import type { AllocationObservation, ClusterView } from './check.js';
 
 /** Where to look. */

@@ -92,7 +92,7 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     const [a, b] = added;
     assert.ok(a && b);
     // -w 5: probe once a second until one reply (a veth's first packet may be dropped while
-    // the kernel's linkwatch applies its carrier; src/node-agent/pod-network.test.ts says more).
+    // the kernel's linkwatch applies its carrier; src/node-agent/podnet/pod-network.test.ts says more).
     await lab.ip.exec(['ping', '-c1', '-w5', b.ipv4], { netns: a.pod.ns.path });
     await lab.ip.exec(['ping', '-c1', '-w5', a.ipv4], { netns: b.pod.ns.path });
     await lab.ip.exec(['ping', '-6', '-c1', '-w5', b.ipv6], { netns: a.pod.ns.path });

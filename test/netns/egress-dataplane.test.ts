@@ -17,7 +17,7 @@ import { probeFeatures } from '../../src/netlink/features.js';
 import { fouPeerLinkName } from '../../src/netlink/fou.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
-import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
+import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { peerSeenBy, wire } from './egress-peer.js';
 import { prerequisite } from '../support/prerequisite.js';
 

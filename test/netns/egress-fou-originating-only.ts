@@ -11,8 +11,8 @@
 import type { NetfilterBackend } from '../../src/api/v2/keys.js';
 import type { IpRunner } from '../../src/netlink/ip-runner.js';
 import type { TestNetns } from './test-netns.js';
-import { EgressClient, type EgressClientPlan } from '../../src/node-agent/egress-client.js';
-import { OriginatingOnly } from '../../src/node-agent/originating-only.js';
+import { EgressClient, type EgressClientPlan } from '../../src/node-agent/egress/egress-client.js';
+import { OriginatingOnly } from '../../src/node-agent/egress/originating-only.js';
 import { peerSeenBy } from './egress-peer.js';
 
 /** The scenario's namespaces and addresses this part needs. */

@@ -13,7 +13,7 @@ import { fouPeerLinkName, readFouPeers } from '../../src/netlink/fou.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet } from './test-netns.js';
-import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
+import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { originatingOnlySteps } from './egress-fou-originating-only.js';
 import { peerSeenBy, wire } from './egress-peer.js';
 

@@ -20,8 +20,8 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { readIptablesRules, type IptablesCommands } from '../../src/netlink/iptables.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
-import { EgressClient, planEgressClient } from '../../src/node-agent/egress-client.js';
-import { OriginatingOnly } from '../../src/node-agent/originating-only.js';
+import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
+import { OriginatingOnly } from '../../src/node-agent/egress/originating-only.js';
 import { TunnelFarEnd, peerSeenBy, wire } from './egress-peer.js';
 
 const VARIANTS: ReadonlyArray<{ name: string; backend: NetfilterBackend; iptables?: IptablesCommands }> = [

@@ -9,8 +9,8 @@
  */
 import bunyan from 'bunyan';
 import { Registry } from 'prom-client';
-import type { CniHandler, CniResult } from '../../src/node-agent/cni-handler.js';
-import { CniGrpcServer } from '../../src/node-agent/grpc-server.js';
+import type { CniHandler, CniResult } from '../../src/node-agent/rpc/cni-handler.js';
+import { CniGrpcServer } from '../../src/node-agent/rpc/grpc-server.js';
 
 const RESULT: CniResult = {
   cniVersion: '1.1.0',

@@ -1,0 +1,216 @@
+/**
+ * The client side of egress NAT, inside a client pod's netns: FoU peer links to each Egress
+ * Service ClusterIP, the policy rules 1800 / 1900 / 2000–2002 (IPv6: 2000 fc00::/7) / 2100, and
+ * tables 117 (narrow: private-range destinations) and 118 (wide: everything else). The plan is a
+ * pure function of the pod's addresses and the gateways; {@link EgressClient} applies or removes it.
+ *
+ * Concurrency: EgressClient holds no state; callers serialise calls per pod (coild's per-container
+ * lock for ADD, the egress watcher's per-pod queue for updates).
+ * @see docs/compatibility.md#client-pod-egress-setup, docs/compatibility.md#set-but-never-unset,
+ *   docs/compatibility.md#netns-lookup-through-bind-mounts,
+ *   docs/compatibility.md#fou-overhead-not-subtracted-from-the-mtu
+ */
+import {
+  EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID, PROTOCOL_ID,
+} from '../../api/v2/keys.js';
+import { containsCidr } from 'cidr-tools';
+import { addressFamily, formatCidr, parseCidr } from '../../netlink/cidr.js';
+import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
+import type { IpRunner } from '../../netlink/ip-runner.js';
+import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/policy-sync.js';
+import type { OriginatingOnly } from './originating-only.js';
+
+/** Lowest priority of the client rules; every rule from here to the max is ours. */
+export const EGRESS_RULE_PRIORITY_MIN = 1800;
+/** Highest priority of the client rules. */
+export const EGRESS_RULE_PRIORITY_MAX = 2100;
+
+/** In-cluster private ranges that keep using the main table (rules 2000+i), Coil's order. */
+export const PRIVATE_RANGES: Readonly<Record<4 | 6, readonly string[]>> = {
+  4: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'],
+  6: ['fc00::/7'],
+};
+
+/**
+ * Bytes FoU adds in front of the inner packet: outer IP header + UDP header. IPv4: 20 + 8 = 28;
+ * IPv6: 40 + 8 = 48 (the ip6tnl links are made with `encaplimit none`, so no 8-byte
+ * destination-options header). The inner IP header is not overhead: it is part of the packet the
+ * tunnel MTU limits. Only the tunnel links get the smaller MTU; the pod's eth0 keeps the node MTU
+ * because in-cluster traffic is not encapsulated (Coil subtracts nothing:
+ * docs/compatibility.md#fou-overhead-not-subtracted-from-the-mtu).
+ */
+export const FOU_OVERHEAD_BYTES: Readonly<Record<4 | 6, number>> = { 4: 28, 6: 48 };
+
+/** One Egress as the client sees it, for one family: where to tunnel and what goes there. */
+export interface EgressGateway {
+  /** `<namespace>/<name>` of the Egress (logs, Events). */
+  egress: string;
+  /** A ClusterIP of the Egress Service (plain address). */
+  clusterIp: string;
+  /** `spec.destinations` of the ClusterIP's family, CIDR strings. */
+  destinations: string[];
+  /** `spec.fouSourcePortAuto`. */
+  isSourcePortAuto: boolean;
+}
+
+/** The kernel state one client pod should have. */
+export interface EgressClientPlan {
+  /** One peer link per gateway, to its ClusterIP. */
+  peers: FouPeer[];
+  /** Rules 1800–2100 per family; empty for a family without gateways. */
+  rules: Record<4 | 6, PolicyRule[]>;
+  /** Routes per family and table (117 narrow, 118 wide). */
+  routes: Record<4 | 6, Record<number, TableRoute[]>>;
+  /** Families with at least one gateway; empty = the pod should have no egress state. */
+  families: Array<4 | 6>;
+}
+
+/** Input of {@link planEgressClient}. */
+export interface EgressClientInput {
+  /** The pod's addresses (plain). A gateway of a family the pod lacks is skipped, as Coil does. */
+  podIps: readonly string[];
+  gateways: readonly EgressGateway[];
+  /** FoU port (coild `--egress-port`, default 5555). */
+  port: number;
+  /** MTU of the pod's eth0, bytes; tunnels get it minus {@link FOU_OVERHEAD_BYTES}. */
+  linkMtuBytes?: number;
+}
+
+/** The rules of one family: 1800 link-local→main, 1900→117, 2000+i private→main, 2100→118. */
+export function clientRules(family: 4 | 6): PolicyRule[] {
+  return [
+    { priority: 1800, to: family === 4 ? '169.254.0.0/16' : 'fe80::/10', table: 'main' },
+    { priority: 1900, table: EGRESS_NARROW_TABLE_ID },
+    ...PRIVATE_RANGES[family].map((to, i) => ({ priority: 2000 + i, to, table: 'main' as const })),
+    { priority: 2100, table: EGRESS_WIDE_TABLE_ID },
+  ];
+}
+
+/**
+ * True when `cidr` lies inside one of the family's private ranges (then it goes to table 117).
+ * Checked on its canonical text by cidr-tools.
+ * @throws TypeError when `cidr` is not a network prefix (parseCidr)
+ */
+export function isNarrowDestination(cidr: string): boolean {
+  const c = parseCidr(cidr);
+  return containsCidr([...PRIVATE_RANGES[c.family]], formatCidr(c));
+}
+
+/**
+ * Computes the plan. Destinations of a family the pod lacks, and gateways whose ClusterIP is of
+ * such a family, are dropped.
+ * @throws TypeError on a malformed address or CIDR
+ */
+export function planEgressClient(input: EgressClientInput): EgressClientPlan {
+  const local = new Map<4 | 6, string>();
+  for (const a of input.podIps) {
+    const f = addressFamily(a);
+    if (f !== undefined && !local.has(f)) local.set(f, a);
+  }
+  const plan: EgressClientPlan = { peers: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] };
+  for (const g of input.gateways) {
+    const family = addressFamily(g.clusterIp);
+    const own = family === undefined ? undefined : local.get(family);
+    if (family === undefined || own === undefined) continue;
+    const dev = fouPeerLinkName(g.clusterIp);
+    plan.peers.push({ remote: g.clusterIp, local: own, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
+      ...(input.linkMtuBytes ? { mtuBytes: input.linkMtuBytes - FOU_OVERHEAD_BYTES[family] } : {}) });
+    if (!plan.families.includes(family)) plan.families.push(family);
+    for (const dst of g.destinations) {
+      if (parseCidr(dst).family !== family) continue;
+      const table = isNarrowDestination(dst) ? EGRESS_NARROW_TABLE_ID : EGRESS_WIDE_TABLE_ID;
+      (plan.routes[family][table] ??= []).push({ dst, dev });
+    }
+  }
+  for (const f of plan.families) plan.rules[f] = clientRules(f);
+  return plan;
+}
+
+/** Constructor options of {@link EgressClient}. */
+export interface EgressClientOptions {
+  ip: IpRunner;
+  /** FoU port. */
+  port: number;
+  /** Passed to initFou; `null` skips modprobe. Default `'modprobe'`. */
+  modprobePath?: string | null;
+  /**
+   * Originating-only mode (coild `--enable-originating-only`): with `enabled`, every apply brings
+   * the pod's links to the mode for the families that have gateways; without, every apply and
+   * remove takes what the mode left (the mode was turned off, or Coil's coild had it on) away.
+   * Absent: the mode is not touched at all.
+   */
+  originatingOnly?: { enabled: boolean; applier: OriginatingOnly };
+}
+
+/**
+ * Applies and removes {@link EgressClientPlan}s in a pod netns. Everything is declarative: apply
+ * twice is a no-op, and apply with fewer gateways removes the others' links, routes and rules.
+ */
+export class EgressClient {
+  constructor(private readonly o: EgressClientOptions) {}
+
+  /**
+   * Brings the pod netns to `plan`: FoU init, peer links (re-created when the source port
+   * changed), links up, routes in 117/118, rules 1800–2100, and removal of what the plan no longer
+   * holds. Links come up in the same batch as their routes, just before them (Coil #287).
+   * @throws NetlinkError when the kernel refuses (e.g. no FoU: "Error talking to the kernel")
+   */
+  async apply(netns: string, plan: EgressClientPlan): Promise<void> {
+    if (plan.families.length === 0) return this.remove(netns);
+    await this.applyTunnels(netns, plan);
+    await this.applyRouting(netns, plan);
+    const oo = this.o.originatingOnly;
+    if (oo?.enabled) await oo.applier.apply(netns, plan.families);
+    else await oo?.applier.remove(netns);
+  }
+
+  /**
+   * The FoU half of {@link apply}: init, stale peer links deleted, wanted ones created (down).
+   * @throws NetlinkError when the kernel refuses (no FoU/ipip/ip6tnl)
+   */
+  async applyTunnels(netns: string, plan: EgressClientPlan): Promise<void> {
+    const ip = this.o.ip;
+    await initFou(ip, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
+    const existing = await readFouPeers(ip, { netns });
+    const wanted = new Set(plan.peers.map((p) => fouPeerLinkName(p.remote)));
+    const stale = existing.filter((l) => !wanted.has(l.name));
+    if (stale.length > 0) await ip.batch(stale.map((l) => ['link', 'del', 'dev', l.name]), { netns });
+    for (const p of plan.peers) await ensureFouPeer(ip, p, existing, { netns });
+  }
+
+  /**
+   * The routing half of {@link apply}: peer links up, routes in 117/118 (proto 30), rules
+   * 1800–2100, each synced (extras deleted). Needs the peer links to exist.
+   * @throws NetlinkError when iproute2 fails
+   */
+  async applyRouting(netns: string, plan: EgressClientPlan): Promise<void> {
+    const ip = this.o.ip;
+    const up = plan.peers.map((p) => ['link', 'set', 'dev', fouPeerLinkName(p.remote), 'up']);
+    for (const family of [4, 6] as const) {
+      for (const table of [EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID]) {
+        await syncTableRoutes(ip, { netns, family, table, protocol: PROTOCOL_ID, desired: plan.routes[family][table] ?? [], beforeAdd: up });
+      }
+    }
+    // Rules last: until they exist, nothing is routed into a half-built tunnel.
+    for (const family of [4, 6] as const) {
+      await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: plan.rules[family] });
+    }
+  }
+
+  /**
+   * Removes every egress rule and peer link (their routes go with them) from the pod netns — for
+   * a deleted Egress or a removed annotation, which Coil leaves in place
+   * (docs/compatibility.md#set-but-never-unset) — and the originating-only state. The FoU port and
+   * flow devices stay: harmless, and shared by any later apply.
+   * @throws NetlinkError when iproute2 fails
+   */
+  async remove(netns: string): Promise<void> {
+    const ip = this.o.ip;
+    for (const family of [4, 6] as const) {
+      await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
+    }
+    const links = await readFouPeers(ip, { netns });
+    if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
+    await this.o.originatingOnly?.applier.remove(netns);
+  }
+}

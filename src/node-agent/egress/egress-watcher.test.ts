@@ -1,0 +1,166 @@
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Pod, V1Service } from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
+import type { Egress } from '../../api/v2/egress.js';
+import type { Cache } from '../../runtime/cache.js';
+import type { Client } from '../../runtime/client.js';
+import type { EventRecorder } from '../../runtime/event-recorder.js';
+import { silentLogger } from '../../runtime/logging.js';
+import type { EgressClient, EgressClientPlan } from './egress-client.js';
+import { EgressSetupError, EgressWatcher } from './egress-watcher.js';
+import { KeyedMutex } from '../podnet/keyed-mutex.js';
+
+const ALL = { veth: true, ipv6: true, vxlan: true, ipip: true, ip6tnl: true, fou: true };
+
+/** In-memory stand-ins: objects by kind, events pushed by hand; the kernel side records calls. */
+function world(features = ALL) {
+  const objects = new Map<string, unknown>();
+  const handlers = new Map<string, ((e: unknown) => void)[]>();
+  const key = (kind: string, ns: string, name: string) => `${kind}/${ns}/${name}`;
+  const cache = {
+    get: (k: { kind: string }, r: { namespace: string; name: string }) => objects.get(key(k.kind, r.namespace, r.name)),
+    onEvent: (k: { kind: string }, h: (e: unknown) => void) => { handlers.set(k.kind, [...(handlers.get(k.kind) ?? []), h]); return () => undefined; },
+  } as unknown as Cache;
+  const client = { get: async (k: { kind: string }, r: { namespace: string; name: string }) => objects.get(key(k.kind, r.namespace, r.name)) } as unknown as Client;
+  const events: string[] = [];
+  const recorder = { event: (_o: unknown, type: string, reason: string) => events.push(`${type} ${reason}`) } as unknown as EventRecorder;
+  const calls: string[] = [];
+  const egressClient = {
+    apply: async (netns: string, p: EgressClientPlan) => { calls.push(`apply ${netns} ${JSON.stringify(p.routes[4])}`); },
+    remove: async (netns: string) => { calls.push(`remove ${netns}`); },
+  } as unknown as EgressClient;
+  const put = (kind: string, o: { metadata?: { namespace?: string; name?: string } }) => {
+    objects.set(key(kind, o.metadata!.namespace!, o.metadata!.name!), o);
+    for (const h of handlers.get(kind) ?? []) h({ type: 'MODIFIED', object: o });
+  };
+  const del = (kind: string, o: { metadata?: { namespace?: string; name?: string } }) => {
+    objects.delete(key(kind, o.metadata!.namespace!, o.metadata!.name!));
+    for (const h of handlers.get(kind) ?? []) h({ type: 'DELETED', object: o });
+  };
+  return { cache, client, recorder, egressClient, events, calls, put, del, features };
+}
+
+const egress = (destinations: string[]): Egress => ({ metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations, replicas: 1, sessionAffinity: 'ClientIP' } });
+const service: V1Service = { metadata: { namespace: 'internet', name: 'nat' }, spec: { clusterIPs: ['10.96.0.5'] } };
+const pod = (annotations: Record<string, string>): V1Pod => ({ metadata: { namespace: 'app', name: 'p', annotations }, spec: { containers: [] } });
+const attachment = { namespace: 'app', name: 'p', containerId: 'c1', ifname: 'eth0', netns: '/run/netns/p', ips: ['10.100.0.5'] };
+
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(cond());
+}
+
+describe('EgressWatcher', () => {
+  const dirs: string[] = [];
+  after(async () => { for (const d of dirs) await rm(d, { recursive: true, force: true }); });
+
+  async function watcher(w: ReturnType<typeof world>) {
+    const dir = await mkdtemp(join(tmpdir(), 'egress-watcher-'));
+    dirs.push(dir);
+    const locks = new KeyedMutex();
+    const ew = new EgressWatcher({
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks,
+      lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: dir, port: 5555, probe: async () => w.features, registry: new Registry(),
+    });
+    await ew.init();
+    return { ew, dir, locks };
+  }
+
+  /** Lets every pending promise continuation run (the update loop reaches its lock wait). */
+  const settle = () => new Promise<void>((r) => setImmediate(r));
+
+  /** A watcher whose pod p names Egress internet/nat, which exists with its Service. */
+  async function withClient() {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+    return { w, ...(await watcher(w)) };
+  }
+
+  test('an update waiting for the lock while a DEL and a new ADD of the key run applies the new record, and nothing after a DEL alone', async () => {
+    const { w, ew, locks } = await withClient();
+    const annotated = pod({ 'egress.coil.cybozu.com/internet': 'nat' });
+    await ew.onAdd(annotated, attachment);
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    await locks.run('c1:eth0', async () => {
+      w.put('Egress', egress(['192.168.0.0/24'])); // the loop takes the key and waits for this lock
+      await settle();
+      await ew.onDel('c1', 'eth0'); // DEL, then the runtime's ADD again, in another netns
+      await ew.onAdd(annotated, { ...attachment, netns: '/run/netns/q' });
+    });
+    await until(() => w.calls.length === 3);
+    assert.match(w.calls[2]!, /^apply \/run\/netns\/q /, `the update went to ${w.calls[2]}`);
+    await locks.run('c1:eth0', async () => {
+      w.put('Egress', egress(['0.0.0.0/0']));
+      await settle();
+      await ew.onDel('c1', 'eth0');
+    });
+    await settle();
+    assert.equal(w.calls.length, 3, 'an update ran for a deleted attachment');
+    stop.abort();
+    await running;
+  });
+
+  test('ADD of a client applies the plan and records the netns; Egress edits re-apply; deletion removes everything', async () => {
+    const { w, ew, dir } = await withClient();
+    await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
+    assert.deepEqual(w.calls, ['apply /run/netns/p {"118":[{"dst":"0.0.0.0/0","dev":"fou4_0a600005"}]}']);
+    assert.deepEqual(await readdir(dir), ['c1_eth0.json']);
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    w.put('Egress', egress(['192.168.0.0/24']));
+    await until(() => w.calls.length === 2);
+    assert.equal(w.calls[1], 'apply /run/netns/p {"117":[{"dst":"192.168.0.0/24","dev":"fou4_0a600005"}]}');
+    w.del('Egress', egress([]));
+    await until(() => w.calls.length === 3);
+    assert.equal(w.calls[2], 'remove /run/netns/p');
+    stop.abort();
+    await running;
+  });
+
+  test('removing the annotation from a running pod removes its tunnels', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    const { ew } = await watcher(w);
+    await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    w.put('Pod', pod({}));
+    await until(() => w.calls.length === 2);
+    assert.equal(w.calls[1], 'remove /run/netns/p');
+    stop.abort();
+    await running;
+  });
+
+  test('without FoU, ADD of a client fails with the reason and a Warning Event; other pods pass', async () => {
+    const w = world({ ...ALL, fou: false });
+    const { ew } = await watcher(w);
+    await ew.onAdd(pod({}), attachment);
+    await assert.rejects(ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment), (e: unknown) => e instanceof EgressSetupError && /lacks fou/.test(e.message));
+    assert.deepEqual(w.events, ['Warning EgressUnavailable']);
+    assert.deepEqual(w.calls, []);
+  });
+
+  test('a missing Egress fails ADD naming it (as in Coil); records survive a restart and DEL forgets them', async () => {
+    const w = world();
+    const { ew, dir } = await watcher(w);
+    await assert.rejects(ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment), /Egress internet\/nat named by annotation/);
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
+    const again = new EgressWatcher({
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks: new KeyedMutex(),
+      lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: dir, port: 5555, probe: async () => ALL, registry: new Registry(),
+    });
+    await again.init();
+    await again.onDel('c1', 'eth0');
+    assert.deepEqual(await readdir(dir), []);
+  });
+});

@@ -1,0 +1,257 @@
+/**
+ * Client-side egress in coild: sets up a pod's tunnels at ADD, and keeps every egress client pod
+ * of this node in step with its Egresses afterwards — destinations and `fouSourcePortAuto`
+ * changes, as Coil's EgressWatcher (#253), and also what Coil leaves behind: a deleted Egress, a
+ * removed annotation, or a Service with new ClusterIPs
+ * (docs/compatibility.md#egress-updates-to-running-clients,
+ * docs/compatibility.md#set-but-never-unset).
+ *
+ * The netns of each client pod is recorded at ADD, as a small JSON file per attachment in
+ * `stateDir` (on tmpfs under /run, so it survives a coild restart but not a reboot, like the netns
+ * itself), instead of Coil's search through `ip netns list-id` and /var/run/netns
+ * (docs/compatibility.md#netns-lookup-through-bind-mounts).
+ *
+ * Kernel features are probed once at start. Without FoU/IPIP, ADD of a pod that names an Egress
+ * fails (as in Coil, where FoU setup fails ADD), with a clear message, a Warning Event on the pod
+ * and `coil_coild_kernel_feature{feature} 0`: a pod that asked for egress NAT and silently got
+ * none would reach the outside with its own address, around the NAT's addresses and firewall
+ * rules. Pods that name no Egress are never affected.
+ *
+ * Concurrency: per-attachment work runs under coild's per-container lock (ADD already holds it
+ * when it calls {@link onAdd}); the update loop handles one attachment at a time.
+ * @see docs/compatibility.md#client-pod-egress-setup,
+ *   docs/compatibility.md#egress-updates-to-running-clients
+ */
+import { existsSync } from 'node:fs';
+import { kindRule } from '../../runtime/rbac.js';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import type Logger from 'bunyan';
+import { Gauge, type Registry } from 'prom-client';
+import type { KernelFeatures } from '../../netlink/features.js';
+import type { Cache } from '../../runtime/cache.js';
+import type { Client } from '../../runtime/client.js';
+import { sleep } from '../../runtime/clock.js';
+import type { EventRecorder } from '../../runtime/event-recorder.js';
+import type { RbacRule } from '../../runtime/registry.js';
+import type { Runnable } from '../../runtime/runnable.js';
+import { planEgressClient, type EgressClient, type EgressGateway } from './egress-client.js';
+import { egressRefsOf, gatewaysOf } from './egress-gateways.js';
+import type { KeyedMutex } from '../podnet/keyed-mutex.js';
+import { Kinds } from '../../api/v2/kinds.js';
+
+/** What is recorded per client attachment. */
+export interface EgressAttachment {
+  namespace: string;
+  name: string;
+  containerId: string;
+  ifname: string;
+  /** CNI_NETNS of the ADD. */
+  netns: string;
+  /** The pod's addresses (plain). */
+  ips: string[];
+  /** MTU of the pod interface, bytes. */
+  linkMtuBytes?: number;
+}
+
+/** Constructor options of {@link EgressWatcher}. */
+export interface EgressWatcherOptions {
+  cache: Cache;
+  client: Client;
+  recorder: EventRecorder;
+  egressClient: EgressClient;
+  locks: KeyedMutex;
+  /** The lock key of an attachment (coild's `allocationKey`). */
+  lockKey: (containerId: string, ifname: string) => string;
+  logger: Logger;
+  /** Directory of the attachment records, e.g. `/run/coild/egress`. */
+  stateDir: string;
+  /** FoU port (`--egress-port`). */
+  port: number;
+  /** Probes the kernel once (src/netlink probeFeatures). */
+  probe: () => Promise<KernelFeatures>;
+  /** Registry for `coil_coild_kernel_feature`. */
+  registry: Registry;
+  /** MTU of pod interfaces when the attachment does not say (PodNetwork's detected MTU), bytes. */
+  linkMtuBytes?: () => number | undefined;
+  /** Full resync period, default 5 min: heals whatever an event missed. */
+  resyncPeriodMs?: number;
+}
+
+/** An ADD that cannot set up egress; ADD fails with it (CNI 999 via the caller). */
+export class EgressSetupError extends Error {
+  override readonly name = 'EgressSetupError';
+}
+
+/** The client-side egress controller of one node. */
+export class EgressWatcher implements Runnable {
+  /** What it calls beyond the cache: the Service of a named Egress, read live by key. Its Events go through the Manager's recorder. */
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.Service, ['get'])];
+
+  private readonly attachments = new Map<string, EgressAttachment>();
+  private readonly dirty = new Set<string>();
+  private wake: (() => void) | undefined;
+  private features: KernelFeatures | undefined;
+  private readonly featureGauge: Gauge<'feature'>;
+
+  constructor(private readonly o: EgressWatcherOptions) {
+    this.featureGauge = new Gauge({ name: 'coil_coild_kernel_feature', help: '1 when the kernel feature egress tunnels need is available, 0 when missing', labelNames: ['feature'], registers: [o.registry] });
+  }
+
+  /** Loads the records of a previous run and probes the kernel. @throws on an unreadable state dir */
+  async init(): Promise<void> {
+    await mkdir(this.o.stateDir, { recursive: true, mode: 0o700 });
+    for (const f of await readdir(this.o.stateDir)) {
+      if (!f.endsWith('.json')) continue;
+      try {
+        const a = JSON.parse(await readFile(join(this.o.stateDir, f), 'utf8')) as EgressAttachment;
+        this.attachments.set(this.o.lockKey(a.containerId, a.ifname), a);
+      } catch (err) {
+        this.o.logger.warn({ err, file: f }, 'ignoring an unreadable egress record');
+      }
+    }
+    this.features = await this.o.probe();
+    for (const k of ['fou', 'ipip', 'ip6tnl'] as const) this.featureGauge.set({ feature: k }, this.features[k] ? 1 : 0);
+    const missing = this.missingFeatures([4, 6]);
+    if (missing) this.o.logger.error({ features: this.features }, `egress NAT clients cannot be set up on this node: the kernel lacks ${missing}`);
+    // Egresses may have changed while coild was down: re-apply every recorded client once.
+    for (const key of this.attachments.keys()) this.mark(key);
+  }
+
+  /**
+   * ADD of a pod: when it names Egresses, resolves them and sets up the tunnels; records the
+   * attachment for later updates. Call with the attachment's lock held.
+   * @throws EgressSetupError when an Egress or its Service does not exist, or FoU is missing
+   * @throws NetlinkError when the kernel refuses
+   */
+  async onAdd(pod: Readonly<V1Pod>, a: EgressAttachment): Promise<void> {
+    const refs = egressRefsOf(pod.metadata?.annotations);
+    if (refs.length === 0 || pod.spec?.hostNetwork) return;
+    const families = [...new Set(a.ips.map((ip) => (ip.includes(':') ? 6 : 4) as 4 | 6))];
+    const missing = this.missingFeatures(families);
+    if (missing) {
+      const msg = `egress NAT needs FoU tunnels, but this node's kernel lacks ${missing}`;
+      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', msg);
+      throw new EgressSetupError(msg);
+    }
+    const mtu = a.linkMtuBytes ?? this.o.linkMtuBytes?.();
+    if (mtu !== undefined) a = { ...a, linkMtuBytes: mtu };
+    const gateways: EgressGateway[] = [];
+    for (const ref of refs) {
+      const egress = this.o.cache.get(Kinds.Egress, ref);
+      const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
+      if (!egress || !service) throw new EgressSetupError(`${egress ? 'Service' : 'Egress'} ${ref.namespace}/${ref.name} named by annotation egress.coil.cybozu.com/${ref.namespace} does not exist`);
+      gateways.push(...gatewaysOf(egress, service));
+    }
+    await this.o.egressClient.apply(a.netns, planEgressClient({ podIps: a.ips, gateways, port: this.o.port, ...(a.linkMtuBytes ? { linkMtuBytes: a.linkMtuBytes } : {}) }));
+    await this.record(a);
+  }
+
+  /** The attachments recorded as egress clients (CNI GC in egress-only mode compares them). */
+  clients(): Array<{ containerId: string; ifname: string }> {
+    return [...this.attachments.values()].map((a) => ({ containerId: a.containerId, ifname: a.ifname }));
+  }
+
+  /** DEL: forgets the attachment (its netns, and the tunnels in it, go away with the pod). */
+  async onDel(containerId: string, ifname: string): Promise<void> {
+    const key = this.o.lockKey(containerId, ifname);
+    this.attachments.delete(key);
+    this.dirty.delete(key);
+    await rm(join(this.o.stateDir, fileOf(key)), { force: true });
+  }
+
+  /** Re-applies every attachment on Egress changes, annotation changes and periodically. */
+  async run(signal: AbortSignal): Promise<void> {
+    const offEgress = this.o.cache.onEvent(Kinds.Egress, () => this.markNaming());
+    const offPod = this.o.cache.onEvent(Kinds.Pod, (e) => this.markPod(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? ''));
+    signal.addEventListener('abort', () => this.wake?.(), { once: true });
+    const timer = setInterval(() => { for (const k of this.attachments.keys()) this.mark(k); }, this.o.resyncPeriodMs ?? 300_000);
+    timer.unref();
+    try {
+      while (!signal.aborted) {
+        const [key] = this.dirty;
+        if (key === undefined) {
+          await new Promise<void>((resolve) => { this.wake = resolve; });
+          continue;
+        }
+        this.dirty.delete(key);
+        const a = this.attachments.get(key);
+        if (!a) continue;
+        try {
+          // Read again under the lock: a DEL, and maybe a new ADD of the key, may have run while
+          // this waited for it, and the record of the call that finished last is the one to apply.
+          await this.o.locks.run(key, async () => {
+            const current = this.attachments.get(key);
+            if (current) await this.resync(current);
+          });
+        } catch (err) {
+          this.o.logger.error({ err, pod: `${a.namespace}/${a.name}` }, 'egress update failed; retrying');
+          await sleep(1_000, signal);
+          this.mark(key);
+        }
+      }
+    } finally {
+      offEgress();
+      offPod();
+      clearInterval(timer);
+    }
+  }
+
+  /** Applies the current state of the pod's Egresses; removes everything when none is left. */
+  private async resync(a: EgressAttachment): Promise<void> {
+    const pod = this.o.cache.get(Kinds.Pod, { namespace: a.namespace, name: a.name });
+    if (!pod) {
+      // DEL normally comes; a record whose netns is gone (GC'd sandbox, reboot) is dropped here.
+      if (!existsSync(a.netns)) await this.onDel(a.containerId, a.ifname);
+      return;
+    }
+    const gateways: EgressGateway[] = [];
+    for (const ref of egressRefsOf(pod.metadata?.annotations)) {
+      const egress = this.o.cache.get(Kinds.Egress, ref);
+      const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
+      if (egress && service) gateways.push(...gatewaysOf(egress, service));
+    }
+    const plan = planEgressClient({ podIps: a.ips, gateways, port: this.o.port, ...(a.linkMtuBytes ? { linkMtuBytes: a.linkMtuBytes } : {}) });
+    if (plan.families.length === 0) await this.o.egressClient.remove(a.netns);
+    else await this.o.egressClient.apply(a.netns, plan);
+    this.o.logger.debug({ pod: `${a.namespace}/${a.name}`, gateways: gateways.map((g) => g.egress) }, 'egress client updated');
+  }
+
+  private missingFeatures(families: ReadonlyArray<4 | 6>): string | undefined {
+    const f = this.features;
+    if (!f) return 'unknown features (not probed yet)';
+    const missing = [...(f.fou ? [] : ['fou']), ...(families.includes(4) && !f.ipip ? ['ipip'] : []), ...(families.includes(6) && !f.ip6tnl ? ['ip6tnl'] : [])];
+    return missing.length === 0 ? undefined : missing.join(', ');
+  }
+
+  private async record(a: EgressAttachment): Promise<void> {
+    const key = this.o.lockKey(a.containerId, a.ifname);
+    this.attachments.set(key, a);
+    const file = join(this.o.stateDir, fileOf(key));
+    // Written aside and renamed, so a crash never leaves half a record.
+    await writeFile(`${file}.tmp`, JSON.stringify(a), { mode: 0o600 });
+    await rename(`${file}.tmp`, file);
+  }
+
+  private mark(key: string): void {
+    this.dirty.add(key);
+    this.wake?.();
+  }
+
+  /**
+   * An Egress changed: every attachment is re-applied, not only those naming it now — a pod may
+   * have just dropped it, and a node holds few egress clients, so precision would buy nothing.
+   */
+  private markNaming(): void {
+    for (const key of this.attachments.keys()) this.mark(key);
+  }
+
+  private markPod(namespace: string, name: string): void {
+    for (const [key, a] of this.attachments) if (a.namespace === namespace && a.name === name) this.mark(key);
+  }
+}
+
+function fileOf(key: string): string {
+  return `${key.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`;
+}

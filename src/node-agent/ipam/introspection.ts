@@ -1,0 +1,134 @@
+/**
+ * coild's health port (`--health-addr`, default :9385): the `/healthz` and `/readyz` probes and
+ * `GET /ipam`, a JSON view of this node's IPAM state in the spirit of the AWS VPC CNI's
+ * `/ip-manager` introspection endpoint: every block with its used/free/cooling counts, and every
+ * allocation with the pod it belongs to. `coild ipam-status`
+ * (ipam-status.ts) prints it as tables.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { BindAddress } from '../../runtime/http-servers.js';
+import type { NodeIpam } from './node-ipam.js';
+
+/** One block in {@link IpamSnapshot}. Counts are addresses. */
+export interface BlockView {
+  name: string;
+  pool: string;
+  index: number;
+  ipv4?: string;
+  ipv6?: string;
+  size: number;
+  used: number;
+  free: number;
+  cooling: number;
+  reserved: boolean;
+  releasing: boolean;
+  /** Deleted by someone; goes once its pods are gone. */
+  deleting: boolean;
+  /** When the block became empty (RFC 3339), while it is empty. */
+  emptySince?: string;
+}
+
+/** One allocation in {@link IpamSnapshot}. Addresses without prefix. */
+export interface AllocationView {
+  pool: string;
+  block: string;
+  containerId: string;
+  ifname: string;
+  ipv4?: string;
+  ipv6?: string;
+  /** Absent for allocations recovered from the host after a restart (the alias does not hold them). */
+  podNamespace?: string;
+  podName?: string;
+}
+
+/** The body of `GET /ipam`. */
+export interface IpamSnapshot {
+  node: string;
+  /** RFC 3339 time of the snapshot. */
+  time: string;
+  pools: { name: string; blocks: number; used: number; free: number; cooling: number; requestPending: boolean }[];
+  blocks: BlockView[];
+  allocations: AllocationView[];
+}
+
+/** Builds the snapshot at `nowMs`. */
+export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonly string[], nowMs: number): IpamSnapshot {
+  const blocks: BlockView[] = ipam.nodeBlocks().map((b) => {
+    const cooling = b.allocator.coolingCount(nowMs);
+    return {
+      name: b.name, pool: b.pool, index: b.index, ...(b.ipv4 && { ipv4: b.ipv4 }), ...(b.ipv6 && { ipv6: b.ipv6 }),
+      size: b.allocator.size, used: b.allocator.usedCount, free: b.releasing || b.deleting ? 0 : b.allocator.freeCount(nowMs), cooling,
+      reserved: b.reserved, releasing: b.releasing, deleting: b.deleting,
+      ...(b.allocator.isEmpty && b.emptySinceMs !== undefined && { emptySince: new Date(b.emptySinceMs).toISOString() }),
+    };
+  });
+  const names = [...new Set([...blocks.map((b) => b.pool), ...pendingPools])].sort();
+  const pools = names.map((name) => {
+    const of = blocks.filter((b) => b.pool === name);
+    const total = (f: (b: BlockView) => number): number => of.reduce((n, b) => n + f(b), 0);
+    return { name, blocks: of.length, used: total((b) => b.used), free: total((b) => b.free), cooling: total((b) => b.cooling), requestPending: pendingPools.includes(name) };
+  });
+  const allocations: AllocationView[] = ipam
+    .allocations()
+    .map((a) => ({
+      pool: a.pool, block: a.blockName, containerId: a.containerId, ifname: a.ifname,
+      ...(a.ipv4 && { ipv4: a.ipv4 }), ...(a.ipv6 && { ipv6: a.ipv6 }),
+      ...(a.podNamespace && { podNamespace: a.podNamespace }), ...(a.podName && { podName: a.podName }),
+    }))
+    .sort((x, y) => x.block.localeCompare(y.block) || (x.ipv4 ?? x.ipv6 ?? '').localeCompare(y.ipv4 ?? y.ipv6 ?? '', undefined, { numeric: true }));
+  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations };
+}
+
+/** What the health server asks its owner. */
+export interface IntrospectionOptions {
+  /** `/healthz`: undefined when alive, else the reason. */
+  readonly health: () => string | undefined;
+  /** `/readyz`: undefined when ready (cache synced, recovered, serving), else the reason. */
+  readonly ready: () => string | undefined;
+  /** `/ipam`: the current snapshot, or undefined before recovery finished. */
+  readonly snapshot: () => IpamSnapshot | undefined;
+  /** coild runs without IPAM (`--enable-ipam=false`): `/ipam` answers 404 saying so. */
+  readonly ipamDisabled?: boolean;
+}
+
+/** The health-port HTTP server. */
+export class IntrospectionServer {
+  private server: Server | undefined;
+
+  constructor(private readonly o: IntrospectionOptions) {}
+
+  /** Listens on `addr`. @returns the bound port @throws Error when the port is taken */
+  async listen(addr: BindAddress): Promise<number> {
+    const server = createServer((req, res) => {
+      const path = new URL(req.url ?? '/', 'http://localhost').pathname;
+      if (path === '/healthz' || path === '/readyz') {
+        const reason = path === '/healthz' ? this.o.health() : this.o.ready();
+        res.writeHead(reason === undefined ? 200 : 500, { 'content-type': 'text/plain' }).end(reason === undefined ? 'ok' : `[-]${path.slice(1)} failed: ${reason}\n`);
+      } else if (path === '/ipam' && req.method === 'GET' && this.o.ipamDisabled) {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('IPAM is disabled on this node (coild --enable-ipam=false)\n');
+      } else if (path === '/ipam' && req.method === 'GET') {
+        const snap = this.o.snapshot();
+        if (snap === undefined) res.writeHead(503, { 'content-type': 'text/plain' }).end('IPAM state not recovered yet\n');
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(snap, null, 1));
+      } else {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(addr.port, addr.host ?? '0.0.0.0', () => resolve());
+    });
+    this.server = server;
+    return (server.address() as AddressInfo).port;
+  }
+
+  async close(): Promise<void> {
+    const s = this.server;
+    if (!s) return;
+    await new Promise<void>((resolve) => {
+      s.close(() => resolve());
+      s.closeAllConnections();
+    });
+  }
+}
