@@ -19,6 +19,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
+import type { AddressBlock } from '../api/v2/addressblock.js';
 import { INDEX_BLOCK_BY_REQUEST } from '../api/v2/keys.js';
 import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
@@ -136,6 +137,8 @@ export class Coild {
       coolingMs: cfg.coolingMs, lowWaterMark: cfg.lowWaterMark, allocTimeoutMs: cfg.allocTimeoutMs,
       onBlocksChanged: () => this.releaser.schedule(),
       exportSync: () => this.blockExport.syncUnlessStopped(),
+      onUnreadableBlock: (block, reason) => this.manager.recorder.event(block as AddressBlock, 'Warning', 'UnreadableBlock',
+        `coild on ${cfg.nodeName} cannot read this block and skips it (its addresses are not handed out; the node's other blocks are served): ${reason}`),
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });

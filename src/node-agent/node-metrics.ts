@@ -12,7 +12,9 @@
  * - `coil_coild_block_request_oldest_pending_seconds{pool}` (age of the request in flight, 0 when
  *   none is, for every pool asked for since start; read at scrape time) — a request nobody
  *   answers never reaches the wait histogram;
- * - `coil_coild_ready` (1 when `/readyz` would answer OK, else 0).
+ * - `coil_coild_ready` (1 when `/readyz` would answer OK, else 0);
+ * - `coil_coild_unreadable_blocks{pool}` (gauge): AddressBlocks of this node coild cannot read and
+ *   skips (docs/node-state.md#unreadable-blocks).
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { NodeIpam } from './ipam/node-ipam.js';
@@ -56,6 +58,13 @@ export class NodeAgentMetrics {
     };
     const sum = (i: NodeIpam, pool: string, f: (b: ReturnType<NodeIpam['nodeBlocks']>[number]) => number): number =>
       i.nodeBlocks().filter((b) => b.pool === pool).reduce((n, b) => n + f(b), 0);
+    new Gauge({
+      name: 'coil_coild_unreadable_blocks', help: 'AddressBlocks of this node that coild cannot read and skips, per pool', labelNames: ['pool'], registers,
+      collect() {
+        this.reset();
+        for (const b of ipam()?.unreadableBlocks() ?? []) this.inc({ pool: b.pool });
+      },
+    });
     perPool('coil_coild_allocated_addresses', 'Addresses of this node held by pods, per pool', (i, p) => sum(i, p, (b) => b.allocator.usedCount));
     perPool('coil_coild_free_addresses', 'Addresses of this node an ADD could get now, per pool', (i, p) => i.freeCount(p));
     perPool('coil_coild_cooling_addresses', 'Freed addresses not yet reusable, per pool', (i, p, now) => sum(i, p, (b) => b.allocator.coolingCount(now)));

@@ -42,6 +42,20 @@ export interface AllocationView {
   podName?: string;
 }
 
+/**
+ * One AddressBlock of this node that coild cannot read and skips (NodeIpam's UnreadableBlock):
+ * `coil ipam check` reports it, with the block's UID.
+ */
+export interface UnreadableBlockView {
+  name: string;
+  uid?: string;
+  pool: string;
+  index: number;
+  ipv4?: string;
+  ipv6?: string;
+  reason: string;
+}
+
 /** The body of `GET /ipam`. */
 export interface IpamSnapshot {
   node: string;
@@ -50,6 +64,8 @@ export interface IpamSnapshot {
   pools: { name: string; blocks: number; used: number; free: number; cooling: number; requestPending: boolean }[];
   blocks: BlockView[];
   allocations: AllocationView[];
+  /** Blocks labelled with this node that coild cannot read; skipped, never fatal to the others. */
+  unreadableBlocks: UnreadableBlockView[];
 }
 
 /** Builds the snapshot at `nowMs`. */
@@ -77,7 +93,11 @@ export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonl
       ...(a.podNamespace && { podNamespace: a.podNamespace }), ...(a.podName && { podName: a.podName }),
     }))
     .sort((x, y) => x.block.localeCompare(y.block) || (x.ipv4 ?? x.ipv6 ?? '').localeCompare(y.ipv4 ?? y.ipv6 ?? '', undefined, { numeric: true }));
-  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations };
+  const unreadableBlocks: UnreadableBlockView[] = ipam.unreadableBlocks().map((b) => ({
+    name: b.name, ...(b.uid !== undefined && { uid: b.uid }), pool: b.pool, index: b.index,
+    ...(b.ipv4 !== undefined && { ipv4: b.ipv4 }), ...(b.ipv6 !== undefined && { ipv6: b.ipv6 }), reason: b.reason,
+  }));
+  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations, unreadableBlocks };
 }
 
 /** What the health server asks its owner. */

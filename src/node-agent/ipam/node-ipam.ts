@@ -13,7 +13,8 @@
  */
 import type Logger from 'bunyan';
 import { isReserved, poolOf, type AddressBlock } from '../../api/v2/addressblock.js';
-import { BlockAllocator, type AddressAllocation } from '../../ipam/block.js';
+import { BlockAllocator, BlockAllocatorError, type AddressAllocation } from '../../ipam/block.js';
+import { CidrError } from '../../ipam/cidr.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { BlockRequester } from './block-request.js';
 import type { PodNetwork } from '../podnet/pod-network.js';
@@ -45,6 +46,22 @@ export interface NodeBlock {
   deleting: boolean;
   /** When the last address left (ms since the epoch); undefined while in use. */
   emptySinceMs: number | undefined;
+}
+
+/**
+ * An AddressBlock of this node that coild cannot read (a CIDR that does not parse, dual-stack
+ * sizes that differ, a block too wide): skipped — never allocated from, never released by coild —
+ * and reported, so one bad block never stops the node's others (docs/node-state.md#unreadable-blocks).
+ */
+export interface UnreadableBlock {
+  readonly name: string;
+  readonly uid: string | undefined;
+  readonly pool: string;
+  readonly index: number;
+  readonly ipv4?: string;
+  readonly ipv6?: string;
+  /** Why it cannot be read (the parser's message). */
+  readonly reason: string;
 }
 
 /** An address held by one pod interface, with what introspection shows about it. */
@@ -104,6 +121,11 @@ export interface NodeIpamOptions {
   readonly exportSync?: () => Promise<void>;
   /** Clock, ms since the epoch. Default Date.now. */
   readonly now?: () => number;
+  /**
+   * Told once per AddressBlock (name and UID) that cannot be read, with the reason; coild records
+   * a Warning Event on the block. The block is skipped, the others are tracked as usual.
+   */
+  readonly onUnreadableBlock?: (block: Readonly<AddressBlock>, reason: string) => void;
 }
 
 /** Allocation key of one pod interface (Coil's `<containerID>:<ifname>`). */
@@ -117,6 +139,8 @@ export function allocationKey(containerId: string, ifname: string): string {
  */
 export class NodeIpam {
   private readonly blocks = new Map<string, NodeBlock>();
+  /** This node's blocks that cannot be read, by name. */
+  private readonly unreadable = new Map<string, UnreadableBlock>();
   private readonly allocs = new Map<string, NodeAllocation>();
   /** The export sync started for the newest block (see NodeIpamOptions.exportSync). */
   private exported: Promise<void> = Promise.resolve();
@@ -291,7 +315,8 @@ export class NodeIpam {
         b = undefined;
       }
       if (!b) {
-        const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
+        const allocator = this.readBlock(ab, name, pool);
+        if (allocator === undefined) continue;
         b = { name, uid: ab.metadata?.uid, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, deleting: false, emptySinceMs: this.now() };
         this.blocks.set(name, b);
         this.exhausted.delete(pool);
@@ -312,6 +337,7 @@ export class NodeIpam {
       this.forgetBlock(b);
       changed = true;
     }
+    for (const name of this.unreadable.keys()) if (!seen.has(name)) this.unreadable.delete(name);
     if (changed) this.o.onBlocksChanged?.();
     const exportSync = this.o.exportSync;
     if (appeared && exportSync) {
@@ -319,6 +345,32 @@ export class NodeIpam {
         this.o.logger.error({ err }, 'export table sync for a new block failed; the next sync retries');
       });
     }
+  }
+
+  /**
+   * The block's allocator, or undefined when the block cannot be read: then it is recorded in
+   * {@link unreadableBlocks} and reported once per name and UID (logged, `onUnreadableBlock`).
+   */
+  private readBlock(ab: Readonly<AddressBlock>, name: string, pool: string): BlockAllocator | undefined {
+    try {
+      const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
+      this.unreadable.delete(name);
+      return allocator;
+    } catch (err) {
+      if (!(err instanceof BlockAllocatorError || err instanceof CidrError)) throw err;
+      const known = this.unreadable.get(name);
+      if (known !== undefined && known.uid === ab.metadata?.uid) return undefined;
+      const reason = err.message;
+      this.unreadable.set(name, { name, uid: ab.metadata?.uid, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), reason });
+      this.o.logger.error({ block: name, ipv4: ab.ipv4, ipv6: ab.ipv6, reason }, 'AddressBlock cannot be read; skipped (the node\'s other blocks are served)');
+      this.o.onUnreadableBlock?.(ab, reason);
+      return undefined;
+    }
+  }
+
+  /** This node's AddressBlocks that cannot be read and are skipped, by name. */
+  unreadableBlocks(): UnreadableBlock[] {
+    return [...this.unreadable.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
 
   /** Drops a block whose AddressBlock is gone, with the allocations it still held (logged). */
