@@ -199,3 +199,12 @@ describe('PoolState: skipping and taking', () => {
     assert.equal(s.allocate()?.index, 3n);
   });
 });
+
+test('PoolLayout.indexOfAddress: the block index holding an address, across subnets', () => {
+  const l = PoolLayout.fromSpec({ blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/26', ipv6: 'fd00::/122' }, { ipv4: '10.9.0.0/27' }] });
+  assert.equal(l.indexOfAddress('10.0.0.33'), 1n);
+  assert.equal(l.indexOfAddress('fd00::21'), 1n);
+  assert.equal(l.indexOfAddress('10.9.0.31'), 2n);
+  assert.equal(l.indexOfAddress('10.9.0.32'), undefined);
+  assert.equal(l.indexOfAddress('x'), undefined);
+});

@@ -12,6 +12,7 @@
 import {
   addressBits,
   cidrContains,
+  cidrContainsAddress,
   CidrError,
   formatCidr,
   hostBits,
@@ -19,6 +20,7 @@ import {
   parseCidrWithAddress,
   subnetAt,
   subnetIndexOf,
+  tryParseAddress,
   type Cidr,
 } from './cidr.js';
 
@@ -111,6 +113,22 @@ export class PoolLayout {
       ...(subnet.ipv4 && { ipv4: carve(subnet.ipv4) }),
       ...(subnet.ipv6 && { ipv6: carve(subnet.ipv6) }),
     };
+  }
+
+  /**
+   * The index of the block holding `address` (either family; an IPv4-mapped IPv6 address is also
+   * looked up in an IPv4-mapped ipv6 subnet as written). O(number of subnets).
+   * @returns undefined when no subnet of the pool holds it, or the text is no address
+   */
+  indexOfAddress(address: string): bigint | undefined {
+    const a = tryParseAddress(address);
+    if (a === undefined) return undefined;
+    for (const s of this.subnets) {
+      const c = a.family === 4 ? s.ipv4 : s.ipv6;
+      if (c === undefined || !cidrContainsAddress(c, a)) continue;
+      return s.firstIndex + ((a.value - c.base) >> BigInt(this.blockSizeBits));
+    }
+    return undefined;
   }
 
   /**

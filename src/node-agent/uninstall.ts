@@ -12,9 +12,11 @@
  * conflist is one file an admin can remove, a wrongly removed one breaks a live node's pods.
  *
  * On an uninstall coild then removes, on the node: coil's conflist (only if it names the `coil`
- * plugin), the export table 119 (so BIRD withdraws the node's blocks), and the pod table 116 with
- * its policy rule. Pods still running keep their veths until they are deleted; the CNI DEL for them
- * then runs whatever conflist the node has next.
+ * plugin), and — when no coil pod is wired on the node any more — the export table 119 (so BIRD
+ * withdraws the node's blocks) and the pod table 116 with its policy rule. While pods still run,
+ * those stay, so the pods keep their network, and a reinstall's coild adopts them
+ * (docs/ipam-recovery.md#after-an-uninstall); the CNI DEL for them runs whatever conflist the
+ * node has next.
  *
  * Without Coil's counterpart: Coil leaves all of it behind (docs/compatibility.md#nothing-removed-on-uninstall).
  */

@@ -11,26 +11,13 @@ import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import { INDEX_POD_BY_IP } from '../api/v2/keys.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { addressAt, cidrContainsAddress, cidrSize, formatAddress, parseBlockField, tryParseAddress, type Cidr } from '../ipam/cidr.js';
+import { podAddresses } from '../ipam/pod-ips.js';
+
+export { podAddresses };
 import type { Cache } from '../runtime/cache.js';
 
 /** Server-side filter of the Pod informer: Pods that may still run something. */
 export const LIVE_POD_FIELD_SELECTOR = 'status.phase!=Succeeded,status.phase!=Failed';
-
-/** Canonical text of an address (RFC 5952 for IPv6), or undefined when it does not parse. */
-function canonical(ip: string): string | undefined {
-  const a = tryParseAddress(ip);
-  return a === undefined ? undefined : formatAddress(a.family, a.value);
-}
-
-/**
- * The Pod's addresses, canonical: `status.podIPs` (and `status.podIP`), none for a host-network
- * or finished Pod.
- */
-export function podAddresses(p: Readonly<V1Pod>): string[] {
-  if (p.spec?.hostNetwork || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') return [];
-  const ips = [...(p.status?.podIPs ?? []).map((i) => i.ip), p.status?.podIP].filter((ip): ip is string => !!ip);
-  return [...new Set(ips.flatMap((ip) => canonical(ip) ?? []))];
-}
 
 /** Index function of {@link INDEX_POD_BY_IP}. */
 export function podIpIndex(p: Readonly<V1Pod>): string[] {

@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { BindAddress } from '../../runtime/http-servers.js';
 import type { NodeIpam } from './node-ipam.js';
+import type { Orphan } from './orphans.js';
 
 /** One block in {@link IpamSnapshot}. Counts are addresses. */
 export interface BlockView {
@@ -56,6 +57,25 @@ export interface UnreadableBlockView {
   reason: string;
 }
 
+/**
+ * An address wired on this node that no AddressBlock of the node holds (OrphanAddresses): kept
+ * wired, its block claimed back (docs/ipam-recovery.md). `coil ipam check` reports it.
+ */
+export interface OrphanView {
+  pool: string;
+  containerId: string;
+  ifname: string;
+  ipv4?: string;
+  ipv6?: string;
+  podNamespace?: string;
+  podName?: string;
+  /** The block claimed back, `<pool>-<index>`. */
+  block?: string;
+  /** `no-pod`, `no-pool`, `unreadable-block`, `claiming`, `granted` or `refused`. */
+  state: string;
+  message?: string;
+}
+
 /** The body of `GET /ipam`. */
 export interface IpamSnapshot {
   node: string;
@@ -66,10 +86,12 @@ export interface IpamSnapshot {
   allocations: AllocationView[];
   /** Blocks labelled with this node that coild cannot read; skipped, never fatal to the others. */
   unreadableBlocks: UnreadableBlockView[];
+  /** Addresses on the host no block of this node holds, kept wired (docs/ipam-recovery.md). */
+  orphans: OrphanView[];
 }
 
 /** Builds the snapshot at `nowMs`. */
-export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonly string[], nowMs: number): IpamSnapshot {
+export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonly string[], nowMs: number, orphans: readonly Orphan[] = []): IpamSnapshot {
   const blocks: BlockView[] = ipam.nodeBlocks().map((b) => {
     const cooling = b.allocator.coolingCount(nowMs);
     return {
@@ -97,7 +119,8 @@ export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonl
     name: b.name, ...(b.uid !== undefined && { uid: b.uid }), pool: b.pool, index: b.index,
     ...(b.ipv4 !== undefined && { ipv4: b.ipv4 }), ...(b.ipv6 !== undefined && { ipv6: b.ipv6 }), reason: b.reason,
   }));
-  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations, unreadableBlocks };
+  const orphanViews: OrphanView[] = orphans.map(({ key: _, ...o }) => ({ ...o }));
+  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations, unreadableBlocks, orphans: orphanViews };
 }
 
 /** What the health server asks its owner. */

@@ -232,9 +232,10 @@ export class NodeIpam {
    * `entry` must be a read of the host that no ADD or DEL of the key can have overtaken: the
    * recovery listing, taken before coild serves, or {@link PodNetwork.inspect} under the key's
    * lock. A stale listing would register the veth of a finished DEL (PodNetwork.list).
-   * @returns the block name, or a reason it could not be registered
+   * @returns the block name, or a reason it could not be registered (`noBlock` when no block of
+   *   this node holds the address: docs/ipam-recovery.md)
    */
-  register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string } {
+  register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string; noBlock?: true } {
     const key = allocationKey(entry.containerId, entry.ifname);
     const address = entry.ipv4 ?? entry.ipv6;
     if (address === undefined) return { ok: false, reason: 'no pod route in the pod table' };
@@ -250,7 +251,7 @@ export class NodeIpam {
       b.emptySinceMs = undefined;
       return { ok: true, blockName: b.name };
     }
-    return { ok: false, reason: `no block of this node holds ${address}` };
+    return { ok: false, reason: `no block of this node holds ${address}`, noBlock: true };
   }
 
   /** Every allocation, by key order. */
