@@ -143,10 +143,12 @@ export class Coild {
       exportSync: () => this.blockExport.syncUnlessStopped(),
       onUnreadableBlock: (block, reason) => this.manager.recorder.event(block as AddressBlock, 'Warning', 'UnreadableBlock',
         `coild on ${cfg.nodeName} cannot read this block and skips it (its addresses are not handed out; the node's other blocks are served): ${reason}`),
+      onExpectedRegistered: (key) => this.orphans.forget(key),
     });
     this.orphans = new OrphanAddresses({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'orphans' }),
       unreadable: () => this.ipam.unreadableBlocks().map((b) => b.name),
+      hold: { expect: (e) => this.ipam.expect(e), unexpect: (key) => this.ipam.unexpect(key) },
       reportOnPod: (pod, message) => this.manager.recorder.event(pod as V1Pod, 'Warning', 'AddressWithoutBlock', message),
       onBlockBack: () => void this.runGc().catch((err: unknown) => log.error({ err }, 'GC pass registering claimed-back addresses failed')),
     });

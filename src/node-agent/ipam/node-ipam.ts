@@ -126,6 +126,8 @@ export interface NodeIpamOptions {
    * a Warning Event on the block. The block is skipped, the others are tracked as usual.
    */
   readonly onUnreadableBlock?: (block: Readonly<AddressBlock>, reason: string) => void;
+  /** Told when an {@link NodeIpam.expect}ed address was registered into a block that appeared. */
+  readonly onExpectedRegistered?: (key: string, blockName: string) => void;
 }
 
 /** Allocation key of one pod interface (Coil's `<containerID>:<ifname>`). */
@@ -141,6 +143,11 @@ export class NodeIpam {
   private readonly blocks = new Map<string, NodeBlock>();
   /** This node's blocks that cannot be read, by name. */
   private readonly unreadable = new Map<string, UnreadableBlock>();
+  /**
+   * Addresses wired on the host that no block holds yet (orphans.ts), by key: registered the
+   * moment their block appears, before any ADD can be served from it.
+   */
+  private readonly expected = new Map<string, { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }>();
   private readonly allocs = new Map<string, NodeAllocation>();
   /** The export sync started for the newest block (see NodeIpamOptions.exportSync). */
   private exported: Promise<void> = Promise.resolve();
@@ -210,6 +217,7 @@ export class NodeIpam {
    */
   free(containerId: string, ifname: string): NodeAllocation | undefined {
     const key = allocationKey(containerId, ifname);
+    this.expected.delete(key);
     const a = this.allocs.get(key);
     if (!a) return undefined;
     this.allocs.delete(key);
@@ -252,6 +260,21 @@ export class NodeIpam {
       return { ok: true, blockName: b.name };
     }
     return { ok: false, reason: `no block of this node holds ${address}`, noBlock: true };
+  }
+
+  /**
+   * Holds an address wired on the host that no block of this node holds (its block was lost and
+   * is being claimed back: docs/ipam-recovery.md#claim-back): when a block holding it appears,
+   * it is registered in the same turn, before an ADD could be given the address. A key that a
+   * DEL frees is dropped; a registration for a veth gone meanwhile is freed by the next GC pass.
+   */
+  expect(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): void {
+    this.expected.set(allocationKey(entry.containerId, entry.ifname), { ...entry });
+  }
+
+  /** Stops holding the key's address for a block to come. */
+  unexpect(key: string): void {
+    this.expected.delete(key);
   }
 
   /** Every allocation, by key order. */
@@ -339,12 +362,28 @@ export class NodeIpam {
       changed = true;
     }
     for (const name of this.unreadable.keys()) if (!seen.has(name)) this.unreadable.delete(name);
+    if (appeared) this.registerExpected();
     if (changed) this.o.onBlocksChanged?.();
     const exportSync = this.o.exportSync;
     if (appeared && exportSync) {
       this.exported = this.exported.then(exportSync).catch((err: unknown) => {
         this.o.logger.error({ err }, 'export table sync for a new block failed; the next sync retries');
       });
+    }
+  }
+
+  /** Registers the expected addresses a new block holds (see {@link expect}). */
+  private registerExpected(): void {
+    for (const [key, e] of this.expected) {
+      if (this.allocs.has(key)) {
+        this.expected.delete(key);
+        continue;
+      }
+      const r = this.register(e);
+      if (!r.ok) continue;
+      this.expected.delete(key);
+      this.o.logger.info({ key, block: r.blockName, ipv4: e.ipv4, ipv6: e.ipv6 }, 'registered an address whose block came back');
+      this.o.onExpectedRegistered?.(key, r.blockName);
     }
   }
 

@@ -67,6 +67,11 @@ export interface OrphanAddressesOptions {
   readonly logger: Logger;
   /** Names of this node's blocks coild cannot read (NodeIpam.unreadableBlocks). */
   readonly unreadable?: () => Iterable<string>;
+  /**
+   * Holds an orphaned address for its block to come, and lets it go (NodeIpam.expect/unexpect):
+   * the address is registered the moment the block appears, before an ADD could be given it.
+   */
+  readonly hold?: { expect(entry: OrphanEntry): void; unexpect(key: string): void };
   /** Records the Warning Event on the Pod (once per address). */
   readonly reportOnPod?: (pod: Readonly<V1Pod>, message: string) => void;
   /** A claimed block is in the cache: registration can run now (coild runs a GC pass). */
@@ -131,6 +136,7 @@ export class OrphanAddresses {
   note(entry: OrphanEntry): void {
     const key = allocationKey(entry.containerId, entry.ifname);
     const known = this.tracked.get(key);
+    this.o.hold?.expect(entry);
     if (known) known.entry = entry;
     else {
       this.tracked.set(key, { entry, state: 'no-pod', reported: false });
@@ -142,6 +148,7 @@ export class OrphanAddresses {
   /** The key's address is registered again, or its veth is gone. */
   forget(key: string): void {
     this.tracked.delete(key);
+    this.o.hold?.unexpect(key);
   }
 
   /** Keys tracked. */
