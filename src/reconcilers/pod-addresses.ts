@@ -26,15 +26,16 @@ export function podIpIndex(p: Readonly<V1Pod>): string[] {
 
 /**
  * A cache transform for Pods keeping what {@link podAddresses} and the reconcilers read: name,
- * namespace, resourceVersion, `spec.nodeName`, `status.phase` and `status.podIPs` (canonical;
- * dropped for host-network Pods). About 150 bytes a Pod instead of several kilobytes.
+ * namespace, resourceVersion, `spec.nodeName` (one string per node, shared) and `status.podIPs`
+ * (canonical; none for host-network Pods).
  */
 export function cachedPod(): (obj: KubernetesObject) => KubernetesObject {
-  const nodes = new Map<string, string>();
+  // Node and namespace names, one string each (bounded by the nodes and namespaces of the cluster).
+  const strings = new Map<string, string>();
   const share = (s: string): string => {
-    const known = nodes.get(s);
+    const known = strings.get(s);
     if (known !== undefined) return known;
-    nodes.set(s, s);
+    strings.set(s, s);
     return s;
   };
   return (obj) => {
@@ -43,9 +44,11 @@ export function cachedPod(): (obj: KubernetesObject) => KubernetesObject {
     const slim: V1Pod = {
       apiVersion: 'v1',
       kind: 'Pod',
-      metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace, resourceVersion: p.metadata?.resourceVersion },
-      spec: { containers: [], ...(p.spec?.nodeName && { nodeName: share(p.spec.nodeName) }) },
-      status: { ...(p.status?.phase && { phase: p.status.phase }), ...(ips.length > 0 && { podIPs: ips.map((ip) => ({ ip })) }) },
+      metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace === undefined ? undefined : share(p.metadata.namespace), resourceVersion: p.metadata?.resourceVersion },
+      // No containers (the field is required by the type, not by any reader), no phase (finished
+      // Pods are not cached at all: LIVE_POD_FIELD_SELECTOR).
+      spec: { ...(p.spec?.nodeName && { nodeName: share(p.spec.nodeName) }) } as V1Pod['spec'],
+      status: { ...(ips.length > 0 && { podIPs: ips.map((ip) => ({ ip })) }) },
     };
     return slim as KubernetesObject;
   };
