@@ -31,7 +31,7 @@ const pod = (name: string, ip: string, node = 'n1'): V1Pod => ({
 });
 
 /** Pool p: 10.8.0.0/28 in blocks of 4; block 0 (10.8.0.0/30) was lost while web-a and web-b use it. */
-async function lab(controller: 'grant' | 'refuse') {
+async function lab(controller: 'grant' | 'refuse' | 'coil', o: { now?: () => number } = {}) {
   const cache = new FakeCoildCache();
   cache.put(Kinds.Node, { metadata: { name: 'n1', uid: 'node-uid' } });
   cache.put(Kinds.AddressPool, { metadata: { name: 'p' }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.8.0.0/28' }] } } as never);
@@ -40,6 +40,15 @@ async function lab(controller: 'grant' | 'refuse') {
   cache.put(Kinds.Pod, pod('elsewhere', '10.8.0.3', 'n2'));
   const client = new FakeBlockClient((br) => {
     if (br.metadata?.annotations?.[ANN_CLAIM_INDEX] === undefined) return;
+    if (controller === 'coil') {
+      // Coil's controller: the annotation means nothing to it; it allocates the lowest free block.
+      const status = { addressBlockName: 'p-1', conditions: [{ type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated a block p-1', lastTransitionTime: '' }] };
+      setImmediate(() => {
+        cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest);
+        cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 1, '10.8.0.4/30', { uid: br.metadata!.uid! }));
+      });
+      return;
+    }
     const status = controller === 'grant'
       ? { addressBlockName: 'p-0', conditions: [{ type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated a block p-0', lastTransitionTime: '' }] }
       : { conditions: [{ type: 'Complete', status: 'True', reason: 'completed with failure', message: '', lastTransitionTime: '' }, { type: 'Failed', status: 'True', reason: 'claim refused', message: 'live Pods of other nodes hold addresses of block p-0', lastTransitionTime: '' }] };
@@ -67,6 +76,7 @@ async function lab(controller: 'grant' | 'refuse') {
     hold: { expect: (e) => ipam.expect(e), unexpect: (key) => ipam.unexpect(key) },
     reportOnPod: (p, message) => reported.push(`${p.metadata?.name}: ${message}`),
     onBlockBack: () => backs++,
+    ...(o.now && { now: o.now }),
   });
   orphans.start();
   const gc = new NodeGc({ ipam, podNetwork, releaser, exporter: new BlockExport({ cache: cache.asCache(), exporter, logger }), locks: new KeyedMutex(), logger, orphans });
@@ -115,5 +125,21 @@ describe('coild: addresses whose block was lost while their pods run', () => {
     t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
     const got = [(await t.ipam.allocate({ pool: 'p', containerId: 'n1', ifname: 'eth0' })).ipv4, (await t.ipam.allocate({ pool: 'p', containerId: 'n2', ifname: 'eth0' })).ipv4];
     assert.deepEqual(got.sort(), ['10.8.0.0', '10.8.0.3']);
+  });
+
+  it('under a controller that does not know claims (Coil\'s), the extra block is harmless and the claim is asked again only rarely', async () => {
+    const clock = { ms: 1_000_000 };
+    const t = await lab('coil', { now: () => clock.ms });
+    await recoverAllocations({ podNetwork: t.podNetwork, ipam: t.ipam, releaser: t.releaser, logger: t.logger, orphans: t.orphans });
+    await tick();
+    t.orphans.check();
+    assert.equal(t.orphans.list().find((x) => x.containerId === 'ca')!.state, 'refused');
+    assert.deepEqual(t.ipam.nodeBlocks().map((b) => [b.name, b.allocator.usedCount]), [['p-1', 0]], 'an empty extra block, released after its grace');
+    clock.ms += 5 * 60_000;
+    t.orphans.check();
+    assert.equal(t.client.created.length, 1, 'not asked again after 5 minutes');
+    clock.ms += 30 * 60_000;
+    t.orphans.check();
+    assert.equal(t.client.created.length, 2, 'asked again after 30 minutes');
   });
 });

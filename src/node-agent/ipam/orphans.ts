@@ -28,6 +28,9 @@ import type { Cache } from '../../runtime/cache.js';
 import type { Client } from '../../runtime/client.js';
 import { allocationKey } from './node-ipam.js';
 
+/** How many retry periods a claim waits after a controller answered it with another block. */
+const UNSUPPORTED_BACKOFF = 30;
+
 /** A pod interface found on the host whose address no block of this node holds. */
 export interface OrphanEntry {
   readonly pool: string;
@@ -244,7 +247,10 @@ export class OrphanAddresses {
     const nowMs = this.now();
     if (known) {
       if (known.creating || known.answer === undefined && nowMs - known.createdAtMs < this.retryMs) return;
-      if (known.answeredAtMs !== undefined && nowMs - known.answeredAtMs < this.retryMs) return;
+      // Answered with another block: a controller that does not know claims (Coil's) gave the
+      // node an extra block, which coild releases once empty; ask such a controller rarely.
+      const unknown = known.answer?.kind === 'allocated' && known.answer.block !== block;
+      if (known.answeredAtMs !== undefined && nowMs - known.answeredAtMs < this.retryMs * (unknown ? UNSUPPORTED_BACKOFF : 1)) return;
     }
     const c: Claim = { pool, index, createdAtMs: nowMs, creating: true };
     this.claims.set(block, c);
