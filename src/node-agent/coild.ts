@@ -51,7 +51,7 @@ import { COILD_ACCESS, coildFeatures } from './rbac.js';
 import { recoverAllocations } from './ipam/recovery.js';
 import { OrphanAddresses } from './ipam/orphans.js';
 import { SpawnHelper } from './podnet/spawn-helper.js';
-import { removeCoilConflist, UninstallDetector } from './uninstall.js';
+import { removeCoilConflist, removeNodeRouting, UninstallDetector } from './uninstall.js';
 
 /** What {@link Coild} needs besides its flags. */
 export interface CoildOptions {
@@ -299,14 +299,11 @@ export class Coild {
       try {
         // Pods still wired keep their network (docs/ipam-recovery.md#after-an-uninstall): their
         // routes in tables 116 and 119 and the rule stay, and a reinstall's coild adopts them.
-        const wired = await this.podNetwork.list();
-        if (wired.length > 0) {
-          log.warn({ pods: wired.length }, 'uninstall: pods still run on this node; their wiring, the pod table, its rule and the export table are kept so they keep their network');
-        } else {
-          await this.blockExport.clear();
-          await this.podNetwork.deinit();
-          log.info('uninstall: export table, pod table and its rule removed');
-        }
+        const done = await removeNodeRouting({
+          list: () => this.podNetwork.list(), clearExport: () => this.blockExport.clear(), removePodTable: () => this.podNetwork.deinit(),
+        });
+        if (done === 'removed') log.info('uninstall: export table, pod table and its rule removed');
+        else log.warn({ pods: done.kept }, 'uninstall: pods still run on this node; their wiring, the pod table, its rule and the export table are kept so they keep their network');
       } catch (err) {
         log.error({ err }, 'uninstall: cannot remove coil\'s routes and rules');
       }

@@ -124,3 +124,28 @@ export async function removeCoilConflist(path: string): Promise<boolean> {
   await rm(path, { force: true });
   return true;
 }
+
+/** What {@link removeNodeRouting} removes and reads. */
+export interface NodeRouting {
+  /** The pod interfaces coil wired on the node (PodNetwork.list). */
+  list(): Promise<readonly unknown[]>;
+  /** Flushes the export table 119 (BlockExport.clear). */
+  clearExport(): Promise<void>;
+  /** Removes the pod table 116 and its rule (IpRoutePodNetwork.deinit). */
+  removePodTable(): Promise<void>;
+}
+
+/**
+ * On an uninstall, removes coil's routing from the node — the export table, the pod table and its
+ * rule — only when no coil pod is wired on it any more: pods still running keep their network, and
+ * a reinstall's coild adopts them (docs/ipam-recovery.md#after-an-uninstall).
+ * @returns `kept` with the number of wired pods, or `removed`
+ * @throws what the PodNetwork or the exporter throws
+ */
+export async function removeNodeRouting(r: NodeRouting): Promise<{ kept: number } | 'removed'> {
+  const wired = await r.list();
+  if (wired.length > 0) return { kept: wired.length };
+  await r.clearExport();
+  await r.removePodTable();
+  return 'removed';
+}
