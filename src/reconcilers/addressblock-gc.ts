@@ -15,7 +15,7 @@ import { inject } from 'inversify';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { nodeOf } from '../api/v2/addressblock.js';
 import { FIN_COIL, INDEX_BLOCK_BY_NODE, INDEX_POD_BY_IP } from '../api/v2/keys.js';
-import { cidrContainsAddress, tryParseCidr } from '../ipam/cidr.js';
+import { cidrContainsAddress, parseBlockField } from '../ipam/cidr.js';
 import { tryParseAddress } from '../ipam/ip-address.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
@@ -47,7 +47,15 @@ export function notReadySinceMs(node: Readonly<V1Node>): number | undefined {
  * their containers may still run.
  */
 export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Readonly<V1Pod>[]): V1Pod[] {
-  const cidrs = [block.ipv4, block.ipv6].flatMap((c) => (c ? [tryParseCidr(c)] : [])).filter((c) => c !== undefined);
+  // Each field as coild reads it: an ipv6 in IPv4 form is the IPv4-mapped prefix (parseBlockField).
+  const cidrs = ([[4, block.ipv4], [6, block.ipv6]] as const).flatMap(([family, text]) => {
+    if (!text) return [];
+    try {
+      return [parseBlockField(family, text)];
+    } catch {
+      return [];
+    }
+  });
   return pods.filter((p) => {
     if (p.spec?.hostNetwork || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') return false;
     const ips = [...(p.status?.podIPs ?? []).map((i) => i.ip), p.status?.podIP].filter((ip): ip is string => !!ip);
