@@ -144,6 +144,9 @@ export class Coild {
       onUnreadableBlock: (block, reason) => this.manager.recorder.event(block as AddressBlock, 'Warning', 'UnreadableBlock',
         `coild on ${cfg.nodeName} cannot read this block and skips it (its addresses are not handed out; the node's other blocks are served): ${reason}`),
       onExpectedRegistered: (key) => this.orphans.forget(key),
+      onAddressesOrphaned: (entries) => {
+        for (const e of entries) this.orphans.note(e);
+      },
     });
     this.orphans = new OrphanAddresses({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'orphans' }),

@@ -12,7 +12,7 @@ import { NodeIpam, NodeIpamError } from './node-ipam.js';
 type Controller = 'answer' | 'answer-silently' | 'fail' | 'silent' | 'forbidden';
 
 /** NodeIpam + BlockRequester over fakes; blocks are /30 (4 addresses) at 10.0.<n>.0. */
-function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number; exportSync?: () => Promise<void>; onUnreadableBlock?: (b: AddressBlock, reason: string) => void } = {}) {
+function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number; exportSync?: () => Promise<void>; onUnreadableBlock?: (b: AddressBlock, reason: string) => void; onAddressesOrphaned?: (e: { containerId: string; ipv4?: string }[]) => void } = {}) {
   const cache = new FakeCoildCache();
   const clock = { ms: 1_000_000 };
   const now = (): number => clock.ms;
@@ -39,6 +39,7 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
     lowWaterMark: o.lowWaterMark ?? 0, coolingMs: o.coolingMs ?? 0, allocTimeoutMs: o.allocTimeoutMs ?? 2_000,
     ...(o.exportSync && { exportSync: o.exportSync }),
     ...(o.onUnreadableBlock && { onUnreadableBlock: o.onUnreadableBlock }),
+    ...(o.onAddressesOrphaned && { onAddressesOrphaned: o.onAddressesOrphaned }),
   });
   requester.start();
   ipam.start();
@@ -236,6 +237,26 @@ describe('NodeIpam', () => {
     assert.deepEqual(snap.unreadableBlocks.map((b) => [b.name, b.pool, b.index]), [['p-1', 'p', 1], ['p-2', 'p', 2]]);
     t.cache.emit(Kinds.AddressBlock, 'DELETED', garbage);
     assert.deepEqual(t.ipam.unreadableBlocks().map((b) => b.name), ['p-1']);
+    t.done();
+  });
+
+  // Issue 25, "a block removed with its finalizer while pods use it": its addresses stay their
+  // pods'; when the block comes back (claimed, or by an ordinary request), they are taken first.
+  it('a block deleted while pods use it: its addresses stay held and are registered again the moment it comes back', async () => {
+    const orphaned: string[] = [];
+    const t = lab({ controller: 'silent', allocTimeoutMs: 50, onAddressesOrphaned: (es) => orphaned.push(...es.map((e) => `${e.containerId}=${e.ipv4}`)) });
+    const b0 = fakeBlock('p', 0, '10.8.0.0/30');
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', b0);
+    const a1 = await t.alloc('c1');
+    const a2 = await t.alloc('c2');
+    t.cache.emit(Kinds.AddressBlock, 'DELETED', b0);
+    assert.deepEqual(orphaned, [`c1=${a1.ipv4}`, `c2=${a2.ipv4}`]);
+    assert.equal(t.ipam.lookup('c1', 'eth0'), undefined);
+    t.ipam.free('c2', 'eth0'); // c2's pod is deleted meanwhile: no longer held
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', b0);
+    assert.equal(t.ipam.lookup('c1', 'eth0')?.ipv4, a1.ipv4, 'registered again before any ADD');
+    const fresh = [(await t.alloc('c3')).ipv4, (await t.alloc('c4')).ipv4, (await t.alloc('c5')).ipv4];
+    assert.ok(!fresh.includes(a1.ipv4), `a new pod got ${a1.ipv4}, c1's address`);
     t.done();
   });
 });

@@ -126,6 +126,11 @@ export interface NodeIpamOptions {
    * a Warning Event on the block. The block is skipped, the others are tracked as usual.
    */
   readonly onUnreadableBlock?: (block: Readonly<AddressBlock>, reason: string) => void;
+  /**
+   * Told the addresses a deleted block still held (they stay held: {@link NodeIpam.expect});
+   * coild hands them to OrphanAddresses, which claims the block back.
+   */
+  readonly onAddressesOrphaned?: (entries: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }[]) => void;
   /** Told when an {@link NodeIpam.expect}ed address was registered into a block that appeared. */
   readonly onExpectedRegistered?: (key: string, blockName: string) => void;
 }
@@ -413,11 +418,27 @@ export class NodeIpam {
     return [...this.unreadable.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Drops a block whose AddressBlock is gone, with the allocations it still held (logged). */
+  /**
+   * Drops a block whose AddressBlock is gone (its finalizer removed by hand while pods use it).
+   * The addresses it still held stay their pods': each is held for its block to come back
+   * ({@link expect}) and handed to `onAddressesOrphaned`, which claims the block back
+   * (docs/ipam-recovery.md).
+   */
   private forgetBlock(b: NodeBlock): void {
-    if (!b.allocator.isEmpty) this.o.logger.warn({ block: b.name, used: b.allocator.usedCount }, 'AddressBlock deleted while addresses are in use');
-    for (const a of b.allocator.allocations()) this.allocs.delete(a.key);
+    const orphaned: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }[] = [];
+    for (const a of b.allocator.allocations()) {
+      const alloc = this.allocs.get(a.key);
+      this.allocs.delete(a.key);
+      if (alloc === undefined) continue;
+      const entry = { pool: alloc.pool, containerId: alloc.containerId, ifname: alloc.ifname, ...(alloc.ipv4 && { ipv4: alloc.ipv4 }), ...(alloc.ipv6 && { ipv6: alloc.ipv6 }) };
+      this.expected.set(a.key, entry);
+      orphaned.push(entry);
+    }
     this.blocks.delete(b.name);
+    if (orphaned.length > 0) {
+      this.o.logger.warn({ block: b.name, used: orphaned.length }, 'AddressBlock deleted while addresses are in use: they stay their pods\', and the block is claimed back');
+      this.o.onAddressesOrphaned?.(orphaned);
+    }
   }
 
   /** Marks a block as leaving (no allocation from it) or back in service after a failed release. */
