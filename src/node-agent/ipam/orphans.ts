@@ -170,6 +170,11 @@ export class OrphanAddresses {
   /** Re-reads everything and acts: find the Pod, report it, claim the block. */
   check(): void {
     this.readAnswers();
+    if (this.tracked.size === 0) {
+      // Nothing left to claim for: forget the claims (one in creation settles on its own).
+      for (const [block, c] of this.claims) if (!c.creating) this.claims.delete(block);
+      return;
+    }
     const unreadable = new Set(this.o.unreadable?.() ?? []);
     const pods = this.o.cache.list(Kinds.Pod).filter((p) => p.spec?.nodeName === this.o.nodeName);
     let back = false;
