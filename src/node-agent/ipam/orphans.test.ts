@@ -142,4 +142,17 @@ describe('coild: addresses whose block was lost while their pods run', () => {
     t.orphans.check();
     assert.equal(t.client.created.length, 2, 'asked again after 30 minutes');
   });
+
+  it('claims once the pool exists again (a reinstall re-creates the default pool after coild starts)', async () => {
+    const t = await lab('grant');
+    const pool = t.cache.get(Kinds.AddressPool, 'p')!;
+    t.cache.emit(Kinds.AddressPool, 'DELETED', pool);
+    await recoverAllocations({ podNetwork: t.podNetwork, ipam: t.ipam, releaser: t.releaser, logger: t.logger, orphans: t.orphans });
+    assert.equal(t.orphans.list().find((x) => x.containerId === 'ca')!.state, 'no-pool');
+    assert.equal(t.client.created.length, 0);
+    t.cache.emit(Kinds.AddressPool, 'ADDED', pool);
+    assert.equal(t.client.created.length, 1);
+    await tick();
+    assert.equal(t.ipam.lookup('ca', 'eth0')?.blockName, 'p-0');
+  });
 });

@@ -128,6 +128,8 @@ export class OrphanAddresses {
       this.o.cache.onEvent(Kinds.BlockRequest, recheck),
       this.o.cache.onEvent(Kinds.AddressBlock, recheck),
       this.o.cache.onEvent(Kinds.Pod, recheck),
+      // A reinstall re-creates the default pool a little after coild starts.
+      this.o.cache.onEvent(Kinds.AddressPool, recheck),
     );
   }
 
