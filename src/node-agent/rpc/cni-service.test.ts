@@ -131,7 +131,7 @@ describe('CniService', () => {
     const t = lab();
     const kept = await t.service.add(t.args('c1'));
     await t.service.add(t.args('c2'));
-    const ip = kept.ips[0]!.address.split('/')[0]!;
+    const ip = kept.ips![0]!.address.split('/')[0]!;
     t.cache.put(Kinds.Pod, { metadata: { namespace: 'lab', name: 'running' }, spec: { nodeName: 'n1', containers: [] }, status: { phase: 'Running', podIPs: [{ ip }] } } as never);
     await t.service.gc(t.args('', { validAttachments: [] }));
     assert.deepEqual(t.ipam.allocations().map((a) => a.containerId), ['c1']);
