@@ -10,6 +10,7 @@ import { AddressBlockGcReconciler } from '../reconcilers/addressblock-gc.js';
 import { AddressPoolReconciler } from '../reconcilers/addresspool.js';
 import { cachedAddressBlock } from '../reconcilers/block-indexes.js';
 import { BlockRequestReconciler } from '../reconcilers/blockrequest.js';
+import { cachedPod, LIVE_POD_FIELD_SELECTOR } from '../reconcilers/pod-addresses.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { DEFAULT_IPAM_OPTIONS, IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import { PoolManager } from '../reconcilers/pool-manager.js';
@@ -48,9 +49,14 @@ export function bindIpam(container: Container, options: IpamOptions = DEFAULT_IP
 
 /**
  * Cache settings to pass as the Manager's `cache.kinds`: AddressBlocks stored slimmed by
- * {@link cachedAddressBlock} (a fresh transform, so its shared-string table is this cache's own).
+ * {@link cachedAddressBlock} (a fresh transform, so its shared-string table is this cache's own),
+ * and live Pods reduced to their addresses and node by {@link cachedPod}.
  * Keeps 100,000 blocks within the controller's memory budget (hack/bench/blockrequest-latency.ts).
  */
 export function ipamCache() {
-  return [{ kind: Kinds.AddressBlock, options: { transform: cachedAddressBlock() } }];
+  return [
+    { kind: Kinds.AddressBlock, options: { transform: cachedAddressBlock() } },
+    // Addresses and node of each live Pod, nothing more (150,000 Pods: pod-addresses.ts).
+    { kind: Kinds.Pod, options: { transform: cachedPod(), fieldSelector: LIVE_POD_FIELD_SELECTOR } },
+  ];
 }

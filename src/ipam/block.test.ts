@@ -22,7 +22,7 @@ describe('BlockAllocator: construction', () => {
 
   const bad: [string, object, new (...args: never[]) => Error][] = [
     ['no CIDR', {}, BlockAllocatorError],
-    ['an IPv6 CIDR in ipv4', { ipv4: 'fd00::/126' }, BlockAllocatorError],
+    ['an IPv6 CIDR in ipv4', { ipv4: 'fd00::/126' }, CidrError],
     ['dual stack of different sizes', { ipv4: '10.0.0.0/30', ipv6: 'fd00::/120' }, BlockAllocatorError],
     ['a negative coolingMs', { ...V4, coolingMs: -1 }, BlockAllocatorError],
     ['more than 2^32 addresses', { ipv6: 'fd00::/64' }, BlockAllocatorError],
@@ -33,6 +33,26 @@ describe('BlockAllocator: construction', () => {
       assert.throws(() => new BlockAllocator(options), error);
     });
   }
+});
+
+// Coil's controller writes the blocks of a pool range `::ffff:10.9.0.0/120` with ipv6 `10.9.0.0/29`
+// (Go prints a mapped address as IPv4); Coil's coild reads that as 8 addresses (net.ParseCIDR).
+describe('BlockAllocator: an ipv6 written in IPv4 form (Coil\'s controller, IPv4-mapped pool)', () => {
+  test('is the IPv4-mapped prefix: 8 addresses ::ffff:10.9.0.0 …', () => {
+    const a = new BlockAllocator({ ipv6: '10.9.0.0/29', coolingMs: 0 });
+    assert.equal(a.size, 8);
+    assert.deepEqual(a.allocate('c1', 0), { key: 'c1', offset: 0, ipv6: '::ffff:10.9.0.0' });
+    assert.equal(a.offsetOfAddress('::ffff:10.9.0.7'), 7);
+  });
+
+  test('sits beside the ipv4 of a dual-stack block of the same size', () => {
+    const a = new BlockAllocator({ ipv4: '10.1.0.8/29', ipv6: '10.9.0.0/29', coolingMs: 0 });
+    assert.deepEqual(a.allocate('c1', 0), { key: 'c1', offset: 0, ipv4: '10.1.0.8', ipv6: '::ffff:10.9.0.0' });
+  });
+
+  test('an ipv4 written in IPv4-mapped form is the IPv4 prefix (Go: To4 of a mapped address)', () => {
+    assert.equal(new BlockAllocator({ ipv4: '::ffff:10.1.0.0/125' }).size, 8);
+  });
 });
 
 describe('BlockAllocator: allocation', () => {

@@ -5,7 +5,7 @@
  * @see docs/compatibility.md#address-allocation-on-the-node,
  *   docs/compatibility.md#freeing-addresses-and-releasing-blocks
  */
-import { addressAt, cidrSize, formatAddress, hostBits, offsetOf, parseCidr, tryParseAddress, type Cidr } from './cidr.js';
+import { addressAt, cidrSize, formatAddress, hostBits, offsetOf, parseBlockField, tryParseAddress, type Cidr } from './cidr.js';
 
 /** Default time a freed address stays out of circulation: 30 s, longer than conntrack and ARP/ND settle after a pod dies. */
 export const DEFAULT_COOLING_MS = 30_000;
@@ -73,13 +73,15 @@ export class BlockAllocator {
   private reserved = false;
 
   /**
-   * @throws CidrError when a CIDR does not parse.
+   * @throws CidrError when a CIDR does not parse, or is of the other family and not an IPv4 /
+   *   IPv4-mapped form of it ({@link parseBlockField}).
    * @throws BlockAllocatorError when no CIDR is given, a family is wrong, dual-stack sizes differ,
    *   the block has more than 2^32 addresses, or `coolingMs` is negative.
    */
   constructor(options: BlockAllocatorOptions) {
-    this.ipv4 = options.ipv4 === undefined ? undefined : parseCidr(options.ipv4);
-    this.ipv6 = options.ipv6 === undefined ? undefined : parseCidr(options.ipv6);
+    // As Coil's coild reads them: an ipv6 written in IPv4 form is the IPv4-mapped prefix (parseBlockField).
+    this.ipv4 = options.ipv4 === undefined ? undefined : parseBlockField(4, options.ipv4);
+    this.ipv6 = options.ipv6 === undefined ? undefined : parseBlockField(6, options.ipv6);
     this.coolingMs = options.coolingMs ?? DEFAULT_COOLING_MS;
     const first = this.ipv4 ?? this.ipv6;
     if (first === undefined) throw new BlockAllocatorError('a block needs an ipv4 or an ipv6 CIDR');

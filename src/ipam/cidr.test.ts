@@ -6,6 +6,7 @@ import {
   cidrContains,
   cidrContainsAddress,
   CidrError,
+  parseBlockField,
   cidrSize,
   cidrsOverlap,
   formatCidr,
@@ -194,3 +195,22 @@ describe('splitting', () => {
 function formatV6(value: bigint): string {
   return value.toString(16).padStart(32, '0').match(/.{4}/g)!.join(':');
 }
+
+describe('parseBlockField: an AddressBlock field as Coil\'s coild reads it (net.ParseCIDR, To16/To4)', () => {
+  test('an ipv6 in IPv4 form is the IPv4-mapped prefix', () => {
+    assert.equal(formatCidr(parseBlockField(6, '10.9.0.0/29')), '::ffff:10.9.0.0/125');
+    assert.equal(formatCidr(parseBlockField(6, '10.9.0.8/32')), '::ffff:10.9.0.8/128');
+  });
+  test('an ipv4 in IPv4-mapped form is the IPv4 prefix', () => {
+    assert.equal(formatCidr(parseBlockField(4, '::ffff:10.9.0.0/125')), '10.9.0.0/29');
+  });
+  test('each family as written is unchanged', () => {
+    assert.equal(formatCidr(parseBlockField(4, '10.2.0.32/27')), '10.2.0.32/27');
+    assert.equal(formatCidr(parseBlockField(6, 'fd00::20/123')), 'fd00::20/123');
+  });
+  test('an IPv6 prefix that is no IPv4 one in the ipv4 field, or text that does not parse, is a CidrError', () => {
+    assert.throws(() => parseBlockField(4, 'fd00::/120'), CidrError);
+    assert.throws(() => parseBlockField(4, '::ffff:0.0.0.0/64'), CidrError);
+    assert.throws(() => parseBlockField(6, 'garbage'), CidrError);
+  });
+});

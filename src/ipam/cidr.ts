@@ -185,3 +185,27 @@ export function subnetCount(cidr: Cidr, subPrefix: number): bigint {
   }
   return 1n << BigInt(subPrefix - cidr.prefix);
 }
+
+/** `::ffff:0:0/96`, the IPv4-mapped IPv6 range (RFC 4291 §2.5.5.2). */
+const V4_MAPPED_BASE = 0xffffn << 32n;
+
+/**
+ * Reads an AddressBlock's `ipv4` or `ipv6` field as Coil's coild does: Go's `net.ParseCIDR`, whose
+ * addresses are 16 bytes for either family, so an IPv4 prefix is also the IPv4-mapped IPv6 prefix
+ * (`To16`) and a mapped prefix is also the IPv4 one (`To4`). Coil's controller writes the blocks
+ * of an IPv4-mapped pool range in IPv4 form — a pool ipv6 `::ffff:10.9.0.0/120` gives blocks with
+ * ipv6 `10.9.0.0/29`, as Go prints a mapped address as IPv4 — and Coil's coild reads them back as
+ * the same 8 addresses. So in the `ipv6` field an IPv4 prefix `a.b.c.d/n` is `::ffff:a.b.c.d/(96+n)`,
+ * and in the `ipv4` field a mapped prefix `::ffff:a.b.c.d/(96+n)` is `a.b.c.d/n`
+ * (docs/compatibility.md#addressblock-resource).
+ * @returns the prefix in `family`
+ * @throws CidrError when the text does not parse, or is of the other family and not convertible
+ *   (`invalid CIDR address: <text>` or `<text> is not an IPv<family> prefix`)
+ */
+export function parseBlockField(family: IpFamily, text: string): Cidr {
+  const c = parseCidr(text);
+  if (c.family === family) return c;
+  if (family === 6) return { family: 6, base: V4_MAPPED_BASE | c.base, prefix: c.prefix + 96 };
+  if (c.prefix >= 96 && c.base >> 32n === 0xffffn) return { family: 4, base: c.base & 0xffffffffn, prefix: c.prefix - 96 };
+  throw new CidrError(`${text} is not an IPv${family} prefix`, text);
+}

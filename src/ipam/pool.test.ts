@@ -176,3 +176,35 @@ describe('PoolState', () => {
     assert.ok(process.memoryUsage().heapUsed - heapBefore < 64 * 1024 * 1024, 'memory grew beyond the allocations');
   });
 });
+
+// docs/ipam-recovery.md#what-the-controller-never-hands-out: a free block that holds a live Pod's
+// address is passed over and offered again once let go; a claim takes one index.
+describe('PoolState: skipping and taking', () => {
+  const layout = PoolLayout.fromSpec({ blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/25' }] }); // 4 blocks
+  test('allocate(skip) passes over refused blocks without giving them up', () => {
+    const s = new PoolState(layout);
+    const refused = new Set([0n, 1n]);
+    assert.equal(s.allocate((b) => refused.has(b.index))?.index, 2n);
+    assert.equal(s.allocate((b) => refused.has(b.index))?.index, 3n);
+    assert.equal(s.allocate((b) => refused.has(b.index)), undefined, 'the rest are refused: out of blocks');
+    assert.equal(s.allocate()?.index, 0n, 'offered again once let go');
+  });
+  test('take(index) takes a free index once', () => {
+    const s = new PoolState(layout);
+    assert.deepEqual(s.take(2n), { index: 2n, ipv4: '10.0.0.64/27' });
+    assert.equal(s.take(2n), 'taken');
+    assert.equal(s.take(4n), 'out-of-range');
+    assert.equal(s.allocate()?.index, 0n);
+    assert.equal(s.allocate()?.index, 1n);
+    assert.equal(s.allocate()?.index, 3n);
+  });
+});
+
+test('PoolLayout.indexOfAddress: the block index holding an address, across subnets', () => {
+  const l = PoolLayout.fromSpec({ blockSizeBits: 5, subnets: [{ ipv4: '10.0.0.0/26', ipv6: 'fd00::/122' }, { ipv4: '10.9.0.0/27' }] });
+  assert.equal(l.indexOfAddress('10.0.0.33'), 1n);
+  assert.equal(l.indexOfAddress('fd00::21'), 1n);
+  assert.equal(l.indexOfAddress('10.9.0.31'), 2n);
+  assert.equal(l.indexOfAddress('10.9.0.32'), undefined);
+  assert.equal(l.indexOfAddress('x'), undefined);
+});

@@ -12,6 +12,7 @@
 import {
   addressBits,
   cidrContains,
+  cidrContainsAddress,
   CidrError,
   formatCidr,
   hostBits,
@@ -19,6 +20,7 @@ import {
   parseCidrWithAddress,
   subnetAt,
   subnetIndexOf,
+  tryParseAddress,
   type Cidr,
 } from './cidr.js';
 
@@ -111,6 +113,22 @@ export class PoolLayout {
       ...(subnet.ipv4 && { ipv4: carve(subnet.ipv4) }),
       ...(subnet.ipv6 && { ipv6: carve(subnet.ipv6) }),
     };
+  }
+
+  /**
+   * The index of the block holding `address` (either family; an IPv4-mapped IPv6 address is also
+   * looked up in an IPv4-mapped ipv6 subnet as written). O(number of subnets).
+   * @returns undefined when no subnet of the pool holds it, or the text is no address
+   */
+  indexOfAddress(address: string): bigint | undefined {
+    const a = tryParseAddress(address);
+    if (a === undefined) return undefined;
+    for (const s of this.subnets) {
+      const c = a.family === 4 ? s.ipv4 : s.ipv6;
+      if (c === undefined || !cidrContainsAddress(c, a)) continue;
+      return s.firstIndex + ((a.value - c.base) >> BigInt(this.blockSizeBits));
+    }
+    return undefined;
   }
 
   /**
@@ -244,12 +262,35 @@ export class PoolState {
   }
 
   /**
-   * Takes the lowest free block (Coil's rule) and marks it allocated.
-   * @returns undefined when the pool is exhausted ("out of blocks").
+   * Takes the lowest free block (Coil's rule) that `skip` does not refuse, and marks it allocated.
+   * A skipped index stays free (the low-water mark does not pass it), so it is offered again once
+   * `skip` lets it go. O(skipped + 1) calls of `skip`.
+   * @param skip says a free block must not be handed out now (it holds a live Pod's address:
+   *   docs/ipam-recovery.md#what-the-controller-never-hands-out)
+   * @returns undefined when the pool is exhausted ("out of blocks"), skipped blocks included
    */
-  allocate(): BlockCidrs | undefined {
-    const block = this.peekFree();
-    if (block !== undefined) this.add(block.index);
+  allocate(skip?: (block: BlockCidrs) => boolean): BlockCidrs | undefined {
+    const first = this.peekFree();
+    if (first === undefined) return undefined;
+    for (let index = first.index; ; index++) {
+      if (this.indices.has(index)) continue;
+      const block = index === first.index ? first : this.currentLayout.blockAt(index);
+      if (block === undefined) return undefined;
+      if (skip?.(block)) continue;
+      this.add(index);
+      return block;
+    }
+  }
+
+  /**
+   * Takes block `index` if it is free (a claim back: docs/ipam-recovery.md#claim-back).
+   * @returns its CIDRs, `taken` when it is allocated, or `out-of-range` past the pool
+   */
+  take(index: bigint): BlockCidrs | 'taken' | 'out-of-range' {
+    const block = index < 0n ? undefined : this.currentLayout.blockAt(index);
+    if (block === undefined) return 'out-of-range';
+    if (this.indices.has(index)) return 'taken';
+    this.add(index);
     return block;
   }
 }

@@ -17,8 +17,9 @@
  * export table, the GC and the IPAM kinds' caches are left out, and CNI calls go to
  * EgressOnlyCniService.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
+import type { AddressBlock } from '../api/v2/addressblock.js';
 import { INDEX_BLOCK_BY_REQUEST } from '../api/v2/keys.js';
 import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
@@ -48,8 +49,9 @@ import { IpRoutePodNetwork } from './podnet/pod-network-iproute2.js';
 import { IpRouteExporter } from './ipam/route-export.js';
 import { COILD_ACCESS, coildFeatures } from './rbac.js';
 import { recoverAllocations } from './ipam/recovery.js';
+import { OrphanAddresses } from './ipam/orphans.js';
 import { SpawnHelper } from './podnet/spawn-helper.js';
-import { removeCoilConflist, UninstallDetector } from './uninstall.js';
+import { removeCoilConflist, removeNodeRouting, UninstallDetector } from './uninstall.js';
 
 /** What {@link Coild} needs besides its flags. */
 export interface CoildOptions {
@@ -75,6 +77,8 @@ export class Coild {
   readonly blockExport: BlockExport;
   readonly service: CniHandler;
   readonly gc: NodeGc;
+  /** Addresses on the host no block of this node holds: kept wired, claimed back (docs/ipam-recovery.md). */
+  readonly orphans: OrphanAddresses;
   readonly metrics: NodeAgentMetrics;
   /** Client-side egress; undefined with `--enable-egress=false`. */
   readonly egress: EgressWatcher | undefined;
@@ -126,6 +130,7 @@ export class Coild {
     this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined), {
       pending: () => this.requester.pendingSince(),
       ready: () => this.notReadyReason() === undefined,
+      orphans: () => (cfg.enableIpam && this.recovered ? this.orphans.list() : []),
     });
     this.requester = new BlockRequester({
       cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'block-request' }),
@@ -136,6 +141,19 @@ export class Coild {
       coolingMs: cfg.coolingMs, lowWaterMark: cfg.lowWaterMark, allocTimeoutMs: cfg.allocTimeoutMs,
       onBlocksChanged: () => this.releaser.schedule(),
       exportSync: () => this.blockExport.syncUnlessStopped(),
+      onUnreadableBlock: (block, reason) => this.manager.recorder.event(block as AddressBlock, 'Warning', 'UnreadableBlock',
+        `coild on ${cfg.nodeName} cannot read this block and skips it (its addresses are not handed out; the node's other blocks are served): ${reason}`),
+      onExpectedRegistered: (key) => this.orphans.forget(key),
+      onAddressesOrphaned: (entries) => {
+        for (const e of entries) this.orphans.note(e);
+      },
+    });
+    this.orphans = new OrphanAddresses({
+      cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'orphans' }),
+      unreadable: () => this.ipam.unreadableBlocks().map((b) => b.name),
+      hold: { expect: (e) => this.ipam.expect(e), unexpect: (key) => this.ipam.unexpect(key) },
+      reportOnPod: (pod, message) => this.manager.recorder.event(pod as V1Pod, 'Warning', 'AddressWithoutBlock', message),
+      onBlockBack: () => void this.runGc().catch((err: unknown) => log.error({ err }, 'GC pass registering claimed-back addresses failed')),
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
@@ -169,12 +187,12 @@ export class Coild {
       });
     this.gc = new NodeGc({
       ipam: this.ipam, podNetwork: this.podNetwork, releaser: this.releaser, exporter: this.blockExport, locks: this.locks,
-      logger: log.child({ logger: 'gc' }), intervalMs: cfg.gcIntervalMs,
+      logger: log.child({ logger: 'gc' }), intervalMs: cfg.gcIntervalMs, orphans: this.orphans,
     });
     this.introspection = new IntrospectionServer({
       health: () => undefined,
       ready: () => this.notReadyReason(),
-      snapshot: () => (this.recovered ? ipamSnapshot(this.ipam, cfg.nodeName, this.requester.pendingPools(), Date.now()) : undefined),
+      snapshot: () => (this.recovered ? ipamSnapshot(this.ipam, cfg.nodeName, this.requester.pendingPools(), Date.now(), this.orphans.list()) : undefined),
       ipamDisabled: !cfg.enableIpam,
     });
   }
@@ -217,7 +235,8 @@ export class Coild {
         log.error({ err }, 'pod network init failed (continuing, as Coil)');
       }
       this.ipam.start();
-      await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
+      this.orphans.start();
+      await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log, orphans: this.orphans });
       await this.blockExport.start();
     }
     this.recovered = true;
@@ -227,6 +246,10 @@ export class Coild {
     this.serving = true;
     // Added only now: a pass before recovery would adopt every veth the recovery is registering.
     if (cfg.enableIpam) this.manager.add({ name: 'gc', leaderOnly: false }, this.gc.runnable());
+    // A block claimed back while recovery ran: register its addresses now rather than a GC interval later.
+    if (cfg.enableIpam && this.orphans.list().some((o) => o.state === 'granted')) {
+      void this.runGc().catch((err: unknown) => log.error({ err }, 'GC pass registering claimed-back addresses failed'));
+    }
     log.info({ node: cfg.nodeName, socket: cfg.socketPath, ports: this.ports, ipam: cfg.enableIpam, egress: cfg.enableEgress,
       originatingOnly: cfg.enableOriginatingOnly, backend: cfg.backend }, 'coild running');
   }
@@ -262,6 +285,7 @@ export class Coild {
     // The loops (GC, releaser, requester, egress watcher) end before anything below changes the
     // host: no GC pass or release runs while table 119 is flushed or the pod table removed.
     await this.manager.stopRunnables();
+    this.orphans.stop();
     this.ipam.stop();
     if (this.o.config.clearRoutesOnShutdown && this.o.config.enableIpam) {
       try {
@@ -276,9 +300,13 @@ export class Coild {
     }
     if (uninstalling && this.o.config.enableIpam) {
       try {
-        await this.blockExport.clear();
-        await this.podNetwork.deinit();
-        log.info('uninstall: export table, pod table and its rule removed');
+        // Pods still wired keep their network (docs/ipam-recovery.md#after-an-uninstall): their
+        // routes in tables 116 and 119 and the rule stay, and a reinstall's coild adopts them.
+        const done = await removeNodeRouting({
+          list: () => this.podNetwork.list(), clearExport: () => this.blockExport.clear(), removePodTable: () => this.podNetwork.deinit(),
+        });
+        if (done === 'removed') log.info('uninstall: export table, pod table and its rule removed');
+        else log.warn({ pods: done.kept }, 'uninstall: pods still run on this node; their wiring, the pod table, its rule and the export table are kept so they keep their network');
       } catch (err) {
         log.error({ err }, 'uninstall: cannot remove coil\'s routes and rules');
       }

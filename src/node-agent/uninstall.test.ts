@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { V1DaemonSet, V1Pod } from '@kubernetes/client-node';
-import { daemonSetOwnerOf, ownerRemains, removeCoilConflist } from './uninstall.js';
+import { daemonSetOwnerOf, ownerRemains, removeCoilConflist, removeNodeRouting } from './uninstall.js';
 
 const pod = (refs: NonNullable<V1Pod['metadata']>['ownerReferences']): V1Pod => ({ metadata: { namespace: 'kube-system', name: 'coild-x', ownerReferences: refs } });
 const ds = (uid: string, deleting = false): V1DaemonSet => ({ metadata: { name: 'coild', uid, ...(deleting ? { deletionTimestamp: new Date() } : {}) } });
@@ -44,5 +44,25 @@ describe('removeCoilConflist', () => {
     assert.equal(await removeCoilConflist(join(dir, 'bad.conflist')), false);
     assert.equal(await removeCoilConflist(join(dir, 'absent.conflist')), false);
     assert.deepEqual((await readdir(dir)).sort(), ['10-coil.conflist', '20-other.conflist', 'bad.conflist']);
+  });
+});
+
+describe('removeNodeRouting (an uninstall on the node)', () => {
+  const routing = (wired: number) => {
+    const done: string[] = [];
+    return {
+      done,
+      r: { list: async () => Array.from({ length: wired }, () => ({})), clearExport: async () => void done.push('119'), removePodTable: async () => void done.push('116') },
+    };
+  };
+  test('keeps tables 116 and 119 and the rule while coil pods are wired: they keep their network', async () => {
+    const t = routing(7);
+    assert.deepEqual(await removeNodeRouting(t.r), { kept: 7 });
+    assert.deepEqual(t.done, []);
+  });
+  test('removes them from a node with no coil pod left', async () => {
+    const t = routing(0);
+    assert.equal(await removeNodeRouting(t.r), 'removed');
+    assert.deepEqual(t.done, ['119', '116']);
   });
 });

@@ -12,9 +12,11 @@
  * conflist is one file an admin can remove, a wrongly removed one breaks a live node's pods.
  *
  * On an uninstall coild then removes, on the node: coil's conflist (only if it names the `coil`
- * plugin), the export table 119 (so BIRD withdraws the node's blocks), and the pod table 116 with
- * its policy rule. Pods still running keep their veths until they are deleted; the CNI DEL for them
- * then runs whatever conflist the node has next.
+ * plugin), and — when no coil pod is wired on the node any more — the export table 119 (so BIRD
+ * withdraws the node's blocks) and the pod table 116 with its policy rule. While pods still run,
+ * those stay, so the pods keep their network, and a reinstall's coild adopts them
+ * (docs/ipam-recovery.md#after-an-uninstall); the CNI DEL for them runs whatever conflist the
+ * node has next.
  *
  * Without Coil's counterpart: Coil leaves all of it behind (docs/compatibility.md#nothing-removed-on-uninstall).
  */
@@ -121,4 +123,29 @@ export async function removeCoilConflist(path: string): Promise<boolean> {
   if (!Array.isArray(plugins) || !plugins.some((p: { type?: unknown } | null) => p?.type === 'coil')) return false;
   await rm(path, { force: true });
   return true;
+}
+
+/** What {@link removeNodeRouting} removes and reads. */
+export interface NodeRouting {
+  /** The pod interfaces coil wired on the node (PodNetwork.list). */
+  list(): Promise<readonly unknown[]>;
+  /** Flushes the export table 119 (BlockExport.clear). */
+  clearExport(): Promise<void>;
+  /** Removes the pod table 116 and its rule (IpRoutePodNetwork.deinit). */
+  removePodTable(): Promise<void>;
+}
+
+/**
+ * On an uninstall, removes coil's routing from the node — the export table, the pod table and its
+ * rule — only when no coil pod is wired on it any more: pods still running keep their network, and
+ * a reinstall's coild adopts them (docs/ipam-recovery.md#after-an-uninstall).
+ * @returns `kept` with the number of wired pods, or `removed`
+ * @throws what the PodNetwork or the exporter throws
+ */
+export async function removeNodeRouting(r: NodeRouting): Promise<{ kept: number } | 'removed'> {
+  const wired = await r.list();
+  if (wired.length > 0) return { kept: wired.length };
+  await r.clearExport();
+  await r.removePodTable();
+  return 'removed';
 }

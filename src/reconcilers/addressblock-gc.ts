@@ -14,8 +14,8 @@ import { kindRule } from '../runtime/rbac.js';
 import { inject } from 'inversify';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import { nodeOf } from '../api/v2/addressblock.js';
-import { FIN_COIL, INDEX_BLOCK_BY_NODE } from '../api/v2/keys.js';
-import { cidrContainsAddress, tryParseCidr } from '../ipam/cidr.js';
+import { FIN_COIL, INDEX_BLOCK_BY_NODE, INDEX_POD_BY_IP } from '../api/v2/keys.js';
+import { cidrContainsAddress, parseBlockField } from '../ipam/cidr.js';
 import { tryParseAddress } from '../ipam/ip-address.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
@@ -26,6 +26,10 @@ import { fromBinding, type Reconcile, type ReconcileContext, type Request } from
 import { blockNodeIndex } from './block-indexes.js';
 import { Kinds, timeMs } from '../api/v2/kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
+import { describeHolders, podIpIndex, podsHoldingBlock } from './pod-addresses.js';
+
+/** How often the Event of a deletion waiting on live Pods is refreshed. */
+const DELETION_WAIT_REPORT_MS = 60_000;
 
 /**
  * Since when `node` has not been Ready (its Ready condition is False or Unknown), in ms since the
@@ -43,7 +47,15 @@ export function notReadySinceMs(node: Readonly<V1Node>): number | undefined {
  * their containers may still run.
  */
 export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Readonly<V1Pod>[]): V1Pod[] {
-  const cidrs = [block.ipv4, block.ipv6].flatMap((c) => (c ? [tryParseCidr(c)] : [])).filter((c) => c !== undefined);
+  // Each field as coild reads it: an ipv6 in IPv4 form is the IPv4-mapped prefix (parseBlockField).
+  const cidrs = ([[4, block.ipv4], [6, block.ipv6]] as const).flatMap(([family, text]) => {
+    if (!text) return [];
+    try {
+      return [parseBlockField(family, text)];
+    } catch {
+      return [];
+    }
+  });
   return pods.filter((p) => {
     if (p.spec?.hostNetwork || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') return false;
     const ips = [...(p.status?.podIPs ?? []).map((i) => i.ip), p.status?.podIP].filter((ip): ip is string => !!ip);
@@ -66,13 +78,17 @@ export function podsUsingBlock(block: Readonly<AddressBlock>, pods: readonly Rea
   name: 'addressblock-gc',
   for: Kinds.AddressBlock,
   watches: [{ kind: Kinds.Node, map: (node, cache) => cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_NODE, node.metadata?.name ?? '').map((b) => ({ name: b.metadata!.name! })) }],
-  indexes: [{ kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_NODE, fn: blockNodeIndex }],
+  reads: [Kinds.Pod],
+  indexes: [
+    { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_NODE, fn: blockNodeIndex },
+    { kind: Kinds.Pod, name: INDEX_POD_BY_IP, fn: podIpIndex },
+  ],
   leaderOnly: true,
   resyncPeriodMs: fromBinding(IPAM_OPTIONS, (o: IpamOptions) => o.gcIntervalMs),
   rbac: [
     kindRule(Kinds.AddressBlock, ['get', 'list', 'watch', 'update', 'patch', 'delete']),
     kindRule(Kinds.Node, ['get', 'list', 'watch']),
-    kindRule(Kinds.Pod, ['list']),
+    kindRule(Kinds.Pod, ['get', 'list', 'watch']),
     kindRule(Kinds.Event, ['create', 'patch']),
   ],
 })
@@ -100,9 +116,10 @@ export class AddressBlockGcReconciler implements Reconcile {
     const node = this.cache.get(Kinds.Node, { name: nodeName });
     if (!node) return this.release(block, ctx, `node ${nodeName} no longer exists`);
     if (await this.isNodeGone(nodeName)) return this.release(block, ctx, `node ${nodeName} no longer exists (the API says so; the cache lags)`);
+    const waiting = this.reportDeletionWait(block, nodeName);
     const since = notReadySinceMs(node);
     const grace = this.options.nodeNotReadyReclaimMs;
-    if (since === undefined || grace <= 0) return {};
+    if (since === undefined || grace <= 0) return waiting;
     const left = since + grace - Date.now();
     if (left > 0) return { requeueAfterMs: left };
     // A live list, not a cache: releasing a block another pod still uses would duplicate addresses,
@@ -114,6 +131,21 @@ export class AddressBlockGcReconciler implements Reconcile {
       return { requeueAfterMs: this.options.reclaimRecheckMs };
     }
     return this.release(block, ctx, `node ${nodeName} NotReady for ${Math.round((Date.now() - since) / 1000)} s and no pod uses the block`);
+  }
+
+  /**
+   * A block someone deleted while live Pods use its addresses waits on its finalizer until coild
+   * has seen them go (docs/ipam-recovery.md#a-block-in-use-is-not-deleted-from-under-its-pods);
+   * a Warning Event `DeletionWaitsForPods` on the block says so and names them, refreshed every
+   * minute while it waits.
+   */
+  private reportDeletionWait(block: Readonly<AddressBlock>, nodeName: string): Result {
+    if (!block.metadata?.deletionTimestamp) return {};
+    const holders = podsHoldingBlock(this.cache, block);
+    if (holders.length === 0) return {};
+    this.events.event(block as AddressBlock, 'Warning', 'DeletionWaitsForPods',
+      `deletion waits on the finalizer ${FIN_COIL}: ${holders.length} live Pod(s) use addresses of this block: ${describeHolders(holders)}; coild on ${nodeName} removes the finalizer once they are gone`);
+    return { requeueAfterMs: DELETION_WAIT_REPORT_MS };
   }
 
   /** True when a live GET finds no Node `name`; asked at most once per GC interval per node. */

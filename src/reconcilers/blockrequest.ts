@@ -10,10 +10,12 @@ import { kindRule } from '../runtime/rbac.js';
 import type { AddressBlock } from '../api/v2/addressblock.js';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import type { BlockRequest, BlockRequestStatus } from '../api/v2/blockrequest.js';
-import { COND_COMPLETE, COND_FAILED, isAnswered, REASON_OUT_OF_BLOCKS } from '../api/v2/blockrequest.js';
+import { claimIndexOf, COND_COMPLETE, COND_FAILED, isAnswered, REASON_CLAIM_REFUSED, REASON_OUT_OF_BLOCKS } from '../api/v2/blockrequest.js';
 import { findCondition, setCondition } from '../api/v2/conditions.js';
-import { API_VERSION, FIN_COIL, INDEX_BLOCK_BY_NODE, INDEX_BLOCK_BY_POOL, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
-import { PoolLayoutError } from '../ipam/pool.js';
+import { ANN_CLAIM_INDEX, API_VERSION, FIN_COIL, INDEX_BLOCK_BY_NODE, INDEX_BLOCK_BY_POOL, INDEX_POD_BY_IP, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../api/v2/keys.js';
+import { PoolLayoutError, type BlockCidrs } from '../ipam/pool.js';
+import { addressBlockName, nodeOf } from '../api/v2/addressblock.js';
+import { describeHolders, podIpIndex, podsHoldingBlock } from './pod-addresses.js';
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
@@ -37,7 +39,10 @@ const POOL_MISSING_RETRY_MS = 5_000;
  *   cached yet) → answer with it: the controller crashed or failed between create and status (#198, #271);
  * - pool being deleted or exhausted → `Complete=True` + `Failed=True` (reason `out of blocks`) and a
  *   Warning Event `OutOfBlocks`;
- * - else create `<pool>-<index>` at the lowest free index; an AlreadyExists (the cache lagged,
+ * - a claim back (annotation `coil.cybozu.com/claim-index`) → that block for the node when the
+ *   index is free and the node's live Pods prove it, else `Failed` (reason `claim refused`);
+ * - else create `<pool>-<index>` at the lowest free index whose addresses no live Pod of another
+ *   node holds (docs/ipam-recovery.md); an AlreadyExists (the cache lagged,
  *   #152) marks that index taken and tries the next one instead of failing.
  * Errors are thrown, never swallowed (Coil returns nil after a failed List).
  *
@@ -46,8 +51,9 @@ const POOL_MISSING_RETRY_MS = 5_000;
 @Reconciler({
   name: 'blockrequest',
   for: Kinds.BlockRequest,
-  reads: [Kinds.AddressPool],
+  reads: [Kinds.AddressPool, Kinds.Pod],
   indexes: [
+    { kind: Kinds.Pod, name: INDEX_POD_BY_IP, fn: podIpIndex },
     { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_NODE, fn: blockNodeIndex },
     // PoolManager reads blocks by pool; declared here too so this reconciler works on its own.
     { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex },
@@ -60,6 +66,7 @@ const POOL_MISSING_RETRY_MS = 5_000;
     kindRule(Kinds.AddressBlock, ['get', 'list', 'watch', 'create']),
     kindRule(Kinds.AddressPool, ['get', 'list', 'watch']),
     kindRule(Kinds.AddressPool, ['update'], { subresource: 'finalizers' }),
+    kindRule(Kinds.Pod, ['get', 'list', 'watch']),
     kindRule(Kinds.Event, ['create', 'patch']),
   ],
 })
@@ -88,11 +95,13 @@ export class BlockRequestReconciler implements Reconcile {
     const pool = this.cache.get(Kinds.AddressPool, { name: poolName });
     if (!pool) throw new TransientError(`AddressPool ${poolName} not found`, POOL_MISSING_RETRY_MS);
     if (pool.metadata?.deletionTimestamp) return this.answerFailed(br, `pool ${poolName} is being deleted`);
+    const claim = claimIndexOf(br);
+    if (claim !== undefined) return this.claim(br, pool, claim);
     for (let collisions = 0; collisions < MAX_COLLISIONS; collisions++) {
       // Stop when told to (shutdown past its deadline, Lease lost): a created block is found by
       // the next leader through its request label and answered then.
       ctx.signal.throwIfAborted();
-      const choice = this.allocate(pool, uid);
+      const choice = this.allocate(pool, uid, br.spec.nodeName, ctx.log);
       if (choice === undefined) return this.answerFailed(br, `pool ${poolName} does not have free blocks`);
       const name = await this.createBlock(pool, br, choice);
       ctx.signal.throwIfAborted();
@@ -107,13 +116,69 @@ export class BlockRequestReconciler implements Reconcile {
     return this.cache.byIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_NODE, br.spec.nodeName).find((b) => b.metadata?.labels?.[LABEL_REQUEST] === uid)?.metadata?.name;
   }
 
-  private allocate(pool: Readonly<AddressPool>, uid: string): BlockChoice | undefined {
+  /**
+   * The lowest free block that holds no live Pod's address on a node other than `node`
+   * (docs/ipam-recovery.md#what-the-controller-never-hands-out): after its AddressBlock was lost
+   * (deleted with its finalizer, an uninstall, an etcd restore), such a block belongs to those Pods.
+   */
+  private allocate(pool: Readonly<AddressPool>, uid: string, node: string, log?: ReconcileContext['log']): BlockChoice | undefined {
+    const skip = (block: BlockCidrs): boolean => {
+      const others = podsHoldingBlock(this.cache, block).filter((h) => h.node !== node);
+      if (others.length > 0) log?.info({ pool: pool.metadata?.name, index: String(block.index), pods: describeHolders(others) }, 'skipping a free block: live Pods of other nodes hold its addresses');
+      return others.length > 0;
+    };
+    return this.layoutSafe(pool, () => this.pools.allocate(pool, uid, Date.now(), skip));
+  }
+
+  private layoutSafe<T>(pool: Readonly<AddressPool>, f: () => T): T {
     try {
-      return this.pools.allocate(pool, uid, Date.now());
+      return f();
     } catch (e) {
       if (e instanceof PoolLayoutError) throw new PermanentError(`AddressPool ${pool.metadata?.name}: ${e.message}`, { cause: e });
       throw e;
     }
+  }
+
+  /**
+   * A node claims back block `index` (annotation {@link ANN_CLAIM_INDEX}): its live Pods hold
+   * addresses of it and no AddressBlock does (docs/ipam-recovery.md#claim-back). Granted — the
+   * block `<pool>-<index>` created for the node — only when the index is free and the Pods prove
+   * it: at least one live Pod of that node holds an address inside it and no live Pod of another
+   * node does. A block of that name already held by the node answers the claim as it stands.
+   * Anything else is refused (`Failed`, reason `claim refused`); coild asks again later.
+   */
+  private async claim(br: Readonly<BlockRequest>, pool: Readonly<AddressPool>, index: bigint): Promise<Result> {
+    const node = br.spec.nodeName;
+    const poolName = pool.metadata!.name!;
+    const name = addressBlockName(poolName, index);
+    const held = this.cache.get(Kinds.AddressBlock, { name });
+    if (held) {
+      if (nodeOf(held) === node && !held.metadata?.deletionTimestamp) return this.answerAllocated(br, name);
+      return this.answerRefused(br, `block ${name} is ${held.metadata?.deletionTimestamp ? 'being deleted' : `held by node ${nodeOf(held) ?? '(none)'}`}`);
+    }
+    const cidrs = this.layoutSafe(pool, () => this.pools.blockAt(pool, index, Date.now()));
+    if (cidrs === undefined) return this.answerRefused(br, `pool ${poolName} has no block index ${index}`);
+    const holders = podsHoldingBlock(this.cache, cidrs);
+    const others = holders.filter((h) => h.node !== node);
+    if (others.length > 0) return this.answerRefused(br, `live Pods of other nodes hold addresses of block ${name}: ${describeHolders(others)}`);
+    const mine = holders.filter((h) => h.node === node);
+    if (mine.length === 0) return this.answerRefused(br, `no live Pod of node ${node} holds an address of block ${name} (status.podIPs)`);
+    const choice = this.layoutSafe(pool, () => this.pools.take(pool, br.metadata!.uid!, index, Date.now()));
+    if (choice === 'out-of-range') return this.answerRefused(br, `pool ${poolName} has no block index ${index}`);
+    if (choice === 'taken') throw new TransientError(`block ${name} is being handed out to another request`, POOL_MISSING_RETRY_MS);
+    const created = await this.createBlock(pool, br, choice);
+    if (created === undefined) throw new TransientError(`block ${name} exists though the cache does not show it yet`, POOL_MISSING_RETRY_MS);
+    this.events.event(br as BlockRequest, 'Normal', 'BlockClaimed', `re-created ${name} for node ${node}: its live Pods hold addresses of it: ${describeHolders(mine)}`);
+    return this.answerAllocated(br, created);
+  }
+
+  private async answerRefused(br: Readonly<BlockRequest>, message: string): Promise<Result> {
+    const now = new Date().toISOString();
+    let conditions = setCondition(br.status?.conditions, { type: COND_COMPLETE, status: 'True', reason: 'completed with failure', message: 'completed with failure' }, now);
+    conditions = setCondition(conditions, { type: COND_FAILED, status: 'True', reason: REASON_CLAIM_REFUSED, message }, now);
+    await this.writeStatus(br, { conditions });
+    this.events.event(br as BlockRequest, 'Warning', 'ClaimRefused', message);
+    return {};
   }
 
   /** Creates the chosen block. @returns its name, or undefined when the name was another request's */

@@ -101,18 +101,44 @@ export class PoolManager {
    * @returns undefined when the pool has no free block ("out of blocks")
    * @throws PoolLayoutError as {@link sync}
    */
-  allocate(pool: Readonly<AddressPool>, requestUid: string, nowMs: number): BlockChoice | undefined {
+  allocate(pool: Readonly<AddressPool>, requestUid: string, nowMs: number, skip?: (block: BlockCidrs) => boolean): BlockChoice | undefined {
     const name = pool.metadata!.name!;
-    let entry = this.pools.get(name);
-    if (entry === undefined || entry.specKey !== specKey(pool)) {
-      this.sync(pool, nowMs);
-      entry = this.pools.get(name)!;
-    }
-    const block = entry.state.allocate();
+    const entry = this.entryOf(pool, nowMs);
+    const block = entry.state.allocate(skip);
     if (block === undefined) return undefined;
     entry.pending.set(block.index, { uid: requestUid, sinceMs: nowMs });
     this.publish(name, entry.state);
     return { kind: 'allocated', name: addressBlockName(name, block.index), block };
+  }
+
+  /**
+   * Takes block `index` of `pool` for BlockRequest `requestUid` if it is free (a claim back,
+   * docs/ipam-recovery.md#claim-back), marking it at once as {@link allocate} does.
+   * @returns the choice, `taken`, or `out-of-range`
+   * @throws PoolLayoutError as {@link sync}
+   */
+  take(pool: Readonly<AddressPool>, requestUid: string, index: bigint, nowMs: number): BlockChoice | 'taken' | 'out-of-range' {
+    const name = pool.metadata!.name!;
+    const entry = this.entryOf(pool, nowMs);
+    const block = entry.state.take(index);
+    if (typeof block === 'string') return block;
+    entry.pending.set(block.index, { uid: requestUid, sinceMs: nowMs });
+    this.publish(name, entry.state);
+    return { kind: 'allocated', name: addressBlockName(name, block.index), block };
+  }
+
+  /** The CIDRs of block `index` of `pool`, allocated or not. @throws PoolLayoutError as {@link sync} */
+  blockAt(pool: Readonly<AddressPool>, index: bigint, nowMs: number): BlockCidrs | undefined {
+    return index < 0n ? undefined : this.entryOf(pool, nowMs).state.layout.blockAt(index);
+  }
+
+  /** The pool's state, built from the cache on first use or after the spec changed. */
+  private entryOf(pool: Readonly<AddressPool>, nowMs: number): PoolEntry {
+    const name = pool.metadata!.name!;
+    const entry = this.pools.get(name);
+    if (entry !== undefined && entry.specKey === specKey(pool)) return entry;
+    this.sync(pool, nowMs);
+    return this.pools.get(name)!;
   }
 
   /** Name of a block handed out to `requestUid` that the cache may not show yet (idempotency, Coil #198). */

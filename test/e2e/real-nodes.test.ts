@@ -372,15 +372,20 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     await crossNodePings();
   });
 
-  test('helm uninstall leaves every node ready for another CNI and no object on a finalizer; a ptp pod then starts', async () => {
+  test('helm uninstall leaves every node ready for another CNI, running pods their network, and no object on a finalizer; a ptp pod then starts', async () => {
     await cluster.uninstallChart();
     const custom = cluster.api(k8s.CustomObjectsApi);
     // Everything coil left, read again for up to 60 s (coild cleans up as its pod stops, the
     // post-delete hook after that); a failure lists all of it, not just the first thing found.
+    // A node where coil pods still run keeps their wiring — tables 116 and 119 and the rule — so
+    // they keep their network (docs/ipam-recovery.md#after-an-uninstall); only the conflist goes.
+    const core = cluster.api(k8s.CoreV1Api);
     const leftBehind = async (): Promise<string[]> => {
       const left: string[] = [];
+      const running = (await core.listPodForAllNamespaces()).items.filter((p) => !p.spec?.hostNetwork && p.status?.phase === 'Running' && p.status?.podIP);
       for (const node of cluster.nodes) {
         if (await stat(node.host.hostPath('/etc/cni/net.d/10-coil.conflist')).then(() => true, () => false)) left.push(`${node.name}: /etc/cni/net.d/10-coil.conflist`);
+        if (running.some((p) => p.spec?.nodeName === node.name)) continue;
         for (const family of ['-4', '-6'] as const) {
           for (const table of ['119', '116']) {
             const routes = await routesIn(node, family, table);

@@ -154,12 +154,14 @@ export class NodeLab {
    * Starts coild for `node` and waits for `/readyz`. coild runs as it does in the image: on the Bun
    * runtime inside the `coil` executable (README, "coild's runtime"); `COIL_COILD_RUNTIME=node`
    * runs it on Node 24 with its helpers instead.
+   * @param env extra environment, e.g. `COIL_POD_NAMESPACE`/`COIL_POD_NAME` (coild's own Pod, whose
+   *   owning DaemonSet tells an uninstall from a restart)
    */
-  async startCoild(node: LabNode, extraArgs: readonly string[] = []): Promise<void> {
+  async startCoild(node: LabNode, extraArgs: readonly string[] = [], env: Record<string, string> = {}): Promise<void> {
     const onBun = process.env.COIL_COILD_RUNTIME !== 'node';
     node.coild = await ManagedProcess.start({
       name: `coild-${node.name}`, command: onBun ? COIL_BIN : NODE, logFile: node.logFile,
-      env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}) },
+      env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}), ...env },
       args: [
         ...(onBun ? ['--no-install', ...(process.env.COIL_COILD_BUN_FLAGS ?? '').split(' ').filter(Boolean), process.env.COIL_COILD_SCRIPT || coildBundle()] : [join(REPO_ROOT, 'dist/src/node-agent/main.js')]), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
         '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,

@@ -6,7 +6,7 @@
  */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { type Condition, findCondition, isConditionTrue } from './conditions.js';
-import { GROUP, VERSION } from './keys.js';
+import { ANN_CLAIM_INDEX, GROUP, VERSION } from './keys.js';
 import { type KindDefinition, conditionSchema, obj, str } from './schema.js';
 
 export interface BlockRequestSpec {
@@ -36,6 +36,18 @@ export const COND_COMPLETE = 'Complete';
 export const COND_FAILED = 'Failed';
 /** Reason of the `Failed` condition when the pool has no free block (Coil's text). */
 export const REASON_OUT_OF_BLOCKS = 'out of blocks';
+/** Reason of the `Failed` condition when a claim back is refused (ours: docs/ipam-recovery.md#claim-back). */
+export const REASON_CLAIM_REFUSED = 'claim refused';
+
+/**
+ * The block index a BlockRequest claims back (annotation `coil.cybozu.com/claim-index`, a
+ * decimal integer ≥ 0), or undefined for an ordinary request — an annotation that is no such
+ * number included, so a malformed claim is served as Coil's controller serves it: any block.
+ */
+export function claimIndexOf(br: Readonly<BlockRequest>): bigint | undefined {
+  const text = br.metadata?.annotations?.[ANN_CLAIM_INDEX];
+  return text !== undefined && /^[0-9]{1,19}$/.test(text) ? BigInt(text) : undefined;
+}
 
 /** Outcome of a BlockRequest as coild sees it. */
 export type BlockRequestResult =

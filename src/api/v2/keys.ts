@@ -93,3 +93,12 @@ export const DEFAULT_NETFILTER_BACKEND: NetfilterBackend = 'iptables';
 export const ORIGINATING_ONLY_RULE_PRIO = 1000;
 /** Base of the originating-only tables: a pod link's routes are copied to table `1000 + ifindex`. */
 export const ORIGINATING_ONLY_TABLE_BASE = 1000;
+/** Pod field index of the controller: the Pod's addresses (`status.podIPs`), canonical text. */
+export const INDEX_POD_BY_IP = 'pod.ip';
+
+/**
+ * Annotation on a BlockRequest (ours; Coil's controller ignores it and allocates any block): the
+ * block index of the pool the node claims back, because live Pods of that node hold addresses of
+ * it while no AddressBlock does (docs/ipam-recovery.md#claim-back).
+ */
+export const ANN_CLAIM_INDEX = 'coil.cybozu.com/claim-index';

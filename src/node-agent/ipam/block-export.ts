@@ -8,6 +8,7 @@
  */
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../../api/v2/addressblock.js';
+import { CidrError, formatCidr, parseBlockField } from '../../ipam/cidr.js';
 import type { Cache } from '../../runtime/cache.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import type { RouteExporter } from './route-export.js';
@@ -20,9 +21,21 @@ export interface BlockExportOptions {
   readonly logger: Logger;
 }
 
-/** Block CIDRs (IPv4 and IPv6 strings) of every cached AddressBlock. */
+/**
+ * Block CIDRs of every cached AddressBlock, canonical, each field read as Coil's coild reads it
+ * (an ipv6 in IPv4 form is the IPv4-mapped prefix: parseBlockField). A field that cannot be read
+ * is left out rather than failing the sync of every other block; NodeIpam reports the block.
+ */
 export function blockCidrs(blocks: readonly Readonly<AddressBlock>[]): string[] {
-  return blocks.flatMap((b) => [b.ipv4, b.ipv6].filter((c): c is string => typeof c === 'string' && c !== ''));
+  return blocks.flatMap((b) => ([[4, b.ipv4], [6, b.ipv6]] as const).flatMap(([family, text]) => {
+    if (typeof text !== 'string' || text === '') return [];
+    try {
+      return [formatCidr(parseBlockField(family, text))];
+    } catch (e) {
+      if (e instanceof CidrError) return [];
+      throw e;
+    }
+  }));
 }
 
 /** Table-119 sync driven by the AddressBlock cache. At most one sync runs at a time. */

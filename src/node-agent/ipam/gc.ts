@@ -3,8 +3,10 @@
  * Coil's; docs/compatibility.md#freeing-addresses-and-releasing-blocks). Each pass:
  * 1. frees allocations whose host veth is gone (a pod torn down without a DEL reaching coild);
  * 2. adopts coil veths that hold no allocation (an `ip` batch of a SIGKILLed coild that finished
- *    after the restart's recovery read the host), so their addresses are not handed out twice,
- *    and deletes those without a pod route (half-wired by an interrupted ADD; isHalfWired);
+ *    after the restart's recovery read the host, or an address whose block was claimed back), so
+ *    their addresses are not handed out twice, and deletes those without a pod route (half-wired
+ *    by an interrupted ADD; isHalfWired); one whose address no block of this node holds is kept
+ *    wired and handed to OrphanAddresses (docs/ipam-recovery.md);
  * 3. releases blocks that have been empty past the grace period;
  * 4. re-syncs the export table (119) with this node's blocks.
  * Both directions together make coild's state converge on the host's, level-triggered.
@@ -29,6 +31,7 @@ import type { BlockReleaser } from './block-release.js';
 import type { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { allocationKey, type NodeIpam } from './node-ipam.js';
 import { isHalfWired, type PodNetwork } from '../podnet/pod-network.js';
+import type { OrphanAddresses } from './orphans.js';
 
 /** Constructor options of {@link NodeGc}. */
 export interface NodeGcOptions {
@@ -43,6 +46,8 @@ export interface NodeGcOptions {
   readonly intervalMs?: number;
   /** Time source of the interval. Default the process clock. */
   readonly clock?: Clock;
+  /** Addresses no block of this node holds: kept wired, reported, claimed back (docs/ipam-recovery.md). */
+  readonly orphans?: OrphanAddresses;
 }
 
 /** What one pass did. */
@@ -121,10 +126,15 @@ export class NodeGc {
           return;
         }
         const r = this.o.ipam.register(now);
-        if (r.ok) adopted.push(key);
+        if (r.ok) {
+          adopted.push(key);
+          this.o.orphans?.forget(key);
+        } else if (r.noBlock && this.o.orphans) this.o.orphans.note(now);
         else this.o.logger.warn({ key, reason: r.reason }, 'coil veth without an allocation cannot be adopted');
       });
     }
+    // An orphan whose veth the listing no longer shows is no pod's address to claim any more.
+    for (const key of this.o.orphans?.keys() ?? []) if (!listed.has(key)) this.o.orphans?.forget(key);
     if (adopted.length > 0) this.o.logger.warn({ adopted }, 'adopted coil veths that held no allocation');
     if (removed.length > 0) this.o.logger.warn({ removed }, 'deleted half-wired coil veths (no allocation, no pod route)');
     const released = await this.o.releaser.release();

@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { BindAddress } from '../../runtime/http-servers.js';
 import type { NodeIpam } from './node-ipam.js';
+import type { Orphan } from './orphans.js';
 
 /** One block in {@link IpamSnapshot}. Counts are addresses. */
 export interface BlockView {
@@ -42,6 +43,39 @@ export interface AllocationView {
   podName?: string;
 }
 
+/**
+ * One AddressBlock of this node that coild cannot read and skips (NodeIpam's UnreadableBlock):
+ * `coil ipam check` reports it, with the block's UID.
+ */
+export interface UnreadableBlockView {
+  name: string;
+  uid?: string;
+  pool: string;
+  index: number;
+  ipv4?: string;
+  ipv6?: string;
+  reason: string;
+}
+
+/**
+ * An address wired on this node that no AddressBlock of the node holds (OrphanAddresses): kept
+ * wired, its block claimed back (docs/ipam-recovery.md). `coil ipam check` reports it.
+ */
+export interface OrphanView {
+  pool: string;
+  containerId: string;
+  ifname: string;
+  ipv4?: string;
+  ipv6?: string;
+  podNamespace?: string;
+  podName?: string;
+  /** The block claimed back, `<pool>-<index>`. */
+  block?: string;
+  /** `no-pod`, `no-pool`, `unreadable-block`, `claiming`, `granted` or `refused`. */
+  state: string;
+  message?: string;
+}
+
 /** The body of `GET /ipam`. */
 export interface IpamSnapshot {
   node: string;
@@ -50,10 +84,14 @@ export interface IpamSnapshot {
   pools: { name: string; blocks: number; used: number; free: number; cooling: number; requestPending: boolean }[];
   blocks: BlockView[];
   allocations: AllocationView[];
+  /** Blocks labelled with this node that coild cannot read; skipped, never fatal to the others. */
+  unreadableBlocks: UnreadableBlockView[];
+  /** Addresses on the host no block of this node holds, kept wired (docs/ipam-recovery.md). */
+  orphans: OrphanView[];
 }
 
 /** Builds the snapshot at `nowMs`. */
-export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonly string[], nowMs: number): IpamSnapshot {
+export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonly string[], nowMs: number, orphans: readonly Orphan[] = []): IpamSnapshot {
   const blocks: BlockView[] = ipam.nodeBlocks().map((b) => {
     const cooling = b.allocator.coolingCount(nowMs);
     return {
@@ -77,7 +115,12 @@ export function ipamSnapshot(ipam: NodeIpam, node: string, pendingPools: readonl
       ...(a.podNamespace && { podNamespace: a.podNamespace }), ...(a.podName && { podName: a.podName }),
     }))
     .sort((x, y) => x.block.localeCompare(y.block) || (x.ipv4 ?? x.ipv6 ?? '').localeCompare(y.ipv4 ?? y.ipv6 ?? '', undefined, { numeric: true }));
-  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations };
+  const unreadableBlocks: UnreadableBlockView[] = ipam.unreadableBlocks().map((b) => ({
+    name: b.name, ...(b.uid !== undefined && { uid: b.uid }), pool: b.pool, index: b.index,
+    ...(b.ipv4 !== undefined && { ipv4: b.ipv4 }), ...(b.ipv6 !== undefined && { ipv6: b.ipv6 }), reason: b.reason,
+  }));
+  const orphanViews: OrphanView[] = orphans.map(({ key: _, ...o }) => ({ ...o }));
+  return { node, time: new Date(nowMs).toISOString(), pools, blocks, allocations, unreadableBlocks, orphans: orphanViews };
 }
 
 /** What the health server asks its owner. */

@@ -29,7 +29,15 @@ export function formatIpamStatus(s: IpamSnapshot): string {
     ['NAMESPACE', 'POD', 'CONTAINER', 'IFNAME', 'IPV4', 'IPV6', 'BLOCK'],
     ...s.allocations.map((a) => [a.podNamespace ?? '?', a.podName ?? '?', a.containerId.slice(0, 12), a.ifname, a.ipv4 ?? '-', a.ipv6 ?? '-', a.block]),
   ]);
-  return `node ${s.node} at ${s.time}\n\n${pools}\n\n${blocks}\n\n${allocs}\n`;
+  const unreadable = (s.unreadableBlocks ?? []).length === 0 ? '' : `\n${formatTable([
+    ['UNREADABLE BLOCK', 'POOL', 'IPV4', 'IPV6', 'REASON'],
+    ...(s.unreadableBlocks ?? []).map((b) => [b.name, b.pool, b.ipv4 ?? '-', b.ipv6 ?? '-', b.reason]),
+  ])}\n`;
+  const orphans = (s.orphans ?? []).length === 0 ? '' : `\n${formatTable([
+    ['ADDRESS WITHOUT BLOCK', 'NAMESPACE', 'POD', 'CONTAINER', 'BLOCK', 'STATE', 'MESSAGE'],
+    ...(s.orphans ?? []).map((o) => [[o.ipv4, o.ipv6].filter(Boolean).join(','), o.podNamespace ?? '?', o.podName ?? '?', o.containerId.slice(0, 12), o.block ?? '-', o.state, o.message ?? '']),
+  ])}\n`;
+  return `node ${s.node} at ${s.time}\n\n${pools}\n\n${blocks}\n\n${allocs}\n${unreadable}${orphans}`;
 }
 
 /**

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { AddressBlock } from '../../api/v2/addressblock.js';
 import type { BlockRequest } from '../../api/v2/blockrequest.js';
+import { ipamSnapshot } from './introspection.js';
 import { silentLogger } from '../../runtime/logging.js';
 import { BlockRequester } from './block-request.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../../test/fakes/coild-cache.fake.js';
@@ -10,7 +12,7 @@ import { NodeIpam, NodeIpamError } from './node-ipam.js';
 type Controller = 'answer' | 'answer-silently' | 'fail' | 'silent' | 'forbidden';
 
 /** NodeIpam + BlockRequester over fakes; blocks are /30 (4 addresses) at 10.0.<n>.0. */
-function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number; exportSync?: () => Promise<void> } = {}) {
+function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: number; allocTimeoutMs?: number; exportSync?: () => Promise<void>; onUnreadableBlock?: (b: AddressBlock, reason: string) => void; onAddressesOrphaned?: (e: { containerId: string; ipv4?: string }[]) => void } = {}) {
   const cache = new FakeCoildCache();
   const clock = { ms: 1_000_000 };
   const now = (): number => clock.ms;
@@ -36,6 +38,8 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
     cache: cache.asCache(), requester, logger, now,
     lowWaterMark: o.lowWaterMark ?? 0, coolingMs: o.coolingMs ?? 0, allocTimeoutMs: o.allocTimeoutMs ?? 2_000,
     ...(o.exportSync && { exportSync: o.exportSync }),
+    ...(o.onUnreadableBlock && { onUnreadableBlock: o.onUnreadableBlock }),
+    ...(o.onAddressesOrphaned && { onAddressesOrphaned: o.onAddressesOrphaned }),
   });
   requester.start();
   ipam.start();
@@ -205,6 +209,54 @@ describe('NodeIpam', () => {
     assert.equal(t.ipam.register({ pool: 'p', containerId: 'c2', ifname: 'eth0', ipv4: '10.8.0.2' }).ok, false);
     assert.equal(t.ipam.register({ pool: 'p', containerId: 'c3', ifname: 'eth0', ipv4: '10.77.0.1' }).ok, false);
     assert.equal(t.ipam.lookup('c1', 'eth0')?.ipv4, '10.8.0.2');
+    t.done();
+  });
+
+  // Issue 25 item 8: Coil's controller wrote a mapped pool's block ipv6 as `10.9.0.0/29`, and one
+  // block NodeIpam could not read stopped every block after it in the same sync.
+  it('reads a block whose ipv6 Coil\'s controller wrote in IPv4 form, and skips and reports one it cannot read without losing the others', async () => {
+    const reported: string[] = [];
+    const t = lab({ controller: 'silent', allocTimeoutMs: 100, onUnreadableBlock: (b, reason) => reported.push(`${b.metadata?.name}: ${reason}`) });
+    const mapped: AddressBlock = { ...fakeBlock('m', 0, '10.1.0.0/29'), ipv6: '10.9.0.0/29' };
+    const bad: AddressBlock = { ...fakeBlock('p', 1, '10.8.1.0/30'), ipv6: 'fd00::/120' }; // sizes differ
+    const garbage: AddressBlock = { ...fakeBlock('p', 2, 'not-a-cidr') };
+    t.cache.put(Kinds.AddressBlock, mapped);
+    t.cache.put(Kinds.AddressBlock, bad);
+    t.cache.put(Kinds.AddressBlock, garbage);
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 3, '10.8.3.0/30'));
+    assert.deepEqual(t.ipam.nodeBlocks().map((b) => b.name), ['m-0', 'p-3']);
+    const m = await t.ipam.allocate({ pool: 'm', containerId: 'c1', ifname: 'eth0' });
+    assert.deepEqual([m.ipv4, m.ipv6], ['10.1.0.0', '::ffff:10.9.0.0']);
+    assert.equal((await t.alloc('c2')).blockName, 'p-3');
+    assert.deepEqual(t.ipam.unreadableBlocks().map((b) => b.name), ['p-1', 'p-2']);
+    assert.equal(reported.length, 2, 'each reported once');
+    assert.match(reported[0]!, /^p-1: dual stack block must be the same size/);
+    t.cache.emit(Kinds.AddressBlock, 'MODIFIED', garbage); // another sync: not reported again
+    assert.equal(reported.length, 2);
+    const snap = ipamSnapshot(t.ipam, 'n1', [], 0);
+    assert.deepEqual(snap.unreadableBlocks.map((b) => [b.name, b.pool, b.index]), [['p-1', 'p', 1], ['p-2', 'p', 2]]);
+    t.cache.emit(Kinds.AddressBlock, 'DELETED', garbage);
+    assert.deepEqual(t.ipam.unreadableBlocks().map((b) => b.name), ['p-1']);
+    t.done();
+  });
+
+  // Issue 25, "a block removed with its finalizer while pods use it": its addresses stay their
+  // pods'; when the block comes back (claimed, or by an ordinary request), they are taken first.
+  it('a block deleted while pods use it: its addresses stay held and are registered again the moment it comes back', async () => {
+    const orphaned: string[] = [];
+    const t = lab({ controller: 'silent', allocTimeoutMs: 50, onAddressesOrphaned: (es) => orphaned.push(...es.map((e) => `${e.containerId}=${e.ipv4}`)) });
+    const b0 = fakeBlock('p', 0, '10.8.0.0/30');
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', b0);
+    const a1 = await t.alloc('c1');
+    const a2 = await t.alloc('c2');
+    t.cache.emit(Kinds.AddressBlock, 'DELETED', b0);
+    assert.deepEqual(orphaned, [`c1=${a1.ipv4}`, `c2=${a2.ipv4}`]);
+    assert.equal(t.ipam.lookup('c1', 'eth0'), undefined);
+    t.ipam.free('c2', 'eth0'); // c2's pod is deleted meanwhile: no longer held
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', b0);
+    assert.equal(t.ipam.lookup('c1', 'eth0')?.ipv4, a1.ipv4, 'registered again before any ADD');
+    const fresh = [(await t.alloc('c3')).ipv4, (await t.alloc('c4')).ipv4, (await t.alloc('c5')).ipv4];
+    assert.ok(!fresh.includes(a1.ipv4), `a new pod got ${a1.ipv4}, c1's address`);
     t.done();
   });
 });

@@ -13,7 +13,8 @@
  */
 import type Logger from 'bunyan';
 import { isReserved, poolOf, type AddressBlock } from '../../api/v2/addressblock.js';
-import { BlockAllocator, type AddressAllocation } from '../../ipam/block.js';
+import { BlockAllocator, BlockAllocatorError, type AddressAllocation } from '../../ipam/block.js';
+import { CidrError } from '../../ipam/cidr.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { BlockRequester } from './block-request.js';
 import type { PodNetwork } from '../podnet/pod-network.js';
@@ -45,6 +46,22 @@ export interface NodeBlock {
   deleting: boolean;
   /** When the last address left (ms since the epoch); undefined while in use. */
   emptySinceMs: number | undefined;
+}
+
+/**
+ * An AddressBlock of this node that coild cannot read (a CIDR that does not parse, dual-stack
+ * sizes that differ, a block too wide): skipped — never allocated from, never released by coild —
+ * and reported, so one bad block never stops the node's others (docs/node-state.md#unreadable-blocks).
+ */
+export interface UnreadableBlock {
+  readonly name: string;
+  readonly uid: string | undefined;
+  readonly pool: string;
+  readonly index: number;
+  readonly ipv4?: string;
+  readonly ipv6?: string;
+  /** Why it cannot be read (the parser's message). */
+  readonly reason: string;
 }
 
 /** An address held by one pod interface, with what introspection shows about it. */
@@ -104,6 +121,18 @@ export interface NodeIpamOptions {
   readonly exportSync?: () => Promise<void>;
   /** Clock, ms since the epoch. Default Date.now. */
   readonly now?: () => number;
+  /**
+   * Told once per AddressBlock (name and UID) that cannot be read, with the reason; coild records
+   * a Warning Event on the block. The block is skipped, the others are tracked as usual.
+   */
+  readonly onUnreadableBlock?: (block: Readonly<AddressBlock>, reason: string) => void;
+  /**
+   * Told the addresses a deleted block still held (they stay held: {@link NodeIpam.expect});
+   * coild hands them to OrphanAddresses, which claims the block back.
+   */
+  readonly onAddressesOrphaned?: (entries: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }[]) => void;
+  /** Told when an {@link NodeIpam.expect}ed address was registered into a block that appeared. */
+  readonly onExpectedRegistered?: (key: string, blockName: string) => void;
 }
 
 /** Allocation key of one pod interface (Coil's `<containerID>:<ifname>`). */
@@ -117,6 +146,13 @@ export function allocationKey(containerId: string, ifname: string): string {
  */
 export class NodeIpam {
   private readonly blocks = new Map<string, NodeBlock>();
+  /** This node's blocks that cannot be read, by name. */
+  private readonly unreadable = new Map<string, UnreadableBlock>();
+  /**
+   * Addresses wired on the host that no block holds yet (orphans.ts), by key: registered the
+   * moment their block appears, before any ADD can be served from it.
+   */
+  private readonly expected = new Map<string, { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }>();
   private readonly allocs = new Map<string, NodeAllocation>();
   /** The export sync started for the newest block (see NodeIpamOptions.exportSync). */
   private exported: Promise<void> = Promise.resolve();
@@ -186,6 +222,7 @@ export class NodeIpam {
    */
   free(containerId: string, ifname: string): NodeAllocation | undefined {
     const key = allocationKey(containerId, ifname);
+    this.expected.delete(key);
     const a = this.allocs.get(key);
     if (!a) return undefined;
     this.allocs.delete(key);
@@ -208,9 +245,10 @@ export class NodeIpam {
    * `entry` must be a read of the host that no ADD or DEL of the key can have overtaken: the
    * recovery listing, taken before coild serves, or {@link PodNetwork.inspect} under the key's
    * lock. A stale listing would register the veth of a finished DEL (PodNetwork.list).
-   * @returns the block name, or a reason it could not be registered
+   * @returns the block name, or a reason it could not be registered (`noBlock` when no block of
+   *   this node holds the address: docs/ipam-recovery.md)
    */
-  register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string } {
+  register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string; noBlock?: true } {
     const key = allocationKey(entry.containerId, entry.ifname);
     const address = entry.ipv4 ?? entry.ipv6;
     if (address === undefined) return { ok: false, reason: 'no pod route in the pod table' };
@@ -226,7 +264,22 @@ export class NodeIpam {
       b.emptySinceMs = undefined;
       return { ok: true, blockName: b.name };
     }
-    return { ok: false, reason: `no block of this node holds ${address}` };
+    return { ok: false, reason: `no block of this node holds ${address}`, noBlock: true };
+  }
+
+  /**
+   * Holds an address wired on the host that no block of this node holds (its block was lost and
+   * is being claimed back: docs/ipam-recovery.md#claim-back): when a block holding it appears,
+   * it is registered in the same turn, before an ADD could be given the address. A key that a
+   * DEL frees is dropped; a registration for a veth gone meanwhile is freed by the next GC pass.
+   */
+  expect(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): void {
+    this.expected.set(allocationKey(entry.containerId, entry.ifname), { ...entry });
+  }
+
+  /** Stops holding the key's address for a block to come. */
+  unexpect(key: string): void {
+    this.expected.delete(key);
   }
 
   /** Every allocation, by key order. */
@@ -291,7 +344,8 @@ export class NodeIpam {
         b = undefined;
       }
       if (!b) {
-        const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
+        const allocator = this.readBlock(ab, name, pool);
+        if (allocator === undefined) continue;
         b = { name, uid: ab.metadata?.uid, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), allocator, reserved: false, releasing: false, deleting: false, emptySinceMs: this.now() };
         this.blocks.set(name, b);
         this.exhausted.delete(pool);
@@ -312,6 +366,8 @@ export class NodeIpam {
       this.forgetBlock(b);
       changed = true;
     }
+    for (const name of this.unreadable.keys()) if (!seen.has(name)) this.unreadable.delete(name);
+    if (appeared) this.registerExpected();
     if (changed) this.o.onBlocksChanged?.();
     const exportSync = this.o.exportSync;
     if (appeared && exportSync) {
@@ -321,11 +377,68 @@ export class NodeIpam {
     }
   }
 
-  /** Drops a block whose AddressBlock is gone, with the allocations it still held (logged). */
+  /** Registers the expected addresses a new block holds (see {@link expect}). */
+  private registerExpected(): void {
+    for (const [key, e] of this.expected) {
+      if (this.allocs.has(key)) {
+        this.expected.delete(key);
+        continue;
+      }
+      const r = this.register(e);
+      if (!r.ok) continue;
+      this.expected.delete(key);
+      this.o.logger.info({ key, block: r.blockName, ipv4: e.ipv4, ipv6: e.ipv6 }, 'registered an address whose block came back');
+      this.o.onExpectedRegistered?.(key, r.blockName);
+    }
+  }
+
+  /**
+   * The block's allocator, or undefined when the block cannot be read: then it is recorded in
+   * {@link unreadableBlocks} and reported once per name and UID (logged, `onUnreadableBlock`).
+   */
+  private readBlock(ab: Readonly<AddressBlock>, name: string, pool: string): BlockAllocator | undefined {
+    try {
+      const allocator = new BlockAllocator({ ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), coolingMs: this.coolingMs });
+      this.unreadable.delete(name);
+      return allocator;
+    } catch (err) {
+      if (!(err instanceof BlockAllocatorError || err instanceof CidrError)) throw err;
+      const known = this.unreadable.get(name);
+      if (known !== undefined && known.uid === ab.metadata?.uid) return undefined;
+      const reason = err.message;
+      this.unreadable.set(name, { name, uid: ab.metadata?.uid, pool, index: ab.index, ...(ab.ipv4 && { ipv4: ab.ipv4 }), ...(ab.ipv6 && { ipv6: ab.ipv6 }), reason });
+      this.o.logger.error({ block: name, ipv4: ab.ipv4, ipv6: ab.ipv6, reason }, 'AddressBlock cannot be read; skipped (the node\'s other blocks are served)');
+      this.o.onUnreadableBlock?.(ab, reason);
+      return undefined;
+    }
+  }
+
+  /** This node's AddressBlocks that cannot be read and are skipped, by name. */
+  unreadableBlocks(): UnreadableBlock[] {
+    return [...this.unreadable.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /**
+   * Drops a block whose AddressBlock is gone (its finalizer removed by hand while pods use it).
+   * The addresses it still held stay their pods': each is held for its block to come back
+   * ({@link expect}) and handed to `onAddressesOrphaned`, which claims the block back
+   * (docs/ipam-recovery.md).
+   */
   private forgetBlock(b: NodeBlock): void {
-    if (!b.allocator.isEmpty) this.o.logger.warn({ block: b.name, used: b.allocator.usedCount }, 'AddressBlock deleted while addresses are in use');
-    for (const a of b.allocator.allocations()) this.allocs.delete(a.key);
+    const orphaned: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }[] = [];
+    for (const a of b.allocator.allocations()) {
+      const alloc = this.allocs.get(a.key);
+      this.allocs.delete(a.key);
+      if (alloc === undefined) continue;
+      const entry = { pool: alloc.pool, containerId: alloc.containerId, ifname: alloc.ifname, ...(alloc.ipv4 && { ipv4: alloc.ipv4 }), ...(alloc.ipv6 && { ipv6: alloc.ipv6 }) };
+      this.expected.set(a.key, entry);
+      orphaned.push(entry);
+    }
     this.blocks.delete(b.name);
+    if (orphaned.length > 0) {
+      this.o.logger.warn({ block: b.name, used: orphaned.length }, 'AddressBlock deleted while addresses are in use: they stay their pods\', and the block is claimed back');
+      this.o.onAddressesOrphaned?.(orphaned);
+    }
   }
 
   /** Marks a block as leaving (no allocation from it) or back in service after a failed release. */

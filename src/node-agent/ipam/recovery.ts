@@ -10,6 +10,10 @@
  * registration (a veth a DEL retired before the restart is not listed: PodNetwork.list). GC adopts
  * only under the key's lock, on a fresh read (gc.ts).
  *
+ * An address no block of this node holds (its AddressBlock was lost while the pod runs) keeps its
+ * wiring and goes to {@link OrphanAddresses}, which reports it and claims its block back
+ * (docs/ipam-recovery.md); Coil leaves it unregistered and its address free for another node.
+ *
  * Where this differs from Coil: a veth with coil's alias and no pod route (an ADD that a kill
  * stopped half-way, {@link isHalfWired}) is deleted, not left for ever beside the allocations
  * (docs/node-state.md). Coil skips it and keeps the link.
@@ -17,13 +21,17 @@
 import type Logger from 'bunyan';
 import type { BlockReleaser } from './block-release.js';
 import type { NodeIpam } from './node-ipam.js';
+import type { OrphanAddresses } from './orphans.js';
 import { isHalfWired, type PodNetwork } from '../podnet/pod-network.js';
 
 /** What {@link recoverAllocations} did. */
 export interface RecoveryReport {
   /** Pod interfaces registered again (`<containerID>:<ifname>`). */
   readonly registered: string[];
-  /** Interfaces found but not registered, with the reason (e.g. no block of this node holds the address). */
+  /**
+   * Interfaces found but not registered, with the reason (e.g. no block of this node holds the
+   * address: those are kept wired and claimed back, docs/ipam-recovery.md).
+   */
   readonly skipped: { key: string; reason: string }[];
   /** Half-wired interfaces deleted (`<containerID>:<ifname>`): ADDs a kill stopped before their route. */
   readonly removed: string[];
@@ -37,7 +45,7 @@ export interface RecoveryReport {
  * @throws PodNetworkError when the host cannot be listed or a half-wired veth cannot be deleted
  *   (coild must not serve without its state)
  */
-export async function recoverAllocations(o: { podNetwork: PodNetwork; ipam: NodeIpam; releaser: BlockReleaser; logger: Logger }): Promise<RecoveryReport> {
+export async function recoverAllocations(o: { podNetwork: PodNetwork; ipam: NodeIpam; releaser: BlockReleaser; logger: Logger; orphans?: OrphanAddresses }): Promise<RecoveryReport> {
   const entries = await o.podNetwork.list();
   const registered: string[] = [];
   const skipped: { key: string; reason: string }[] = [];
@@ -51,7 +59,10 @@ export async function recoverAllocations(o: { podNetwork: PodNetwork; ipam: Node
     }
     const r = o.ipam.register(e);
     if (r.ok) registered.push(key);
-    else skipped.push({ key, reason: r.reason });
+    else {
+      skipped.push({ key, reason: r.reason });
+      if (r.noBlock) o.orphans?.note(e);
+    }
   }
   if (removed.length > 0) {
     await o.podNetwork.reap();

@@ -127,6 +127,18 @@ describe('CniService', () => {
     t.done();
   });
 
+  it('GC (CNI 1.1) keeps an attachment the runtime left out whose address a live Pod of this node shows (docs/ipam-recovery.md)', async () => {
+    const t = lab();
+    const kept = await t.service.add(t.args('c1'));
+    await t.service.add(t.args('c2'));
+    const ip = kept.ips![0]!.address.split('/')[0]!;
+    t.cache.put(Kinds.Pod, { metadata: { namespace: 'lab', name: 'running' }, spec: { nodeName: 'n1', containers: [] }, status: { phase: 'Running', podIPs: [{ ip }] } } as never);
+    await t.service.gc(t.args('', { validAttachments: [] }));
+    assert.deepEqual(t.ipam.allocations().map((a) => a.containerId), ['c1']);
+    assert.deepEqual([...t.podNetwork.pods.keys()], ['c1:eth0']);
+    t.done();
+  });
+
   it('STATUS is CNI error 50 with the reason while coild is not ready', async () => {
     await lab().service.status();
     const t = lab({ notReady: 'informer cache not synced' });

@@ -16,6 +16,7 @@ import type { RbacRule } from '../../runtime/registry.js';
 import { CniError, CniErrorCode } from './cni-error.js';
 import type { CniArgs, CniHandler, CniResult } from './cni-handler.js';
 import type { KeyedMutex } from '../podnet/keyed-mutex.js';
+import { podAddresses } from '../../ipam/pod-ips.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import { allocationKey, NodeIpamError, type NodeAllocation, type NodeIpam } from '../ipam/node-ipam.js';
 import type { PodNetwork } from '../podnet/pod-network.js';
@@ -97,7 +98,14 @@ export class CniService implements CniHandler {
   /** CNI 1.1 GC: releases every attachment coild holds that the runtime did not list as valid. */
   async gc(args: CniArgs): Promise<void> {
     const valid = new Set(args.validAttachments.map((v) => allocationKey(v.containerId, v.ifname)));
-    const stale = this.o.ipam.allocations().filter((a) => !valid.has(allocationKey(a.containerId, a.ifname)));
+    // The Pods the API server shows are the truth (docs/ipam-recovery.md): an attachment whose
+    // address a live Pod of this node shows in status.podIPs is kept even if the runtime left it
+    // out; were its sandbox really gone, its veth went with the netns and NodeGc frees it.
+    const live = new Set(this.o.cache.list(Kinds.Pod).filter((p) => p.spec?.nodeName === this.o.nodeName).flatMap((p) => podAddresses(p)));
+    const listed = this.o.ipam.allocations().filter((a) => !valid.has(allocationKey(a.containerId, a.ifname)));
+    const kept = listed.filter((a) => [a.ipv4, a.ipv6].some((ip) => ip !== undefined && live.has(ip)));
+    if (kept.length > 0) this.o.logger.warn({ kept: kept.map((a) => `${a.containerId}:${a.ifname}`) }, 'CNI GC: kept attachments the runtime did not list whose address a live Pod of this node shows');
+    const stale = listed.filter((a) => !kept.includes(a));
     for (const a of stale) {
       await this.o.locks.run(allocationKey(a.containerId, a.ifname), async () => {
         await this.o.podNetwork.destroy(a.containerId, a.ifname);
