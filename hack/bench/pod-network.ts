@@ -1,10 +1,10 @@
-// Times IpRoutePodNetwork.setup/destroy in real namespaces (root): a "host" netns plus one pod
+// Times RtnetlinkPodNetwork.setup/destroy in real namespaces (root): a "host" netns plus one pod
 // netns per run. Not a test; run `node dist/hack/bench/pod-network.js [runs=20]`.
 // Variant "nsenter" reaches the same pod netns through a path outside /run/netns's pattern
 // (`/run/netns//name`), as for a runtime handing out `/proc/<pid>/ns/net`.
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason } from '../../test/netns/test-netns.js';
-import { IpRoutePodNetwork } from '../../src/node-agent/podnet/pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from '../../src/node-agent/podnet/pod-network-rtnetlink.js';
 
 const runs = Number(process.argv[2] ?? 20);
 
@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   const netns = new TestNetnsSet({ ip });
   try {
     const host = await netns.create('benchhost');
-    const pn = new IpRoutePodNetwork({ ip, hostNetns: host.path });
+    const pn = new RtnetlinkPodNetwork({ ip, hostNetns: host.path });
     await pn.init();
     const pods = await Promise.all(Array.from({ length: runs + 2 }, () => netns.create('benchpod')));
     console.log(`| ${runs} runs, dual stack | n | p50 ms | p95 ms | max ms |\n|---|---|---|---|---|`);
