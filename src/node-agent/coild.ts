@@ -149,8 +149,11 @@ export class Coild {
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
     }
     // coild's loops are Manager runnables: started once the caches synced, stopped newest first
-    // (GC, added once coild serves; the releaser; the requester; the egress watcher), each awaited.
+    // (GC, added once coild serves; the releaser; the requester; the export; the egress watcher),
+    // each awaited.
     if (cfg.enableIpam) {
+      // First added, last stopped: block changes while the other loops wind down still reach table 119.
+      this.manager.add({ name: 'block-export', leaderOnly: false }, this.blockExport);
       this.manager.add({ name: 'block-request', leaderOnly: false }, this.requester);
       this.manager.add({ name: 'block-release', leaderOnly: false }, this.releaser);
     }
@@ -216,7 +219,7 @@ export class Coild {
       }
       this.ipam.start();
       await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log });
-      await this.blockExport.start();
+      await this.blockExport.firstSync();
     }
     this.recovered = true;
     await this.egress?.init();
