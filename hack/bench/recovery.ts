@@ -42,7 +42,7 @@ import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../test/fakes/coi
 import { TestNetnsSet, netnsSkipReason } from '../../test/netns/test-netns.js';
 import { runBench } from './bench-flags.js';
 
-const FLAGS = defineFlags('recovery bench', {
+const FLAGS = defineFlags('recovery', {
   pods: { kind: 'int', default: 110, min: 1, max: 4000, help: 'pods wired on the host netns' },
   rounds: { kind: 'int', default: 7, min: 1, max: 1000, help: 'timed rounds per variant (alternating)' },
 });
