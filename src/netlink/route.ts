@@ -1,5 +1,5 @@
 /** `ip route`: batch-line builders and reads. */
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import type { RtReader } from './rt-request.js';
 
@@ -68,13 +68,14 @@ export async function readRoutesBothFamilies(kernel: RtReader, target: Pick<RunT
 }
 
 /**
- * `ip -json route get <address>`: the route the kernel would use.
+ * The route the kernel would use for `address`, as `ip -json route get <address>` prints it: an
+ * RTM_GETROUTE through a NetlinkExecutor, or that command through an IpRunner.
  * @returns undefined when the destination is unreachable (no route)
  * @throws NetlinkError on any other failure
  */
-export async function routeGet(ip: IpRunner, address: string, target: RunTarget = {}): Promise<IpRoute | undefined> {
+export async function routeGet(kernel: RtReader, address: string, target: Pick<RunTarget, 'netns'> = {}): Promise<IpRoute | undefined> {
   try {
-    const routes = await ip.json<IpRoute[]>(['route', 'get', address], target);
+    const routes = await kernel.dump<IpRoute>({ kind: 'route-get', address }, { netns: target.netns });
     return routes[0];
   } catch (err) {
     if (err instanceof NetlinkError && /unreachable/i.test(err.stderr)) return undefined;

@@ -44,5 +44,7 @@ export function formatDump(d: RtDump): { args: string[]; family?: 4 | 6 } {
       return { args: ['route', 'show', ...(d.table !== undefined ? ['table', String(d.table)] : []), ...dev(d.dev)], family: d.family };
     case 'rules':
       return { args: ['rule', 'show'], family: d.family };
+    case 'route-get':
+      return { args: ['route', 'get', d.address] };
   }
 }

@@ -72,7 +72,9 @@ export type RtDump =
   /** `ip -<family> -json route show [table T] [dev D]`: table main unless `table`. */
   | { kind: 'routes'; family: 4 | 6; table?: number; dev?: string }
   /** `ip -<family> -json rule show`. */
-  | { kind: 'rules'; family: 4 | 6 };
+  | { kind: 'rules'; family: 4 | 6 }
+  /** `ip -json route get <address>`: the route the kernel would use (ENETUNREACH when none). */
+  | { kind: 'route-get'; address: string };
 
 /**
  * What reads dumps: the NetlinkExecutor (rtnetlink, else iproute2) or an IpRunner (iproute2 only:

@@ -24,6 +24,7 @@ const FIELDS: Record<RtDump['kind'], readonly string[]> = {
   links: ['ifindex', 'ifname', 'flags', 'mtu', 'operstate', 'link_type', 'address', 'group', 'ifalias', 'link_netnsid', 'linkinfo'],
   addrs: ['ifindex', 'ifname', 'address', 'addr_info'],
   routes: ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
+  'route-get': ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
   rules: ['priority', 'src', 'srclen', 'table'],
 };
 const ADDR_INFO_FIELDS = ['family', 'local', 'prefixlen', 'scope', 'tentative'];
@@ -100,12 +101,20 @@ describe('rtnetlink dumps against ip -json in real network namespaces', { skip }
     { kind: 'routes', family: 4, table: 255 }, { kind: 'routes', family: 4, table: 116, dev: 'veth-a' },
     { kind: 'routes', family: 4, table: 4242 },
     { kind: 'rules', family: 4 }, { kind: 'rules', family: 6 },
+    // detectMtu's probes, a pod (table 116 through the rule), a gateway, a local address, the node's own.
+    { kind: 'route-get', address: '192.0.0.10' }, { kind: 'route-get', address: '2001:1::2' }, { kind: 'route-get', address: '10.64.0.5' },
+    { kind: 'route-get', address: '198.51.100.7' }, { kind: 'route-get', address: '10.250.0.9' }, { kind: 'route-get', address: 'fd00::5' },
   ];
 
   test('every dump reads what ip -json prints, in the declared fields, in the same order, with no ip process', async () => {
     for (const ns of [host, pod]) {
       for (const d of dumps) {
         if (ns === pod && 'dev' in d) continue;
+        if (d.kind === 'route-get' && !(await ip.dump(d, { netns: ns.path }).then(() => true, () => false))) {
+          // Unreachable here (no default route in this netns): both fail alike.
+          await assert.rejects(kernel.dump(d, { netns: ns.path }), /unreachable/i, `${ns.name} ${JSON.stringify(d)}`);
+          continue;
+        }
         spawned.length = 0;
         const viaRtnetlink = await kernel.dump<Record<string, unknown>>(d, { netns: ns.path });
         assert.deepEqual(spawned, [], `${JSON.stringify(d)} started a process`);
@@ -121,6 +130,7 @@ describe('rtnetlink dumps against ip -json in real network namespaces', { skip }
     const addrs = await kernel.dump<{ addr_info: Record<string, unknown>[] }>({ kind: 'addrs', dev: 'veth-n' }, { netns: host.path });
     assert.ok(addrs[0]!.addr_info.some((a) => a['tentative'] === true));
     assert.equal((await kernel.dump({ kind: 'routes', family: 6, table: 116 }, { netns: host.path })).length, 1);
+    assert.deepEqual(await kernel.dump({ kind: 'route-get', address: '10.64.0.5' }, { netns: host.path }), [{ dst: '10.64.0.5', dev: 'veth-a', table: '116', prefsrc: '10.250.0.9' }]);
   });
 
   test('fails as ip does: a missing link ENODEV, a missing netns ENOENT', async () => {

@@ -11,7 +11,7 @@
  * equivalence test (rtnetlink-dump.test.ts) compares both on real links.
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html
  */
-import { formatAddress } from '../ipam/ip-address.js';
+import { addressBytes, formatAddress, tryParseAddress } from '../ipam/ip-address.js';
 import type { IpAddrInfo, IpAddrLink } from './addr.js';
 import type { IpLink } from './link.js';
 import type { IpRoute } from './route.js';
@@ -58,6 +58,7 @@ const RTA_GATEWAY = 5;
 const RTA_PREFSRC = 7;
 const RTA_TABLE = 15;
 const RTM_F_CLONED = 0x200;
+const RTM_F_LOOKUP_TABLE = 0x1000;
 const RT_TABLE_MAIN = 254;
 const RTPROT_BOOT = 3;
 const RTN_UNICAST = 1;
@@ -121,7 +122,7 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
       const out: IpRoute[] = [];
       for (const m of io.query(RTM_GETROUTE, true, rtmsg(d.family === 4 ? AF_INET : AF_INET6))) {
         if (m.type !== RTM_NEWROUTE) continue;
-        const r = decodeRoute(m.payload, nameOf, { table: d.table !== undefined, dev: oif !== undefined });
+        const r = decodeRoute(m.payload, nameOf, { table: d.table !== undefined, dev: oif !== undefined, isGet: false });
         if (r !== undefined && r.table === table && (oif === undefined || r.oif === oif)) out.push(r.route);
       }
       return out;
@@ -129,6 +130,24 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
     case 'rules':
       return io.query(RTM_GETRULE, true, rtmsg(d.family === 4 ? AF_INET : AF_INET6))
         .filter((m) => m.type === RTM_NEWRULE).map((m) => decodeRule(m.payload));
+    case 'route-get': {
+      const a = tryParseAddress(d.address);
+      if (a === undefined) throw new DumpError(`Error: inet prefix is expected rather than "${d.address}".`, 22);
+      const bytes = addressBytes(a);
+      const body = new Uint8Array(12 + 4 + bytes.length);
+      body[0] = a.family === 4 ? AF_INET : AF_INET6;
+      body[1] = bytes.length * 8; // rtm_dst_len: a host
+      // As ip asks: the answer names the table the route was found in, not always main.
+      new DataView(body.buffer).setUint32(8, RTM_F_LOOKUP_TABLE, true);
+      body.set(new Uint8Array(new Uint16Array([4 + bytes.length, RTA_DST]).buffer), 12);
+      body.set(bytes, 16);
+      const out: IpRoute[] = [];
+      for (const m of io.query(RTM_GETROUTE, false, body)) {
+        const r = m.type === RTM_NEWROUTE ? decodeRoute(m.payload, (i) => io.ifname(i), { table: false, dev: false, isGet: true }) : undefined;
+        if (r !== undefined) out.push(r.route);
+      }
+      return out;
+    }
   }
 }
 
@@ -390,11 +409,13 @@ function tableName(t: number): string {
 
 /**
  * Decodes one RTM_NEWROUTE payload (struct rtmsg + attributes); undefined for a cached clone,
- * which `ip route show` leaves out. `filtered`: ip prints no `table` or `dev` it was asked for.
+ * which `ip route show` leaves out (but `route get` answers with one: `isGet`). `filtered`: ip
+ * prints no `table` or `dev` it was asked for.
  */
-function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefined, filtered: { table: boolean; dev: boolean }): { route: IpRoute; table: number; oif: number | undefined } | undefined {
+function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefined, filtered: { table: boolean; dev: boolean; isGet: boolean }): { route: IpRoute; table: number; oif: number | undefined } | undefined {
   const v = new DataView(p.buffer, p.byteOffset, p.length);
-  if (v.getUint32(8, true) & RTM_F_CLONED) return undefined;
+  const isCloned = (v.getUint32(8, true) & RTM_F_CLONED) !== 0;
+  if (isCloned && !filtered.isGet) return undefined;
   const [family, dstLen, , , rtmTable, protocol, scope, type] = p as unknown as number[];
   const a = attrsOf(p, 12, RTA_TABLE + 1);
   const tableAttr = a[RTA_TABLE];
@@ -413,8 +434,9 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
     ...(gateway !== undefined ? { gateway: ipText(gateway) } : {}),
     ...(dev !== undefined ? { dev } : {}),
     ...(table !== RT_TABLE_MAIN && !filtered.table ? { table: tableName(table) } : {}),
-    ...(protocol !== RTPROT_BOOT ? { protocol: PROTOCOLS[protocol!] ?? String(protocol) } : {}),
-    ...(scope !== 0 ? { scope: scopeName(scope!) } : {}),
+    // ip prints neither for a cached clone (what `route get` answers with).
+    ...(protocol !== RTPROT_BOOT && !isCloned ? { protocol: PROTOCOLS[protocol!] ?? String(protocol) } : {}),
+    ...(scope !== 0 && !isCloned ? { scope: scopeName(scope!) } : {}),
     ...(prefsrc !== undefined ? { prefsrc: ipText(prefsrc) } : {}),
   };
   return { route, table, oif };

@@ -72,7 +72,7 @@ export interface RtnetlinkPodNetworkOptions {
  */
 export class RtnetlinkPodNetwork implements PodNetwork {
   private readonly kernel: NetlinkExecutor;
-  /** The executor's iproute2 runner, for what only processes do (sysctl in another netns, rule writes, `route get`). */
+  /** The executor's iproute2 runner, for what only processes do (sysctl in another netns, rule writes). */
   private readonly ip: IpRunner;
   private readonly hostNetns: string | undefined;
   private readonly podTableId: number;
@@ -113,7 +113,7 @@ export class RtnetlinkPodNetwork implements PodNetwork {
       writeSysctl(this.ip, 'net.ipv6.conf.all.forwarding', '1', host),
       ensureRule(4),
       ensureRule(6),
-      this.isMtuFixed ? Promise.resolve() : detectMtu(this.ip, host).then((m) => { this.mtuBytes = m; }),
+      this.isMtuFixed ? Promise.resolve() : detectMtu(this.kernel, host).then((m) => { this.mtuBytes = m; }),
       this.reaper.reap(),
     ]);
     const errors = steps.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
