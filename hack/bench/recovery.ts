@@ -11,10 +11,12 @@
  *   the export table's first sync, as coild.start() runs them;
  * - GC pass: one `NodeGc.run()` (list, inspect nothing, release nothing, sync the export table).
  *
- * Variants, as coild on Node runs them (writes through the netlink agent in both):
- * - `ip -json (before)`: reads as `ip` processes started through coild's spawn helper (the path
- *   before the reads were dumps);
- * - `rtnetlink (now)`: reads as dumps through the netlink agent.
+ * Variants, as coild runs them (writes through rtnetlink in both):
+ * - `ip -json (before)`: reads as `ip` processes (the path before the reads were dumps), started
+ *   through coild's spawn helper on Node, directly on Bun;
+ * - `rtnetlink (now)`: reads as dumps through the netlink agent on Node, through coild's own
+ *   socket in-process on Bun.
+ * Run it on Bun as coild runs in the image: `BUN_BE_BUN=1 dist/bin/coil dist/hack/bench/recovery.js`.
  * Rounds alternate the variants so drift hits both; the table gives p50/p95 per variant and the
  * ratio of the medians. Results: docs/performance.md#recovery-and-gc-reads.
  *
@@ -25,6 +27,7 @@ import { Kinds } from '../../src/api/v2/kinds.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
+import { InProcessRtnetlink, isBun } from '../../src/netlink/rtnetlink-inprocess.js';
 import type { RtDump } from '../../src/netlink/rt-request.js';
 import { BlockExport } from '../../src/node-agent/ipam/block-export.js';
 import { BlockReleaser } from '../../src/node-agent/ipam/block-release.js';
@@ -73,13 +76,14 @@ async function main(o: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const skip = netnsSkipReason();
   if (skip) throw new Error(skip);
   const agent = new NetlinkAgent();
-  if (!agent.isUsable) throw new Error(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`);
-  const helper = new SpawnHelper();
-  const ip = new IpRunner({ spawner: helper.spawner });
+  if (!isBun && !agent.isUsable) throw new Error(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`);
+  const rtnetlink = isBun ? new InProcessRtnetlink() : agent;
+  const helper = isBun ? undefined : new SpawnHelper();
+  const ip = new IpRunner(helper ? { spawner: helper.spawner } : {});
   const netns = new TestNetnsSet();
   const variants = {
-    'ip -json (before)': new ReadsThroughIp({ ip, rtnetlink: agent }),
-    'rtnetlink (now)': new NetlinkExecutor({ ip, rtnetlink: agent }),
+    'ip -json (before)': new ReadsThroughIp({ ip, rtnetlink }),
+    'rtnetlink (now)': new NetlinkExecutor({ ip, rtnetlink }),
   };
   try {
     const host = await netns.create('benchhost');
@@ -133,7 +137,7 @@ async function main(o: FlagValues<typeof FLAGS.specs>): Promise<void> {
     }
     const before = times['ip -json (before)']!;
     const now = times['rtnetlink (now)']!;
-    console.log(`${o.pods} pods, ${o.rounds} rounds per variant, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+    console.log(`${o.pods} pods, ${o.rounds} rounds per variant, on ${isBun ? 'Bun (rtnetlink in-process)' : 'Node (netlink agent, spawn helper)'}, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
     console.log('| reads | recovery p50 ms | recovery p95 ms | GC pass p50 ms | GC pass p95 ms |\n|---|---|---|---|---|');
     for (const [name, t] of Object.entries(times)) {
       console.log(`| ${name} | ${pct(t.recovery, 0.5).toFixed(1)} | ${pct(t.recovery, 0.95).toFixed(1)} | ${pct(t.gc, 0.5).toFixed(1)} | ${pct(t.gc, 0.95).toFixed(1)} |`);
@@ -141,7 +145,7 @@ async function main(o: FlagValues<typeof FLAGS.specs>): Promise<void> {
     console.log(`| now / before (p50) | ${(pct(now.recovery, 0.5) / pct(before.recovery, 0.5)).toFixed(2)} | | ${(pct(now.gc, 0.5) / pct(before.gc, 0.5)).toFixed(2)} | |`);
   } finally {
     agent.stop();
-    helper.stop();
+    helper?.stop();
     await netns.cleanup();
   }
 }
