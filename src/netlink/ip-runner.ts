@@ -158,7 +158,7 @@ export class IpRunner {
    *   `ip -batch` would split or treat as a comment
    */
   async batch(lines: readonly BatchLine[], options: BatchOptions = {}): Promise<string> {
-    return this.batchFrom(lines, options, undefined);
+    return this.runLines(lines, options);
   }
 
   /**
@@ -177,7 +177,7 @@ export class IpRunner {
     }
     for (const [i, st] of steps.entries()) {
       try {
-        await this.batchFrom(st.lines, st.options ?? {}, undefined);
+        await this.runLines(st.lines, st.options ?? {});
       } catch (error) {
         return { ok: false, step: i, error };
       }
@@ -192,7 +192,7 @@ export class IpRunner {
    * @throws TypeError when a request's field would not fit an `ip -batch` token
    */
   async apply(requests: readonly RtRequest[], options: { netns?: string | undefined; onError?: 'stop' | 'continue' } = {}): Promise<void> {
-    await this.batchFrom(requests.map(formatRequest), applyOptions(options), undefined);
+    await this.runLines(requests.map(formatRequest), applyOptions(options));
   }
 
   /**
@@ -227,16 +227,14 @@ export class IpRunner {
     }
   }
 
-  /** {@link batch}, whose first attempt may have run already (`firstRun`, in the agent). */
-  private async batchFrom(lines: readonly BatchLine[], options: BatchOptions, firstRun: RunResult | undefined): Promise<string> {
+  /** {@link batch}: the lines in `ip -batch` processes, with its retries. */
+  private async runLines(lines: readonly BatchLine[], options: BatchOptions): Promise<string> {
     const text = lines.map(formatBatchLine);
     const isContinue = options.onError === 'continue';
     const tail = batchTail(options);
     let pending = text.map((_, i) => i + 1);
     for (let attempt = 1; ; attempt++) {
-      const res = attempt === 1 && firstRun !== undefined
-        ? firstRun
-        : await this.runBatch(options, tail, pending.map((n) => lines[n - 1]!), pending.map((n) => text[n - 1]).join('\n') + '\n');
+      const res = await this.spawnIp(options, tail, pending.map((n) => text[n - 1]).join('\n') + '\n');
       if (res.exitCode === 0) return res.stdout;
       const failures = parseBatchFailures(res.stderr).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
       const first = failures[0];
@@ -281,11 +279,6 @@ export class IpRunner {
     const full = options.netns === undefined ? [...argv] : [this.nsenterPath, `--net=${options.netns}`, '--', ...argv];
     const { stdout, stderr } = await this.withRetry(() => this.spawn(full, options.input));
     return { stdout, stderr };
-  }
-
-  /** One `ip -batch` run of `lines` (`input` is their text). */
-  private async runBatch(options: BatchOptions, tail: readonly string[], _lines: readonly BatchLine[], input: string): Promise<RunResult> {
-    return this.spawnIp(options, tail, input);
   }
 
   /**
