@@ -104,7 +104,8 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
     case 'addrs': {
       const links = readLinks(io, d.dev);
       const byIndex = new Map<number, IpAddrInfo[]>(links.map((l) => [l.ifindex, []]));
-      for (const m of io.query(RTM_GETADDR, true, ifaddrmsg(AF_UNSPEC))) {
+      // One link's: the kernel filters by ifa_index (strict checking); the map below for the rest.
+      for (const m of io.query(RTM_GETADDR, true, ifaddrmsg(AF_UNSPEC, d.dev !== undefined && links.length === 1 ? links[0]!.ifindex : 0))) {
         if (m.type !== RTM_NEWADDR) continue;
         const a = decodeAddr(m.payload);
         byIndex.get(a.index)?.push(a.info);
@@ -119,8 +120,19 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
         if (!names.has(i)) names.set(i, io.ifname(i));
         return names.get(i);
       };
+      // The kernel filters by table and device (the socket's strict checking, as ip asks), so a
+      // node with a large main table (a router's full view) is not walked for table 116; the
+      // filter below stays for kernels that ignore it.
+      const request = concat(rtmsg(d.family === 4 ? AF_INET : AF_INET6, table < 256 ? table : 0), concat(u32Attr(RTA_TABLE, table), oif === undefined ? new Uint8Array(0) : u32Attr(RTA_OIF, oif)));
+      let answer: RawMessage[];
+      try {
+        answer = io.query(RTM_GETROUTE, true, request);
+      } catch (err) {
+        if (err instanceof DumpError && err.errno === 2) return []; // ENOENT: a table never created has no routes
+        throw err;
+      }
       const out: IpRoute[] = [];
-      for (const m of io.query(RTM_GETROUTE, true, rtmsg(d.family === 4 ? AF_INET : AF_INET6))) {
+      for (const m of answer) {
         if (m.type !== RTM_NEWROUTE) continue;
         const r = decodeRoute(m.payload, nameOf, { table: d.table !== undefined, dev: oif !== undefined, isGet: false });
         if (r !== undefined && r.table === table && (oif === undefined || r.oif === oif)) out.push(r.route);
@@ -137,8 +149,9 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
       const body = new Uint8Array(12 + 4 + bytes.length);
       body[0] = a.family === 4 ? AF_INET : AF_INET6;
       body[1] = bytes.length * 8; // rtm_dst_len: a host
-      // As ip asks: the answer names the table the route was found in, not always main.
-      new DataView(body.buffer).setUint32(8, RTM_F_LOOKUP_TABLE, true);
+      // As ip asks: the answer names the table the route was found in, not always main (IPv4;
+      // IPv6 names it anyway and, checking strictly, refuses the flag).
+      if (a.family === 4) new DataView(body.buffer).setUint32(8, RTM_F_LOOKUP_TABLE, true);
       body.set(new Uint8Array(new Uint16Array([4 + bytes.length, RTA_DST]).buffer), 12);
       body.set(bytes, 16);
       const out: IpRoute[] = [];
@@ -160,17 +173,19 @@ function ifinfomsg(attrs: Uint8Array = new Uint8Array(0)): Uint8Array {
   return b;
 }
 
-/** struct ifaddrmsg (8 bytes). */
-function ifaddrmsg(family: number): Uint8Array {
+/** struct ifaddrmsg (8 bytes), with `index` in ifa_index (0: every link). */
+function ifaddrmsg(family: number, index = 0): Uint8Array {
   const b = new Uint8Array(8);
   b[0] = family;
+  new DataView(b.buffer).setUint32(4, index, true);
   return b;
 }
 
-/** struct rtmsg / struct fib_rule_hdr (12 bytes, the same layout). */
-function rtmsg(family: number): Uint8Array {
+/** struct rtmsg / struct fib_rule_hdr (12 bytes, the same layout), with `table` in rtm_table. */
+function rtmsg(family: number, table = 0): Uint8Array {
   const b = new Uint8Array(12);
   b[0] = family;
+  b[4] = table;
   return b;
 }
 

@@ -32,6 +32,7 @@ const SOL_SOCKET = 1;
 const SO_RCVTIMEO = 20;
 const SOL_NETLINK = 270;
 const NETLINK_EXT_ACK = 11;
+const NETLINK_GET_STRICT_CHK = 12;
 /** A kernel that has not answered a request within this long is not going to. */
 const RECV_TIMEOUT_S = 5;
 
@@ -72,6 +73,9 @@ function openNetlink(): number {
   libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, ptr(tv), 16);
   // The kernel's own words for a refusal ("ipv4: Address already assigned"), as ip prints them.
   libc.setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, ptr(new Int32Array([1])), 4);
+  // Dumps filtered by the kernel (a route dump by table and device), as ip asks; a kernel before
+  // 4.20 refuses the option and dumps everything, which rtnetlink-dump.ts filters itself.
+  libc.setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ptr(new Int32Array([1])), 4);
   return fd;
 }
 
