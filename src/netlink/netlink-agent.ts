@@ -5,7 +5,7 @@
  *
  * The agent answers as `ip -batch` would, so errors, retries and line numbers are the same on
  * every path. If the agent cannot be started (no Bun runtime in this build), it is not usable and
- * the runner uses `ip`; if it dies, calls in flight answer undefined and the next call starts a new one.
+ * the NetlinkExecutor uses `ip`; if it dies, calls in flight answer undefined and the next call starts a new one.
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';

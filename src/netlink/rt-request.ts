@@ -37,7 +37,7 @@ export interface RtBatch {
 
 /**
  * How one batch went, in the shape `ip [-force] -batch` answers (each failed request's message,
- * then `Command failed -:N` with its 1-based index), so the runner treats both paths alike.
+ * then `Command failed -:N` with its 1-based index), so the executor treats both paths alike.
  */
 export interface RtBatchResult {
   /** The failures as `ip -batch` would print them (for messages and logs only: never parsed). */
@@ -114,7 +114,7 @@ export type RtDumpResult =
  * or coild's own socket when it runs on Bun (rtnetlink-inprocess.ts).
  */
 export interface RtBackend {
-  /** False when this build or runtime cannot apply requests (then the runner uses `ip`). */
+  /** False when this build or runtime cannot apply requests (then the NetlinkExecutor uses `ip`). */
   readonly isUsable: boolean;
   /**
    * Applies the batches in order, up to and including the first that fails.
@@ -131,7 +131,7 @@ export interface RtBackend {
 
 /** Options of {@link rt.veth} (and of link.addVeth, the iproute2 form of the same request). */
 export interface VethRequest {
-  /** Name of the end created in the runner's netns (≤ 15 bytes). */
+  /** Name of the end created in the executor's netns (≤ 15 bytes). */
   name: string;
   /** Name of the peer end. */
   peerName: string;

@@ -14,7 +14,7 @@
  * other threads never create sockets while this synchronous code runs).
  *
  * Results are shaped as `ip [-force] -batch -` answers (each failed request's kernel message and
- * `Command failed -:N`), so the runner reports, retries and numbers failures the same way on every path.
+ * `Command failed -:N`), so the executor reports, retries and numbers failures the same way on every path.
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
