@@ -24,7 +24,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { addressBlockName } from '../../src/api/v2/addressblock.js';
 import { isAnswered } from '../../src/api/v2/blockrequest.js';
@@ -38,6 +37,8 @@ import { collectionPath } from '../../src/runtime/kind.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { EtcdKv, storageKey } from './etcd-kv.js';
+import { runBench } from './bench-flags.js';
+import { defineFlags, type FlagValues } from '../../src/runtime/flag-table.js';
 
 
 /** Nearest-rank percentile of sorted values. */
@@ -149,19 +150,17 @@ class Answers {
   }
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      n: { type: 'string', short: 'n', default: '200' },
-      b: { type: 'string', short: 'b', default: '100000' },
-      c: { type: 'string', short: 'c', default: '50' },
-      load: { type: 'string', default: 'etcd' },
-      relist: { type: 'string', default: 'true' },
-    },
-  });
+const FLAGS = defineFlags('blockrequest-latency', {
+  n: { kind: 'int', default: 200, min: 1, help: 'BlockRequests timed' },
+  b: { kind: 'int', default: 100_000, help: 'AddressBlocks loaded before timing' },
+  c: { kind: 'int', default: 50, min: 1, help: 'concurrent creates with --load=api' },
+  load: { kind: 'enum', values: ['etcd', 'api'], default: 'etcd', help: 'how the blocks are loaded: straight into etcd, or through the API' },
+  relist: { kind: 'bool', default: true, help: 'also time a relist of the blocks' },
+});
+
+async function main(values: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const n = Number(values.n);
   const blocks = Number(values.b);
-  if (values.load !== 'etcd' && values.load !== 'api') throw new Error('--load must be etcd or api');
   const binDir = await mkdtemp(join(tmpdir(), 'coil-bench-'));
   await symlink(join(REPO_ROOT, 'hack/image/entrypoint.sh'), join(binDir, 'coil-controller'));
   const cp = await ControlPlane.start({ crds: coilCrds() });
@@ -187,7 +186,7 @@ async function main(): Promise<void> {
       const figures = new Map<Launch, Figures>();
       for (const launch of ['shipped', 'no flags'] as const) {
         ctl = startController(cp, launch, binDir, ports, ['--enable-egress=false', '--leader-elect=false']);
-        figures.set(launch, await measure(cp, kv, ctl, launch, blocks, ports, values.relist !== 'false'));
+        figures.set(launch, await measure(cp, kv, ctl, launch, blocks, ports, values.relist));
         await stopController(ctl);
       }
       const line = (l: Launch): string => {
@@ -368,4 +367,4 @@ async function allocatedBlocks(metricsPort: number, pool: string): Promise<numbe
   return m ? Number(m[1]) : undefined;
 }
 
-await main();
+await runBench(FLAGS, main);

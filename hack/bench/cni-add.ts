@@ -24,9 +24,11 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs, promisify } from 'node:util';
+import { promisify } from 'node:util';
 import { TestNetnsSet } from '../../test/netns/test-netns.js';
 import { NodeLab, labSkipReason, COIL_BIN, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
+import { defineFlags, type FlagValues } from '../../src/runtime/flag-table.js';
+import { runBench } from './bench-flags.js';
 
 const run = promisify(execFile);
 /** Debian's containernetworking-plugins (package containernetworking-plugins). */
@@ -136,12 +138,15 @@ function median(xs: readonly number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({ options: {
-    n: { type: 'string', short: 'n', default: '100' }, r: { type: 'string', short: 'r', default: '2' }, c: { type: 'string', short: 'c', default: '' },
-    w: { type: 'string', short: 'w', default: '1' },
-    x: { type: 'string', short: 'x', multiple: true, default: [] },
-  } });
+const FLAGS = defineFlags('cni-add', {
+  n: { kind: 'int', default: 100, min: 1, help: 'pods per round' },
+  r: { kind: 'int', default: 2, min: 1, help: 'timed rounds' },
+  w: { kind: 'int', default: 1, help: 'warm-up rounds (printed, left out of the medians)' },
+  c: { kind: 'string', default: '', help: 'extra coild flags, space-separated' },
+  x: { kind: 'strings', help: 'another coil executable to time in every round (repeatable)' },
+});
+
+async function main(values: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const others = values.x;
   const extra = values.c.split(' ').filter(Boolean);
   const n = Number(values.n);
@@ -205,4 +210,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await runBench(FLAGS, main);

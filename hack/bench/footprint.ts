@@ -26,12 +26,13 @@
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { coilEgressCommand, NodeLab, labSkipReason, type LabNode, type LabPod } from '../../test/netns/node-lab.js';
 import { REPO_ROOT, freePort } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { unixToTcp } from '../lab/relay.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
+import { defineFlags, type FlagValues } from '../../src/runtime/flag-table.js';
+import { runBench } from './bench-flags.js';
 
 const NODE = join(REPO_ROOT, 'node_modules/.bin/node');
 
@@ -185,13 +186,17 @@ function table(rows: [string, Mem[]][]): string {
   return lines.join('\n');
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({ options: {
-    n: { type: 'string', short: 'n', default: '1000' }, l: { type: 'string', short: 'l', default: '110' },
-    p: { type: 'string', short: 'p', default: '4' }, e: { type: 'string', short: 'e', default: '100' },
-    c: { type: 'string', short: 'c', default: '' }, r: { type: 'string', short: 'r', default: 'bun' },
-    s: { type: 'boolean', short: 's', default: false },
-  } });
+const FLAGS = defineFlags('footprint', {
+  n: { kind: 'int', default: 1000, help: 'ADDs of the churn' },
+  l: { kind: 'int', default: 110, min: 1, help: 'live pods at most during the churn' },
+  p: { kind: 'int', default: 4, min: 1, help: 'ADDs and DELs at once' },
+  e: { kind: 'int', default: 100, help: 'egress client pods' },
+  c: { kind: 'string', default: '', help: 'extra coild flags, space-separated' },
+  r: { kind: 'enum', values: ['bun', 'node'], default: 'bun', help: "coil-egress's runtime" },
+  s: { kind: 'bool', default: false, help: 'also print the largest mappings of each process' },
+});
+
+async function main(values: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const skip = labSkipReason();
   if (skip) throw new Error(skip);
   const lab = await NodeLab.start();
@@ -231,4 +236,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await runBench(FLAGS, main);

@@ -1,12 +1,16 @@
-// Times IpRoutePodNetwork.setup/destroy in real namespaces (root): a "host" netns plus one pod
-// netns per run. Not a test; run `node dist/hack/bench/pod-network.js [runs=20]`.
+// Times RtnetlinkPodNetwork.setup/destroy in real namespaces (root): a "host" netns plus one pod
+// netns per run. Not a test; run `node dist/hack/bench/pod-network.js [--runs 20]`.
 // Variant "nsenter" reaches the same pod netns through a path outside /run/netns's pattern
 // (`/run/netns//name`), as for a runtime handing out `/proc/<pid>/ns/net`.
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason } from '../../test/netns/test-netns.js';
-import { IpRoutePodNetwork } from '../../src/node-agent/podnet/pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from '../../src/node-agent/podnet/pod-network-rtnetlink.js';
+import { defineFlags, type FlagValues } from '../../src/runtime/flag-table.js';
+import { runBench } from './bench-flags.js';
 
-const runs = Number(process.argv[2] ?? 20);
+const FLAGS = defineFlags('pod-network', {
+  runs: { kind: 'int', default: 20, min: 1, help: 'timed setups and destroys per variant' },
+});
 
 function stats(label: string, ms: number[]): string {
   const s = [...ms].sort((a, b) => a - b);
@@ -14,14 +18,14 @@ function stats(label: string, ms: number[]): string {
   return `| ${label} | ${s.length} | ${q(0.5).toFixed(1)} | ${q(0.95).toFixed(1)} | ${(s.at(-1) ?? NaN).toFixed(1)} |`;
 }
 
-async function main(): Promise<void> {
+async function main({ runs }: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const skip = netnsSkipReason();
   if (skip) { console.log(`skipped: ${skip}`); return; }
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   try {
     const host = await netns.create('benchhost');
-    const pn = new IpRoutePodNetwork({ ip, hostNetns: host.path });
+    const pn = new RtnetlinkPodNetwork({ ip, hostNetns: host.path });
     await pn.init();
     const pods = await Promise.all(Array.from({ length: runs + 2 }, () => netns.create('benchpod')));
     console.log(`| ${runs} runs, dual stack | n | p50 ms | p95 ms | max ms |\n|---|---|---|---|---|`);
@@ -65,4 +69,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await runBench(FLAGS, main);

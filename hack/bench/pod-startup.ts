@@ -28,12 +28,13 @@ import { readFile, rm, mkdtemp } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { Cluster } from '../lab/cluster.js';
 import { processesIn } from '../lab/cgroups.js';
 import { readOciArchive, unpackedSize } from '../image/oci.js';
+import { defineFlags, type FlagValues } from '../../src/runtime/flag-table.js';
+import { runBench } from './bench-flags.js';
 
 const PLACE = { prefix: 'coilbench-', dir: '/tmp/coil-bench' };
 
@@ -117,15 +118,14 @@ async function podsOn(cluster: Cluster, node: string): Promise<number> {
   return pods.items.filter((p) => !p.metadata?.deletionTimestamp).length;
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      nodes: { type: 'string', default: '3' },
-      burst: { type: 'string', default: '30' },
-      'one-node': { type: 'string', default: '110' },
-      cold: { type: 'string', default: 'true' },
-    },
-  });
+const FLAGS = defineFlags('pod-startup', {
+  nodes: { kind: 'int', default: 3, min: 1, help: 'nodes of the lab' },
+  burst: { kind: 'int', default: 30, help: 'pods started at once across the nodes' },
+  'one-node': { kind: 'int', default: 110, help: 'pods started on one node' },
+  cold: { kind: 'bool', default: true, help: 'also time the lab coming up from nothing' },
+});
+
+async function main(values: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const nodes = Number(values.nodes);
   const lines: string[] = [`machine: ${(await readFile('/proc/cpuinfo', 'utf8')).split('\n').filter((l) => l.startsWith('processor')).length} cores, load at start ${load()}`];
   const print = (l: string) => {
@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     console.log(l);
   };
 
-  if (values.cold === 'true') {
+  if (values.cold) {
     const imageCache = await mkdtemp(join(tmpdir(), 'coil-bench-image-'));
     await rm(join(REPO_ROOT, 'dist/image'), { recursive: true, force: true });
     process.env.COIL_IMAGE_CACHE_DIR = imageCache;
@@ -174,4 +174,4 @@ async function main(): Promise<void> {
   console.log(`\nSUMMARY\n${lines.join('\n')}`);
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
+if (process.argv[1] === fileURLToPath(import.meta.url)) await runBench(FLAGS, main);

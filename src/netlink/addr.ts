@@ -1,5 +1,6 @@
-/** `ip addr`: batch-line builders and the JSON read. */
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+/** `ip addr`: batch-line builders and the read. */
+import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { RtReader } from './rt-request.js';
 
 /** One address of `ip -json addr show` (`addr_info[]`). */
 export interface IpAddrInfo {
@@ -46,10 +47,11 @@ export const addr = {
 } as const;
 
 /**
- * Reads addresses with `ip -json addr show [dev <name>]` (both families unless `family`).
+ * Reads links with their addresses of both families, as `ip -json addr show [dev <name>]` prints
+ * them: an rtnetlink dump through a NetlinkExecutor, or that command through an IpRunner.
  * @throws NetlinkError (errno ENODEV) when `dev` is given and missing
  */
-export function readAddrs(ip: IpRunner, target: RunTarget & { dev?: string } = {}): Promise<IpAddrLink[]> {
-  const { dev, ...rest } = target;
-  return ip.json<IpAddrLink[]>(['addr', 'show', ...(dev ? ['dev', dev] : [])], rest);
+export function readAddrs(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { dev?: string } = {}): Promise<IpAddrLink[]> {
+  const { dev, netns } = target;
+  return kernel.dump<IpAddrLink>({ kind: 'addrs', ...(dev ? { dev } : {}) }, { netns });
 }

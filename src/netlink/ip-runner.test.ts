@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpRunner, formatBatchLine, parseBatchFailures } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
-import { rt, type RtBackend, type RtBatch, type RtBatchResult } from './rt-request.js';
+import { rt } from './rt-request.js';
 import { readLinks } from './link.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
@@ -28,35 +28,6 @@ describe('formatBatchLine / parseBatchFailures', () => {
       { line: 2, message: 'RTNETLINK answers: File exists', errno: 'EEXIST' },
       { line: 5, message: 'Cannot find device "x"', errno: 'ENODEV' },
     ]);
-  });
-});
-
-describe('IpRunner.apply with an rtnetlink backend: typed failures', () => {
-  /** A stand-in backend answering each call with the next scripted result; records what it was given. */
-  const scripted = (answers: RtBatchResult[]): RtBackend & { calls: RtBatch[][] } => {
-    const calls: RtBatch[][] = [];
-    return { isUsable: true, calls, batches: async (list) => { calls.push([...list]); return [answers.shift() ?? { stderr: '', exitCode: 0, failures: [] }]; } };
-  };
-  const requests = [rt.linkSet('a', { up: true }), rt.linkSet('b', { up: true }), rt.linkSet('c', { up: true })];
-
-  // The kernel's extended-ack text says nothing iproute2's wording would (no "File exists"): the
-  // class comes from the errno the backend reports, never from its text.
-  test('a refusal is classified by its errno, whatever its message (EEXIST with an extended ack)', async () => {
-    const backend = scripted([{ stderr: 'Error: Nexthop id already in use.\nCommand failed -:2\n', exitCode: 1, failures: [{ line: 2, errno: 17, message: 'Error: Nexthop id already in use.' }] }]);
-    const runner = new IpRunner({ rtnetlink: backend, retry: { attempts: 3, initialDelayMs: 1, maxDelayMs: 1 } });
-    const err = await runner.apply(requests).then(() => undefined, (e: unknown) => e);
-    assert.ok(err instanceof NetlinkError, String(err));
-    assert.equal(err.errno, 'EEXIST');
-    assert.equal(err.failedLine, 2);
-    assert.equal(backend.calls.length, 1, 'a permanent failure is not retried');
-  });
-
-  test('a transient errno (EBUSY) at request k is retried from request k, whatever its message', async () => {
-    const backend = scripted([{ stderr: 'Error: busy elsewhere.\nCommand failed -:2\n', exitCode: 1, failures: [{ line: 2, errno: 16, message: 'Error: busy elsewhere.' }] }]);
-    const runner = new IpRunner({ rtnetlink: backend, retry: { attempts: 3, initialDelayMs: 1, maxDelayMs: 1 } });
-    await runner.apply(requests);
-    assert.equal(backend.calls.length, 2);
-    assert.deepEqual(backend.calls[1]![0]!.requests, requests.slice(1));
   });
 });
 

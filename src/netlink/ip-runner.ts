@@ -1,20 +1,22 @@
 /**
- * The one way coil talks to the kernel: iproute2 processes, started with argument arrays (never a
- * shell), on the host or inside a network namespace — and, for the typed rtnetlink requests a
- * pod's wiring is made of (rt-request.ts), an rtnetlink backend (coild's own socket on Bun, the
- * netlink agent on Node) or, without one, the same requests written as `ip -batch` lines.
+ * The iproute2 side of coil's kernel I/O: `ip` and helper programs started as processes with
+ * argument arrays (never a shell), on the host or inside a network namespace. It runs text batches
+ * (`ip -batch`), `ip -json` reads and programs (sysctl, nft, iptables); and it is the fallback
+ * backend of the NetlinkExecutor (netlink-executor.ts): typed requests written as `ip -batch`
+ * lines and dumps as `ip -json` commands (rt-format.ts), when no rtnetlink backend is usable, and
+ * the oracle the rtnetlink path is tested against.
  *
  * Why processes: a Node process cannot setns() safely (it is multi-threaded) and no npm netlink
  * package can work inside another netns (docs/design.md#netlink-from-node). One `ip -batch -`
  * process per netns costs ≈ 3–5 ms here, against ≈ 30 ms for one process per command
- * (docs/performance.md#pod-wiring); the agent applies the same batch in ≈ 0.3 ms.
+ * (docs/performance.md#pod-wiring); the rtnetlink backends apply the same batch in ≈ 0.3 ms.
  *
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
 import { spawn } from 'node:child_process';
 import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
-import { formatRequest } from './rt-format.js';
-import type { RtBackend, RtBatchResult, RtRequest } from './rt-request.js';
+import { formatDump, formatRequest } from './rt-format.js';
+import type { RtDump, RtRequest } from './rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`, e.g. `['link', 'del', 'veth0']`. */
 export type BatchLine = readonly string[];
@@ -42,7 +44,7 @@ export interface BatchStep {
   options?: BatchOptions;
 }
 
-/** One step of {@link IpRunner.applySequence}: typed requests and where to apply them. */
+/** One step of an `applySequence` (IpRunner's, NetlinkExecutor's): typed requests and where to apply them. */
 export interface ApplyStep {
   requests: readonly RtRequest[];
   options?: { netns?: string | undefined; onError?: 'stop' | 'continue' };
@@ -84,13 +86,6 @@ export interface IpRunnerOptions {
    * coild hands its spawns to a small helper process (node-agent/podnet/spawn-helper.ts).
    */
   spawner?: ProcessSpawner;
-  /**
-   * Applies typed requests ({@link IpRunner.apply}) through rtnetlink (≈ 0.3 ms against ≈ 5 ms
-   * per `ip` batch here). Without one, or when it is not usable in this build or runtime, the
-   * requests run as `ip -batch` lines (rt-format.ts). Text batches, reads and programs always run
-   * as processes.
-   */
-  rtnetlink?: RtBackend;
 }
 
 /** What one spawned process produced; `spawnError` when it could not be started. */
@@ -110,7 +105,8 @@ export interface ProcessOutput {
   stderr: string;
 }
 
-interface Exit extends ProcessOutput {
+/** How one `ip` run (or an rtnetlink backend's batch, in the same shape) ended. */
+export interface RunResult extends ProcessOutput {
   /** argv of the process that produced this result. */
   argv: readonly string[];
   exitCode: number | null;
@@ -143,11 +139,9 @@ export class IpRunner {
   private readonly timeoutMs: number;
   private readonly retry: RetryPolicy;
   private readonly spawner: ProcessSpawner;
-  private readonly rtnetlink: RtBackend | undefined;
 
   constructor(options: IpRunnerOptions = {}) {
     this.spawner = options.spawner ?? spawnProcess;
-    this.rtnetlink = options.rtnetlink;
     this.ipPath = options.ipPath ?? 'ip';
     this.nsenterPath = options.nsenterPath ?? 'nsenter';
     this.timeoutMs = options.timeoutMs ?? 10_000;
@@ -164,7 +158,7 @@ export class IpRunner {
    *   `ip -batch` would split or treat as a comment
    */
   async batch(lines: readonly BatchLine[], options: BatchOptions = {}): Promise<string> {
-    return this.batchFrom(lines, options, undefined);
+    return this.runLines(lines, options);
   }
 
   /**
@@ -183,7 +177,7 @@ export class IpRunner {
     }
     for (const [i, st] of steps.entries()) {
       try {
-        await this.batchFrom(st.lines, st.options ?? {}, undefined);
+        await this.runLines(st.lines, st.options ?? {});
       } catch (error) {
         return { ok: false, step: i, error };
       }
@@ -192,39 +186,23 @@ export class IpRunner {
   }
 
   /**
-   * Applies typed requests in `options.netns`, with {@link batch}'s semantics (stop at the first
-   * failure, or `onError: 'continue'`), retries and errors: through the rtnetlink backend when it
-   * is usable, else as the `ip -batch` lines of rt-format.ts.
+   * Applies typed requests in `options.netns` as their `ip -batch` lines (rt-format.ts), with
+   * {@link batch}'s semantics, retries and errors: the iproute2 backend of the NetlinkExecutor.
    * @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index)
-   * @throws TypeError when a request's field would not fit an `ip -batch` token (fallback only)
+   * @throws TypeError when a request's field would not fit an `ip -batch` token
    */
   async apply(requests: readonly RtRequest[], options: { netns?: string | undefined; onError?: 'stop' | 'continue' } = {}): Promise<void> {
-    const outcome = await this.applySequence([{ requests, options }]);
-    if (!outcome.ok) throw outcome.error;
+    await this.runLines(requests.map(formatRequest), applyOptions(options));
   }
 
   /**
-   * Applies the steps in order and stops at the first that fails. With an rtnetlink backend all
-   * steps go to it in one call (a pod's host side and pod side: one round trip to the agent); a
-   * step that failed there is then retried or reported by {@link batch}'s rules, and the steps
-   * after it run one by one.
+   * Applies the steps as {@link apply} would, in order, and stops at the first that fails.
    * @returns `{ ok: false, step, error }` for the first failed step
    */
   async applySequence(steps: readonly ApplyStep[]): Promise<SequenceOutcome> {
-    const backend = this.rtnetlink?.isUsable ? this.rtnetlink : undefined;
-    const opts = (st: ApplyStep): BatchOptions => ({ ...(st.options?.netns !== undefined ? { netns: st.options.netns } : {}), ...(st.options?.onError ? { onError: st.options.onError } : {}) });
-    let shipped: (Exit | undefined)[] = [];
-    if (backend) {
-      const results = await backend.batches(steps.map((st) => ({
-        requests: st.requests, force: st.options?.onError === 'continue', ...(st.options?.netns !== undefined ? { netns: st.options.netns } : {}),
-      })));
-      shipped = results === undefined ? [] : results.map((r, i) => this.backendExit(opts(steps[i]!), r));
-    }
     for (const [i, st] of steps.entries()) {
       try {
-        const lines = st.requests.map(formatRequest);
-        if (backend) await this.applyFrom(backend, st, lines, opts(st), shipped[i]);
-        else await this.batchFrom(lines, opts(st), undefined);
+        await this.apply(st.requests, st.options);
       } catch (error) {
         return { ok: false, step: i, error };
       }
@@ -233,54 +211,30 @@ export class IpRunner {
   }
 
   /**
-   * {@link batchFrom} for the rtnetlink backend: the first attempt may have run already
-   * (`firstRun`); retries go to the backend again with the pending requests. `lines` (the same
-   * requests as iproute2 text) only name the failed request in messages.
+   * Reads `d` with its `ip -json` command (rt-format.ts): the iproute2 backend of the
+   * NetlinkExecutor's reads, and the oracle of the rtnetlink ones.
+   * @returns the entries `ip -json` prints; `[]` for the routes of a table never created
+   * @throws NetlinkError (errno ENODEV for a `dev` that does not exist)
    */
-  private async applyFrom(backend: RtBackend, st: ApplyStep, lines: readonly BatchLine[], options: BatchOptions, firstRun: Exit | undefined): Promise<void> {
-    const isContinue = options.onError === 'continue';
-    const text = lines.map((l) => l.join(' '));
-    let pending = st.requests.map((_, i) => i + 1);
-    for (let attempt = 1; ; attempt++) {
-      let res = attempt === 1 ? firstRun : undefined;
-      if (res === undefined) {
-        const batch = { requests: pending.map((n) => st.requests[n - 1]!), force: isContinue, ...(options.netns !== undefined ? { netns: options.netns } : {}) };
-        const r = await backend.batches([batch]);
-        res = this.backendExit(options, r?.[0]);
-      }
-      if (res.exitCode === 0) return;
-      const failures = (res.failures ?? []).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
-      const first = failures[0];
-      const isRetryable = res.spawnError !== undefined || (failures.length > 0 && (isContinue
-        ? failures.every((f) => isTransientErrno(f.errno))
-        : isTransientErrno(first?.errno)));
-      if (!isRetryable || attempt >= this.retry.attempts) throw this.batchError(res.argv, text, res, failures);
-      // A backend that died answered nothing: every pending request is tried again.
-      if (res.spawnError === undefined) pending = isContinue ? failures.map((f) => f.line) : pending.slice(pending.indexOf(first!.line));
-      await sleep(this.delayMs(attempt));
+  async dump<T>(d: RtDump, target: { netns?: string | undefined } = {}): Promise<T[]> {
+    const { args, family } = formatDump(d);
+    try {
+      return await this.json<T[]>(args, { ...(target.netns !== undefined ? { netns: target.netns } : {}), ...(family !== undefined ? { family } : {}) });
+    } catch (err) {
+      // A table nobody added a route to does not exist yet: it has no routes.
+      if (d.kind === 'routes' && err instanceof NetlinkError && /FIB table does not exist/.test(err.stderr)) return [];
+      throw err;
     }
   }
 
-  /** A backend's answer in the shape of an `ip` run (its argv names the path, for messages). */
-  private backendExit(options: BatchOptions, r: RtBatchResult | undefined): Exit {
-    const argv = ['rtnetlink', ...(options.netns !== undefined ? ['--netns', options.netns] : []), ...batchTail(options)];
-    if (r === undefined) {
-      return { argv, stdout: '', stderr: 'rtnetlink backend exited', exitCode: null, spawnError: Object.assign(new Error('rtnetlink backend exited'), { code: 'EAGAIN' }) };
-    }
-    const failures = r.failures.map((f) => ({ line: f.line, message: f.message, errno: errnoClass(f.errno) }));
-    return { argv, stdout: '', stderr: r.stderr, exitCode: r.exitCode, failures };
-  }
-
-  /** {@link batch}, whose first attempt may have run already (`firstRun`, in the agent). */
-  private async batchFrom(lines: readonly BatchLine[], options: BatchOptions, firstRun: Exit | undefined): Promise<string> {
+  /** {@link batch}: the lines in `ip -batch` processes, with its retries. */
+  private async runLines(lines: readonly BatchLine[], options: BatchOptions): Promise<string> {
     const text = lines.map(formatBatchLine);
     const isContinue = options.onError === 'continue';
     const tail = batchTail(options);
     let pending = text.map((_, i) => i + 1);
     for (let attempt = 1; ; attempt++) {
-      const res = attempt === 1 && firstRun !== undefined
-        ? firstRun
-        : await this.runBatch(options, tail, pending.map((n) => lines[n - 1]!), pending.map((n) => text[n - 1]).join('\n') + '\n');
+      const res = await this.spawnIp(options, tail, pending.map((n) => text[n - 1]).join('\n') + '\n');
       if (res.exitCode === 0) return res.stdout;
       const failures = parseBatchFailures(res.stderr).map((f) => ({ ...f, line: pending[f.line - 1] ?? f.line }));
       const first = failures[0];
@@ -327,17 +281,12 @@ export class IpRunner {
     return { stdout, stderr };
   }
 
-  /** One `ip -batch` run of `lines` (`input` is their text). */
-  private async runBatch(options: BatchOptions, tail: readonly string[], _lines: readonly BatchLine[], input: string): Promise<Exit> {
-    return this.spawnIp(options, tail, input);
-  }
-
   /**
    * Runs `ip [-4|-6] <tail>` in `target.netns`. A path in /run/netns (or /var/run/netns) runs as
    * `ip -n <name>`, one exec instead of nsenter's two; iproute2 resolves the name in its own
    * compiled-in directory, so if that fails to open the netns the call is re-run through nsenter.
    */
-  private async spawnIp(target: RunTarget, tail: readonly string[], input: string | undefined): Promise<Exit> {
+  private async spawnIp(target: RunTarget, tail: readonly string[], input: string | undefined): Promise<RunResult> {
     const family = target.family === undefined ? [] : [`-${target.family}`];
     if (target.netns === undefined) return this.spawn([this.ipPath, ...family, ...tail], input);
     const viaNsenter = [this.nsenterPath, `--net=${target.netns}`, '--', this.ipPath, ...family, ...tail];
@@ -347,7 +296,7 @@ export class IpRunner {
     return res.exitCode !== 0 && /Cannot open network namespace/.test(res.stderr) ? this.spawn(viaNsenter, input) : res;
   }
 
-  private async withRetry(run: () => Promise<Exit>): Promise<Exit> {
+  private async withRetry(run: () => Promise<RunResult>): Promise<RunResult> {
     for (let attempt = 1; ; attempt++) {
       const res = await run();
       const argv = res.argv;
@@ -365,29 +314,42 @@ export class IpRunner {
     }
   }
 
-  private batchError(argv: readonly string[], text: readonly string[], res: Exit, failures: LineFailure[]): NetlinkError {
-    const head = argv.slice(0, argv.indexOf('-batch')).join(' ');
-    const first = failures[0];
-    // Without a "Command failed" line ip exited on its own (argument parse error): line unknown.
-    const command = first ? `${head} ${text[first.line - 1] ?? ''}` : `${head} -batch (${text.length} lines)`;
-    const detail = first ? failures.map((f) => `line ${f.line}: ${f.message}`).join('; ') : describe(res);
-    return new NetlinkError(`${command}: ${detail}`, {
-      argv, command, stderr: res.stderr, exitCode: res.exitCode,
-      ...(first ? { failedLine: first.line } : {}),
-      errno: first?.errno ?? classifyMessage(res.stderr),
-      ...(res.spawnError ? { cause: res.spawnError } : {}),
-    });
+  private batchError(argv: readonly string[], text: readonly string[], res: RunResult, failures: LineFailure[]): NetlinkError {
+    return batchError(argv, text, res, failures);
   }
 
   private delayMs(attempt: number): number {
-    return Math.min(this.retry.maxDelayMs, this.retry.initialDelayMs * 2 ** (attempt - 1));
+    return retryDelayMs(this.retry, attempt);
   }
 
-  private async spawn(argv: readonly string[], input: string | undefined): Promise<Exit> {
+  private async spawn(argv: readonly string[], input: string | undefined): Promise<RunResult> {
     const r = await this.spawner(argv, input ?? '', this.timeoutMs);
     const stderr = r.stderr + (r.signal ? `\nkilled by ${r.signal} (timeout ${this.timeoutMs} ms?)` : '');
     return { argv, stdout: r.stdout, stderr, exitCode: r.spawnError ? null : r.exitCode, ...(r.spawnError ? { spawnError: r.spawnError } : {}) };
   }
+}
+
+/**
+ * The NetlinkError of a failed batch: the first failed line's command and every failure's message.
+ * @param text the batch's lines as text (numbered from 1 by `failures`)
+ */
+export function batchError(argv: readonly string[], text: readonly string[], res: RunResult, failures: LineFailure[]): NetlinkError {
+  const head = argv.slice(0, argv.indexOf('-batch')).join(' ');
+  const first = failures[0];
+  // Without a "Command failed" line ip exited on its own (argument parse error): line unknown.
+  const command = first ? `${head} ${text[first.line - 1] ?? ''}` : `${head} -batch (${text.length} lines)`;
+  const detail = first ? failures.map((f) => `line ${f.line}: ${f.message}`).join('; ') : describe(res);
+  return new NetlinkError(`${command}: ${detail}`, {
+    argv, command, stderr: res.stderr, exitCode: res.exitCode,
+    ...(first ? { failedLine: first.line } : {}),
+    errno: first?.errno ?? classifyMessage(res.stderr),
+    ...(res.spawnError ? { cause: res.spawnError } : {}),
+  });
+}
+
+/** Delay before try `attempt + 1` under `retry`: doubling from its initial delay, capped. */
+export function retryDelayMs(retry: RetryPolicy, attempt: number): number {
+  return Math.min(retry.maxDelayMs, retry.initialDelayMs * 2 ** (attempt - 1));
 }
 
 /**
@@ -449,17 +411,23 @@ export function parseBatchFailures(stderr: string): LineFailure[] {
   return failures;
 }
 
-function describe(res: Exit): string {
+function describe(res: RunResult): string {
   if (res.spawnError) return `cannot run: ${res.spawnError.message}`;
   return res.stderr.trim() || `exit status ${res.exitCode}`;
 }
 
-/** `ip`'s arguments for a batch on stdin: `[-force] -batch -`. */
-function batchTail(options: BatchOptions): string[] {
+/** `ip`'s arguments for a batch on stdin: `[-force] -batch -` (rtnetlink messages name the same). */
+export function batchTail(options: BatchOptions): string[] {
   return [...(options.onError === 'continue' ? ['-force'] : []), '-batch', '-'];
 }
 
-function sleep(ms: number): Promise<void> {
+/** {@link BatchOptions} of an {@link ApplyStep}'s options. */
+function applyOptions(o: ApplyStep['options'] = {}): BatchOptions {
+  return { ...(o.netns !== undefined ? { netns: o.netns } : {}), ...(o.onError ? { onError: o.onError } : {}) };
+}
+
+/** Resolves after `ms` milliseconds (retry backoff). */
+export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 

@@ -8,7 +8,7 @@ import { prerequisite } from '../../test/support/prerequisite.js';
 
 describe('LinkReaper', () => {
   test('refuses group 0, which holds every ordinary link', () => {
-    assert.throws(() => new LinkReaper({ ip: new IpRunner(), group: 0 }), RangeError);
+    assert.throws(() => new LinkReaper({ kernel: new IpRunner(), group: 0 }), RangeError);
   });
 });
 
@@ -22,7 +22,7 @@ describe('LinkReaper in a real network namespace', { skip: prerequisite(netnsSki
   const names = async () => (await readLinks(ip, { netns: ns.path })).map((l) => l.ifname).sort();
 
   test('retired links are down and flagged at once, then deleted together after the delay', async () => {
-    const reaper = new LinkReaper({ ip, netns: ns.path, delayMs: 20 });
+    const reaper = new LinkReaper({ kernel: ip, netns: ns.path, delayMs: 20 });
     await ip.batch([0, 1, 2].map((i) => ['link', 'add', `ka${i}`, 'type', 'veth', 'peer', 'name', `kb${i}`]), { netns: ns.path });
     await ip.apply([reaper.retire('ka0'), reaper.retire('ka1')], { netns: ns.path });
     const ka0 = (await readLinks(ip, { netns: ns.path, dev: 'ka0' }))[0];
@@ -34,6 +34,6 @@ describe('LinkReaper in a real network namespace', { skip: prerequisite(netnsSki
   });
 
   test('reap on an empty group succeeds', async () => {
-    await new LinkReaper({ ip, netns: ns.path }).reap();
+    await new LinkReaper({ kernel: ip, netns: ns.path }).reap();
   });
 });

@@ -6,10 +6,9 @@
  * and the kernel flushes its routes at once) and the reaper deletes the group shortly after,
  * coalescing bursts of DELs.
  */
-import type { IpRunner } from './ip-runner.js';
 import type { IpLink } from './link.js';
 import { isNetlinkErrno } from './netlink-error.js';
-import { rt, type RtRequest } from './rt-request.js';
+import { rt, type RtApplier, type RtRequest } from './rt-request.js';
 
 /** Default link group of retired links: "COIL" in ASCII, unlikely to be anyone else's. */
 export const DEFAULT_RETIRED_LINK_GROUP = 0x434f494c;
@@ -25,7 +24,8 @@ export const DEFAULT_REAP_DELAY_MS = 500;
 
 /** Constructor options of {@link LinkReaper}. */
 export interface LinkReaperOptions {
-  ip: IpRunner;
+  /** Applies the group delete (a NetlinkExecutor; an IpRunner in tests). */
+  kernel: RtApplier;
   /** netns file path of the links; undefined = own netns. */
   netns?: string;
   /** Link group of retired links, > 0 (group 0 holds every ordinary link). Default {@link DEFAULT_RETIRED_LINK_GROUP}. */
@@ -44,7 +44,7 @@ export interface LinkReaperOptions {
  * State: one debounce timer and the chain of running deletions.
  */
 export class LinkReaper {
-  private readonly ip: IpRunner;
+  private readonly kernel: RtApplier;
   private readonly netns: string | undefined;
   private readonly group: number;
   private readonly delayMs: number;
@@ -54,7 +54,7 @@ export class LinkReaper {
 
   /** @throws RangeError when `group` is not a positive 32-bit integer */
   constructor(options: LinkReaperOptions) {
-    this.ip = options.ip;
+    this.kernel = options.kernel;
     this.netns = options.netns;
     this.group = options.group ?? DEFAULT_RETIRED_LINK_GROUP;
     if (!Number.isInteger(this.group) || this.group <= 0 || this.group > 0xffffffff) {
@@ -69,7 +69,7 @@ export class LinkReaper {
     return rt.linkSet(name, { up: false, group: this.group });
   }
 
-  /** True when `l` (from `ip -json link show`) is retired and awaiting deletion. */
+  /** True when `l` (from readLinks) is retired and awaiting deletion. */
   isRetired(l: IpLink): boolean {
     return l.group === String(this.group);
   }
@@ -105,7 +105,7 @@ export class LinkReaper {
 
   private async deleteGroup(): Promise<void> {
     try {
-      await this.ip.apply([rt.linkDelGroup(this.group)], { netns: this.netns });
+      await this.kernel.apply([rt.linkDelGroup(this.group)], { netns: this.netns });
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) throw err;
     }

@@ -1,9 +1,9 @@
 /**
- * `ip link`: batch-line builders and the JSON read. Builders are pure; they return argv tokens
- * for {@link IpRunner.batch}.
+ * `ip link`: batch-line builders and the read. Builders are pure; they return argv tokens for
+ * IpRunner.batch.
  */
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
-import type { VethRequest } from './rt-request.js';
+import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { RtReader, VethRequest } from './rt-request.js';
 
 /** One entry of `ip -json [-d] link show` (the fields coil reads). */
 export interface IpLink {
@@ -57,10 +57,11 @@ export const link = {
 } as const;
 
 /**
- * Reads links with `ip -json -d link show [dev <name>]`.
+ * Reads links, as `ip -json -d link show [dev <name>]` prints them: an rtnetlink dump through a
+ * NetlinkExecutor, or that command through an IpRunner.
  * @throws NetlinkError (errno ENODEV) when `dev` is given and missing
  */
-export function readLinks(ip: IpRunner, target: RunTarget & { dev?: string } = {}): Promise<IpLink[]> {
-  const { dev, ...rest } = target;
-  return ip.json<IpLink[]>(['-d', 'link', 'show', ...(dev ? ['dev', dev] : [])], rest);
+export function readLinks(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { dev?: string } = {}): Promise<IpLink[]> {
+  const { dev, netns } = target;
+  return kernel.dump<IpLink>({ kind: 'links', ...(dev ? { dev } : {}) }, { netns });
 }

@@ -4,7 +4,8 @@
  * physical devices. No tunnel overhead is subtracted.
  * @see docs/compatibility.md#pod-network-setup (MTU)
  */
-import type { IpRunner, RunTarget } from './ip-runner.js';
+import type { RunTarget } from './ip-runner.js';
+import type { RtReader } from './rt-request.js';
 import { readLinks, type IpLink } from './link.js';
 import { routeGet } from './route.js';
 
@@ -12,14 +13,15 @@ import { routeGet } from './route.js';
 const PROBES = ['192.0.0.10', '2001:1::2'] as const;
 
 /**
- * Detects the MTU pods should use.
+ * Detects the MTU pods should use, reading through `kernel` (a NetlinkExecutor: rtnetlink, else
+ * iproute2; or an IpRunner).
  * @returns MTU in bytes, or undefined when nothing qualifies (then the kernel default applies)
- * @throws NetlinkError when iproute2 cannot be run
+ * @throws NetlinkError when the kernel cannot be read
  */
-export async function detectMtu(ip: IpRunner, target: Pick<RunTarget, 'netns'> = {}): Promise<number | undefined> {
-  const links = await readLinks(ip, target);
+export async function detectMtu(kernel: RtReader, target: Pick<RunTarget, 'netns'> = {}): Promise<number | undefined> {
+  const links = await readLinks(kernel, target);
   for (const dst of PROBES) {
-    const r = await routeGet(ip, dst, target);
+    const r = await routeGet(kernel, dst, target);
     const dev = r?.dev === undefined ? undefined : links.find((l) => l.ifname === r.dev);
     if (dev !== undefined) return dev.mtu;
   }

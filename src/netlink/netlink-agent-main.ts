@@ -6,12 +6,14 @@
  * (rtnetlink-inprocess.ts).
  *
  * Protocol (NetlinkAgent in netlink-agent.ts is the other side): one JSON request per line on
- * stdin `{id, batches: [{netns?, requests, force}, …]}`, one reply per line on stdout `{id,
- * results: [{stderr, exitCode}, …]}` (rtnetlink-socket.ts's applyBatches). Exits when stdin closes.
+ * stdin, `{id, batches: [{netns?, requests, force}, …]}` or `{id, dumps: [{netns?, dump}, …]}`,
+ * one reply per line on stdout, `{id, results: [{stderr, exitCode, failures}, …]}` (rtnetlink-
+ * socket.ts's applyBatches) or `{id, dumps: [{entries} | {failure, exitCode}, …]}` (readDumps).
+ * Exits when stdin closes.
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
-import type { RtBatch } from './rt-request.js';
-import { applyBatches } from './rtnetlink-socket.js';
+import type { RtBatch, RtDumpCall } from './rt-request.js';
+import { applyBatches, readDumps } from './rtnetlink-socket.js';
 
 // The `coil` executable starts JavaScriptCore with its tier-up thresholds raised 100× (its
 // one-shot runs interpret rather than compile; hack/build-cni.sh), and this agent runs inside it.
@@ -31,16 +33,16 @@ function errno(): number {
 
 /** Answers one request line. */
 function serve(line: string): string {
-  let req: { id: number; batches: RtBatch[] };
+  let req: { id: number; batches?: RtBatch[]; dumps?: RtDumpCall[] };
   try {
-    req = JSON.parse(line) as { id: number; batches: RtBatch[] };
+    req = JSON.parse(line) as { id: number; batches?: RtBatch[]; dumps?: RtDumpCall[] };
   } catch {
     process.stderr.write('netlink-agent: unparsable request line\n');
     return '';
   }
-  let reply: { id: number; results: unknown[] };
+  let reply: { id: number; results?: unknown[]; dumps?: unknown[] };
   try {
-    reply = { id: req.id, results: applyBatches(req.batches) };
+    reply = req.dumps !== undefined ? { id: req.id, dumps: readDumps(req.dumps) } : { id: req.id, results: applyBatches(req.batches ?? []) };
   } catch (err) { // a request of the wrong shape
     reply = { id: req.id, results: [{ stderr: `netlink-agent: ${err instanceof Error ? err.message : String(err)}\n`, exitCode: 1 }] };
   }

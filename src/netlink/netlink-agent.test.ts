@@ -1,14 +1,15 @@
 /**
  * The netlink agent against `ip` itself, in real network namespaces: the same typed requests,
  * applied by the agent and by `ip -batch` (their iproute2 lines, rt-format.ts: the oracle), leave
- * the same kernel state and fail with the same errno and line, and IpRunner really sends them to
- * the agent (no `ip` process) when it can.
+ * the same kernel state and fail with the same errno and line, and the NetlinkExecutor really
+ * sends them to the agent (no `ip` process) when it can.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { IpRunner, spawnProcess, type ProcessSpawner } from './ip-runner.js';
 import { NetlinkAgent } from './netlink-agent.js';
+import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError, isNetlinkErrno } from './netlink-error.js';
 import { rt, type RtRequest } from './rt-request.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
@@ -64,7 +65,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     return spawnProcess(argv, input, t);
   };
   const agent = new NetlinkAgent();
-  const viaAgent = new IpRunner({ rtnetlink: agent, spawner: counting });
+  const viaAgent = new NetlinkExecutor({ rtnetlink: agent, ip: new IpRunner({ spawner: counting }) });
   const viaIp = new IpRunner();
   let hostA: TestNetns; let podA: TestNetns; let hostB: TestNetns; let podB: TestNetns;
 
@@ -85,14 +86,14 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     spawned.length = 0;
     await viaAgent.apply(hostLines(podB), { netns: hostB.path });
     await viaAgent.apply(POD_LINES, { netns: podB.path });
-    assert.deepEqual(spawned, [], 'IpRunner started a process for a batch the agent can apply');
+    assert.deepEqual(spawned, [], 'the executor started a process for a batch the agent can apply');
     const [a, b] = [await state(viaIp, hostA, podA), await state(viaIp, hostB, podB)];
     assert.deepEqual(b, a);
     assert.ok(JSON.stringify(a).includes('COIL:default:0123:eth0'));
   });
 
   test('fails as ip does (failed line, message, -force reporting every failed line), with the kernel\'s errno', async () => {
-    const errorOf = async (ip: IpRunner, lines: RtRequest[], netnsPath: string, onError?: 'continue') => {
+    const errorOf = async (ip: IpRunner | NetlinkExecutor, lines: RtRequest[], netnsPath: string, onError?: 'continue') => {
       const err = await ip.apply(lines, { netns: netnsPath, ...(onError ? { onError } : {}) }).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof NetlinkError, String(err));
       return { errno: err.errno, line: err.failedLine, message: err.message.replace(/^.*?: line/, 'line') };
@@ -138,7 +139,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
       }
     }
     const counted = new CountingAgent();
-    const seqAgent = new IpRunner({ rtnetlink: counted, spawner: counting });
+    const seqAgent = new NetlinkExecutor({ rtnetlink: counted, ip: new IpRunner({ spawner: counting }) });
     try {
       spawned.length = 0;
       const wired = await seqAgent.applySequence([{ requests: hostLines(podB), options: { netns: hostB.path } }, { requests: POD_LINES, options: { netns: podB.path } }]);
@@ -156,7 +157,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
         assert.equal(o.ok, false);
         assert.ok(!o.ok && o.error instanceof NetlinkError);
         outcomes.push({ step: !o.ok && o.step, errno: !o.ok && (o.error as NetlinkError).errno, line: !o.ok && (o.error as NetlinkError).failedLine });
-        assert.deepEqual(await ip.json(['addr', 'show', 'dev', 'lo', 'to', '10.99.99.99/32'], { netns: pod.path }), []);
+        assert.deepEqual(await viaIp.json(['addr', 'show', 'dev', 'lo', 'to', '10.99.99.99/32'], { netns: pod.path }), []);
       }
       assert.deepEqual(outcomes, [{ step: 0, errno: 'EEXIST', line: 1 }, { step: 0, errno: 'EEXIST', line: 1 }]);
 
@@ -193,7 +194,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     const missing = new NetlinkAgent({ runtimePath: '/nonexistent/coil' });
     assert.equal(missing.isUsable, false);
     spawned.length = 0;
-    await new IpRunner({ rtnetlink: missing, spawner: counting }).apply([rt.linkSet('lo', { up: true })], { netns: hostB.path });
+    await new NetlinkExecutor({ rtnetlink: missing, ip: new IpRunner({ spawner: counting }) }).apply([rt.linkSet('lo', { up: true })], { netns: hostB.path });
     assert.equal(spawned.length, 1);
     assert.ok(existsSync(probe.scriptPath));
   });

@@ -1,18 +1,18 @@
 /**
  * NetlinkAgent: the {@link RtBackend} of coild on Node — a handle on the netlink agent process
  * (netlink-agent-main.ts, on the Bun runtime inside `coil`), which applies typed rtnetlink requests
- * instead of an `ip` process per batch. (coild on Bun applies them in-process: rtnetlink-inprocess.ts.)
+ * and reads dumps instead of an `ip` process per batch or read. (coild on Bun applies them in-process: rtnetlink-inprocess.ts.)
  *
  * The agent answers as `ip -batch` would, so errors, retries and line numbers are the same on
  * every path. If the agent cannot be started (no Bun runtime in this build), it is not usable and
- * the runner uses `ip`; if it dies, calls in flight answer undefined and the next call starts a new one.
+ * the NetlinkExecutor uses `ip`; if it dies, calls in flight answer undefined and the next call starts a new one.
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { JsonLineChild } from './json-line-child.js';
-import type { RtBackend, RtBatch, RtBatchResult } from './rt-request.js';
+import type { RtBackend, RtBatch, RtBatchResult, RtDumpCall, RtDumpResult } from './rt-request.js';
 
 /** Constructor options of {@link NetlinkAgent}. */
 export interface NetlinkAgentOptions {
@@ -32,7 +32,7 @@ const DEFAULT_SCRIPT = fileURLToPath(new URL('../../bin/netlink-agent.js', impor
 
 /** A client of one agent process, started on first use; calls run in order of arrival. */
 export class NetlinkAgent implements RtBackend {
-  private readonly channel: JsonLineChild<{ id: number; results: RtBatchResult[] }>;
+  private readonly channel: JsonLineChild<{ id: number; results?: RtBatchResult[]; dumps?: RtDumpResult[] }>;
   private usable: boolean | undefined;
   readonly runtimePath: string;
   readonly scriptPath: string;
@@ -74,6 +74,11 @@ export class NetlinkAgent implements RtBackend {
   /** Applies the batches in order in one round trip, up to and including the first that fails. */
   async batches(list: readonly RtBatch[]): Promise<RtBatchResult[] | undefined> {
     return (await this.channel.call({ batches: list }))?.results;
+  }
+
+  /** Reads the dumps in one round trip. */
+  async dumps(list: readonly RtDumpCall[]): Promise<RtDumpResult[] | undefined> {
+    return (await this.channel.call({ dumps: list }))?.dumps;
   }
 
   /** Ends the agent (its stdin closes); a later call starts a new one. */

@@ -1,6 +1,7 @@
-/** `ip route`: batch-line builders and JSON reads. */
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+/** `ip route`: batch-line builders and reads. */
+import type { BatchLine, RunTarget } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
+import type { RtReader } from './rt-request.js';
 
 /** One entry of `ip -json route show` / `route get`. */
 export interface IpRoute {
@@ -50,34 +51,31 @@ export const route = {
 } as const;
 
 /**
- * Reads one family's routes with `ip -<family> -json route show [table T] [dev D]`.
- * @throws NetlinkError, except that a table never created ("FIB table does not exist") reads as `[]`
+ * Reads one family's routes of table `table` (default main), as `ip -<family> -json route show
+ * [table T] [dev D]` prints them: an rtnetlink dump through a NetlinkExecutor, or that command
+ * through an IpRunner.
+ * @throws NetlinkError; a table never created reads as `[]`
  */
-export async function readRoutes(ip: IpRunner, target: RunTarget & { family: 4 | 6; table?: number; dev?: string }): Promise<IpRoute[]> {
-  const { table, dev, ...rest } = target;
-  try {
-    return await ip.json<IpRoute[]>(['route', 'show', ...(table !== undefined ? ['table', String(table)] : []),
-      ...(dev ? ['dev', dev] : [])], rest);
-  } catch (err) {
-    if (err instanceof NetlinkError && /FIB table does not exist/.test(err.stderr)) return [];
-    throw err;
-  }
+export function readRoutes(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { family: 4 | 6; table?: number; dev?: string }): Promise<IpRoute[]> {
+  const { table, dev, family, netns } = target;
+  return kernel.dump<IpRoute>({ kind: 'routes', family, ...(table !== undefined ? { table } : {}), ...(dev ? { dev } : {}) }, { netns });
 }
 
-/** Reads both families' routes of `table` (two processes, in parallel). */
-export async function readRoutesBothFamilies(ip: IpRunner, target: RunTarget & { table?: number; dev?: string }): Promise<IpRoute[]> {
-  const [v4, v6] = await Promise.all([readRoutes(ip, { ...target, family: 4 }), readRoutes(ip, { ...target, family: 6 })]);
+/** Reads both families' routes of `table` (two reads, in parallel). */
+export async function readRoutesBothFamilies(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { table?: number; dev?: string }): Promise<IpRoute[]> {
+  const [v4, v6] = await Promise.all([readRoutes(kernel, { ...target, family: 4 }), readRoutes(kernel, { ...target, family: 6 })]);
   return [...v4, ...v6];
 }
 
 /**
- * `ip -json route get <address>`: the route the kernel would use.
+ * The route the kernel would use for `address`, as `ip -json route get <address>` prints it: an
+ * RTM_GETROUTE through a NetlinkExecutor, or that command through an IpRunner.
  * @returns undefined when the destination is unreachable (no route)
  * @throws NetlinkError on any other failure
  */
-export async function routeGet(ip: IpRunner, address: string, target: RunTarget = {}): Promise<IpRoute | undefined> {
+export async function routeGet(kernel: RtReader, address: string, target: Pick<RunTarget, 'netns'> = {}): Promise<IpRoute | undefined> {
   try {
-    const routes = await ip.json<IpRoute[]>(['route', 'get', address], target);
+    const routes = await kernel.dump<IpRoute>({ kind: 'route-get', address }, { netns: target.netns });
     return routes[0];
   } catch (err) {
     if (err instanceof NetlinkError && /unreachable/i.test(err.stderr)) return undefined;

@@ -1,10 +1,11 @@
 /**
- * {@link RtRequest}s written as iproute2 `ip -batch` lines: the fallback executor's input when no
- * rtnetlink backend is usable, and the oracle of the equivalence tests (the same request applied
- * by `ip` and by rtnetlink must leave the same kernel state). One direction only: requests become
+ * {@link RtRequest}s written as iproute2 `ip -batch` lines, and {@link RtDump}s as `ip -json`
+ * commands: the fallback executor's input when no rtnetlink backend is usable, and the oracle of
+ * the equivalence tests (the same request applied by `ip` and by rtnetlink must leave the same
+ * kernel state; the same dump read both ways must give the same entries). One direction only: requests become
  * text here; no text becomes a request anywhere.
  */
-import type { RtRequest } from './rt-request.js';
+import type { RtDump, RtRequest } from './rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`. */
 export type RequestLine = string[];
@@ -28,5 +29,22 @@ export function formatRequest(r: RtRequest): RequestLine {
     case 'route':
       return ['route', r.verb, r.dst, ...(r.via ? ['via', r.via] : []), ...(r.dev !== undefined ? ['dev', r.dev] : []), ...(r.scope ? ['scope', r.scope] : []),
         ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
+  }
+}
+
+/** The `ip -json` command meaning `d` (see rt-request.ts), and the family flag it needs. */
+export function formatDump(d: RtDump): { args: string[]; family?: 4 | 6 } {
+  const dev = (name: string | undefined): string[] => (name !== undefined ? ['dev', name] : []);
+  switch (d.kind) {
+    case 'links':
+      return { args: ['-d', 'link', 'show', ...dev(d.dev)] };
+    case 'addrs':
+      return { args: ['addr', 'show', ...dev(d.dev)] };
+    case 'routes':
+      return { args: ['route', 'show', ...(d.table !== undefined ? ['table', String(d.table)] : []), ...dev(d.dev)], family: d.family };
+    case 'rules':
+      return { args: ['rule', 'show'], family: d.family };
+    case 'route-get':
+      return { args: ['route', 'get', d.address] };
   }
 }

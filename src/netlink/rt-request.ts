@@ -37,7 +37,7 @@ export interface RtBatch {
 
 /**
  * How one batch went, in the shape `ip [-force] -batch` answers (each failed request's message,
- * then `Command failed -:N` with its 1-based index), so the runner treats both paths alike.
+ * then `Command failed -:N` with its 1-based index), so the executor treats both paths alike.
  */
 export interface RtBatchResult {
   /** The failures as `ip -batch` would print them (for messages and logs only: never parsed). */
@@ -59,11 +59,62 @@ export interface RtFailure {
 }
 
 /**
+ * A read: one rtnetlink dump (RTM_GETLINK, RTM_GETADDR, RTM_GETROUTE, RTM_GETRULE with
+ * NLM_F_DUMP; a link by name is a plain RTM_GETLINK), answered in the shapes `ip -json` prints
+ * (link.ts, addr.ts, route.ts, rule.ts), so the iproute2 fallback and the test oracle are the same
+ * command. Each means the `ip` command of rt-format.ts's formatDump, filters included.
+ */
+export type RtDump =
+  /** `ip -json -d link show [dev D]`: every link, or the one named (ENODEV when missing). */
+  | { kind: 'links'; dev?: string }
+  /** `ip -json addr show [dev D]`: every link with its addresses of both families. */
+  | { kind: 'addrs'; dev?: string }
+  /** `ip -<family> -json route show [table T] [dev D]`: table main unless `table`. */
+  | { kind: 'routes'; family: 4 | 6; table?: number; dev?: string }
+  /** `ip -<family> -json rule show`. */
+  | { kind: 'rules'; family: 4 | 6 }
+  /** `ip -json route get <address>`: the route the kernel would use (ENETUNREACH when none). */
+  | { kind: 'route-get'; address: string };
+
+/**
+ * What reads dumps: the NetlinkExecutor (rtnetlink, else iproute2) or an IpRunner (iproute2 only:
+ * tests' oracle, the egress agent). The readers of link.ts, addr.ts, route.ts and rule.ts take one.
+ */
+export interface RtReader {
+  /** @throws NetlinkError (ENODEV for a `dev` that does not exist) */
+  dump<T>(d: RtDump, target?: { netns?: string | undefined }): Promise<T[]>;
+}
+
+/**
+ * What applies typed requests: the NetlinkExecutor (rtnetlink, else iproute2) or an IpRunner
+ * (iproute2 only).
+ */
+export interface RtApplier {
+  /** @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index) */
+  apply(requests: readonly RtRequest[], options?: { netns?: string | undefined; onError?: 'stop' | 'continue' }): Promise<void>;
+}
+
+/** One dump and the netns to read it in. */
+export interface RtDumpCall {
+  /** netns file path; undefined = the executor's own netns. */
+  netns?: string;
+  dump: RtDump;
+}
+
+/**
+ * How one dump went: the entries (JSON values in `ip -json`'s shapes), or the errno and message
+ * `ip` would have failed with (`exitCode` 255 when the netns could not be entered).
+ */
+export type RtDumpResult =
+  | { entries: unknown[] }
+  | { failure: { errno: number; message: string }; exitCode: number };
+
+/**
  * Something that applies batches through rtnetlink: the netlink agent process (netlink-agent.ts)
  * or coild's own socket when it runs on Bun (rtnetlink-inprocess.ts).
  */
 export interface RtBackend {
-  /** False when this build or runtime cannot apply requests (then the runner uses `ip`). */
+  /** False when this build or runtime cannot apply requests (then the NetlinkExecutor uses `ip`). */
   readonly isUsable: boolean;
   /**
    * Applies the batches in order, up to and including the first that fails.
@@ -71,11 +122,16 @@ export interface RtBackend {
    *   caller retries: nothing is known of the batches in flight)
    */
   batches(list: readonly RtBatch[]): Promise<RtBatchResult[] | undefined>;
+  /**
+   * Reads the dumps, each in its netns. Optional: a backend without it leaves reads to `ip`.
+   * @returns one result per call, in order, or undefined when the backend died meanwhile
+   */
+  dumps?(list: readonly RtDumpCall[]): Promise<RtDumpResult[] | undefined>;
 }
 
 /** Options of {@link rt.veth} (and of link.addVeth, the iproute2 form of the same request). */
 export interface VethRequest {
-  /** Name of the end created in the runner's netns (≤ 15 bytes). */
+  /** Name of the end created in the executor's netns (≤ 15 bytes). */
   name: string;
   /** Name of the peer end. */
   peerName: string;
@@ -112,5 +168,8 @@ export const rt = {
   },
   routeAdd(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
     return { kind: 'route', verb: 'add', ...o };
+  },
+  routeDel(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+    return { kind: 'route', verb: 'del', ...o };
   },
 } as const;

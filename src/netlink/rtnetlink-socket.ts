@@ -1,6 +1,7 @@
 /**
  * coil's own rtnetlink socket, for the Bun runtime: applies typed requests (rt-request.ts) with
- * the messages rtnetlink.ts builds, in any network namespace. Used in-process by coild on Bun
+ * the messages rtnetlink.ts builds, and reads links, addresses, routes and rules with the dumps of
+ * rtnetlink-dump.ts, in any network namespace. Used in-process by coild on Bun
  * (rtnetlink-inprocess.ts) and by the netlink agent process that serves coild on Node
  * (netlink-agent-main.ts). Never imported under Node (it needs `bun:ffi`).
  *
@@ -13,11 +14,12 @@
  * other threads never create sockets while this synchronous code runs).
  *
  * Results are shaped as `ip [-force] -batch -` answers (each failed request's kernel message and
- * `Command failed -:N`), so the runner reports, retries and numbers failures the same way on every path.
+ * `Command failed -:N`), so the executor reports, retries and numbers failures the same way on every path.
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
-import type { RtBatch, RtBatchResult, RtFailure, RtRequest } from './rt-request.js';
+import { DumpError, NLMSG_HDRLEN, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
+import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from './rt-request.js';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -30,6 +32,7 @@ const SOL_SOCKET = 1;
 const SO_RCVTIMEO = 20;
 const SOL_NETLINK = 270;
 const NETLINK_EXT_ACK = 11;
+const NETLINK_GET_STRICT_CHK = 12;
 /** A kernel that has not answered a request within this long is not going to. */
 const RECV_TIMEOUT_S = 5;
 
@@ -42,6 +45,7 @@ const libc = dlopen('libc.so.6', {
   close: { args: [FFIType.i32], returns: FFIType.i32 },
   setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
   if_nametoindex: { args: [FFIType.ptr], returns: FFIType.i32 },
+  ioctl: { args: [FFIType.i32, FFIType.i64, FFIType.ptr], returns: FFIType.i32 },
   read: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
   write: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
   __errno_location: { args: [], returns: FFIType.ptr },
@@ -69,6 +73,9 @@ function openNetlink(): number {
   libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, ptr(tv), 16);
   // The kernel's own words for a refusal ("ipv4: Address already assigned"), as ip prints them.
   libc.setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, ptr(new Int32Array([1])), 4);
+  // Dumps filtered by the kernel (a route dump by table and device), as ip asks; a kernel before
+  // 4.20 refuses the option and dumps everything, which rtnetlink-dump.ts filters itself.
+  libc.setsockopt(fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, ptr(new Int32Array([1])), 4);
   return fd;
 }
 
@@ -131,26 +138,26 @@ function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr:
   return { stderr, failures };
 }
 
-/** Applies one batch, in its netns if it names one. */
-function runBatch(req: RtBatch): RtBatchResult {
-  const ops = req.requests;
-  if (req.netns === undefined) {
-    const r = apply(hostSocket, ops, req.force);
-    return { ...r, exitCode: r.failures.length > 0 ? 1 : 0 };
-  }
-  const nsFd = Number(libc.open(ptr(cString(req.netns)), O_RDONLY | O_CLOEXEC));
+/**
+ * Runs `fn` with a netlink socket of the netns at `path` (the host socket when undefined).
+ * @returns fn's answer, or the failure `ip -n` would print when the netns cannot be entered
+ */
+function inNetns<T>(path: string | undefined, fn: (fd: number) => T): T | { stderr: string; errno: number } {
+  if (path === undefined) return fn(hostSocket);
+  const nsFd = Number(libc.open(ptr(cString(path)), O_RDONLY | O_CLOEXEC));
   if (nsFd < 0) {
     // iproute2's wording for `ip -n`; "No such file or directory" classifies as ENOENT.
-    return { stderr: `Cannot open network namespace "${req.netns}": ${strerror(errno())}\n`, exitCode: 255, failures: [] };
+    const e = errno();
+    return { stderr: `Cannot open network namespace "${path}": ${strerror(e)}\n`, errno: e };
   }
   let fd = -1;
   try {
     if (Number(libc.setns(nsFd, CLONE_NEWNET)) !== 0) {
-      return { stderr: `setting the network namespace "${req.netns}" failed: ${strerror(errno())}\n`, exitCode: 255, failures: [] };
+      const e = errno();
+      return { stderr: `setting the network namespace "${path}" failed: ${strerror(e)}\n`, errno: e };
     }
     fd = openNetlink();
-    const r = apply(fd, ops, req.force);
-    return { ...r, exitCode: r.failures.length > 0 ? 1 : 0 };
+    return fn(fd);
   } finally {
     if (fd >= 0) libc.close(fd);
     libc.close(nsFd);
@@ -160,6 +167,107 @@ function runBatch(req: RtBatch): RtBatchResult {
       process.exit(70);
     }
   }
+}
+
+/** Applies one batch, in its netns if it names one. */
+function runBatch(req: RtBatch): RtBatchResult {
+  const r = inNetns(req.netns, (fd) => apply(fd, req.requests, req.force));
+  if ('errno' in r) return { stderr: r.stderr, exitCode: 255, failures: [] };
+  return { ...r, exitCode: r.failures.length > 0 ? 1 : 0 };
+}
+
+const NLMSG_ERROR = 2;
+const NLMSG_DONE = 3;
+const NLM_F_MULTI = 0x2;
+const NLM_F_DUMP_INTR = 0x10;
+const SIOCGIFNAME = 0x8910;
+const ifreq = new Uint8Array(40); // struct ifreq: ifr_name[16], then ifr_ifindex
+const ifreqView = new DataView(ifreq.buffer);
+
+/**
+ * Name of link `index` in the netns of socket `fd` (SIOCGIFNAME on the netlink socket itself:
+ * if_indextoname would open and close a socket per call, ≈ 3× the cost over a route dump's links).
+ */
+function ifnameOf(fd: number, index: number): string | undefined {
+  ifreq.fill(0);
+  ifreqView.setInt32(16, index, true);
+  if (Number(libc.ioctl(fd, SIOCGIFNAME, ptr(ifreq))) !== 0) return undefined;
+  const nul = ifreq.indexOf(0);
+  return new TextDecoder().decode(ifreq.subarray(0, nul < 0 ? 16 : nul));
+}
+
+/**
+ * Sends one read request and collects its answer: every message up to NLMSG_DONE for a dump, the
+ * one reply otherwise. @throws DumpError for NLMSG_ERROR, or EINTR when the kernel marked the dump
+ * interrupted (the table changed meanwhile: the caller reads again, as ip's callers do)
+ */
+function query(fd: number, type: number, isDump: boolean, body: Uint8Array): RawMessage[] {
+  const seq = (lastSeq = (lastSeq + 1) >>> 0);
+  const request = requestMessage(type, isDump, body, seq);
+  if (Number(libc.send(fd, ptr(request), request.length, 0)) < 0) throw new SyscallError('send', errno());
+  const out: RawMessage[] = [];
+  let isInterrupted = false;
+  for (;;) {
+    const n = Number(libc.recv(fd, ptr(recvBuf), recvBuf.length, 0));
+    if (n < 0) {
+      const e = errno();
+      if (e === 4) continue; // EINTR
+      throw new SyscallError('recv', e);
+    }
+    const view = new DataView(recvBuf.buffer, 0, n);
+    for (let off = 0; off + NLMSG_HDRLEN <= n;) {
+      const len = view.getUint32(off, true);
+      if (len < NLMSG_HDRLEN || off + len > n) throw new SyscallError('recv: truncated netlink message', 74); // EBADMSG
+      const mtype = view.getUint16(off + 4, true);
+      const flags = view.getUint16(off + 6, true);
+      if (view.getUint32(off + 8, true) === seq) {
+        if (flags & NLM_F_DUMP_INTR) isInterrupted = true;
+        if (mtype === NLMSG_ERROR || (mtype === NLMSG_DONE && len >= NLMSG_HDRLEN + 4 && view.getInt32(off + NLMSG_HDRLEN, true) < 0)) {
+          const e = Math.abs(view.getInt32(off + NLMSG_HDRLEN, true));
+          if (e !== 0) throw new DumpError(kernelMessage(e), e);
+        }
+        if (mtype === NLMSG_DONE || mtype === NLMSG_ERROR) return finish();
+        // Copied: recvBuf is reused by the next recv.
+        out.push({ type: mtype, payload: recvBuf.slice(off + NLMSG_HDRLEN, off + len) });
+        if (!isDump && !(flags & NLM_F_MULTI)) return finish();
+      }
+      off += (len + 3) & ~3;
+    }
+  }
+  function finish(): RawMessage[] {
+    if (isInterrupted) throw new DumpError('Dump was interrupted and may be inconsistent.', 4);
+    return out;
+  }
+}
+
+/** Reads one dump, in its netns if it names one. */
+function runDump(call: RtDumpCall): RtDumpResult {
+  try {
+    const r = inNetns(call.netns, (fd) => readDump(call.dump, {
+      query: (type, isDump, body) => query(fd, type, isDump, body),
+      ifname: (index) => ifnameOf(fd, index),
+    }));
+    if ('errno' in r && 'stderr' in r) return { failure: { errno: r.errno, message: r.stderr.trim() }, exitCode: 255 };
+    return { entries: r as unknown[] };
+  } catch (err) {
+    if (err instanceof DumpError) return { failure: { errno: err.errno, message: err.message }, exitCode: 1 };
+    if (err instanceof SyscallError) return { failure: { errno: err.errno, message: `rtnetlink: ${err.message}` }, exitCode: 1 };
+    throw err;
+  }
+}
+
+/**
+ * Reads the dumps in order, each in its netns; synchronous, like {@link applyBatches}.
+ * @returns one result per call
+ */
+export function readDumps(list: readonly RtDumpCall[]): RtDumpResult[] {
+  return list.map((call) => {
+    try {
+      return runDump(call);
+    } catch (err) {
+      return { failure: { errno: 22, message: `rtnetlink: ${err instanceof Error ? err.message : String(err)}` }, exitCode: 1 };
+    }
+  });
 }
 
 /**

@@ -1,11 +1,14 @@
-/** `ip rule`: batch-line builders and the JSON read. */
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+/** `ip rule`: batch-line builders and the read. */
+import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { RtReader } from './rt-request.js';
 
 /** One entry of `ip -json rule show`. */
 export interface IpRule {
   priority: number;
-  /** `all` or a CIDR. */
+  /** `all`, or the source prefix's address (its length in {@link srclen} unless a host prefix). */
   src?: string;
+  /** Length of the source prefix when it is not a host prefix. */
+  srclen?: number;
   /** Table name (`main`, `local`) or number as a string (`"116"`). */
   table?: string;
 }
@@ -31,7 +34,10 @@ export const rule = {
   },
 } as const;
 
-/** Reads one family's policy rules with `ip -<family> -json rule show`. */
-export function readRules(ip: IpRunner, target: RunTarget & { family: 4 | 6 }): Promise<IpRule[]> {
-  return ip.json<IpRule[]>(['rule', 'show'], target);
+/**
+ * Reads one family's policy rules, as `ip -<family> -json rule show` prints them: an rtnetlink
+ * dump through a NetlinkExecutor, or that command through an IpRunner.
+ */
+export function readRules(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { family: 4 | 6 }): Promise<IpRule[]> {
+  return kernel.dump<IpRule>({ kind: 'rules', family: target.family }, { netns: target.netns });
 }

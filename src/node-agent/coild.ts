@@ -37,6 +37,7 @@ import { KeyedMutex } from './podnet/keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { probeFeatures } from '../netlink/features.js';
 import { IpRunner } from '../netlink/ip-runner.js';
+import { NetlinkExecutor } from '../netlink/netlink-executor.js';
 import { NetlinkAgent } from '../netlink/netlink-agent.js';
 import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress/egress-client.js';
@@ -45,7 +46,7 @@ import { allocationKey } from './ipam/node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
 import { NodeIpam } from './ipam/node-ipam.js';
 import { OriginatingOnly } from './egress/originating-only.js';
-import { IpRoutePodNetwork } from './podnet/pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from './podnet/pod-network-rtnetlink.js';
 import { IpRouteExporter } from './ipam/route-export.js';
 import { COILD_ACCESS, coildFeatures } from './rbac.js';
 import { recoverAllocations } from './ipam/recovery.js';
@@ -68,7 +69,7 @@ export interface CoildOptions {
 /** One running coild. Not restartable: build a new one. */
 export class Coild {
   readonly manager: Manager;
-  readonly podNetwork: IpRoutePodNetwork;
+  readonly podNetwork: RtnetlinkPodNetwork;
   readonly exporter: IpRouteExporter;
   readonly locks = new KeyedMutex();
   readonly requester: BlockRequester;
@@ -118,15 +119,13 @@ export class Coild {
     this.netlinkAgent = cfg.netlinkAgent && !isBun ? new NetlinkAgent({ onExit: (code, signal) => log.warn({ code, signal }, 'netlink agent exited; restarting on next use') }) : undefined;
     if (this.netlinkAgent && !this.netlinkAgent.isUsable) log.warn({ runtime: this.netlinkAgent.runtimePath, script: this.netlinkAgent.scriptPath }, 'netlink agent not in this build; pod wiring runs ip');
     const rtnetlink = !cfg.netlinkAgent ? undefined : isBun ? new InProcessRtnetlink() : this.netlinkAgent;
-    const kernel = new IpRunner({
-      ...(this.spawnHelper ? { spawner: this.spawnHelper.spawner } : {}),
-      ...(rtnetlink ? { rtnetlink } : {}),
-    });
-    this.podNetwork = new IpRoutePodNetwork({
-      ...host, ip: kernel, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
+    const ip = new IpRunner(this.spawnHelper ? { spawner: this.spawnHelper.spawner } : {});
+    const kernel = new NetlinkExecutor({ ip, ...(rtnetlink ? { rtnetlink } : {}) });
+    this.podNetwork = new RtnetlinkPodNetwork({
+      ...host, kernel, podTableId: cfg.podTableId, podRulePrio: cfg.podRulePrio, protocolId: cfg.protocolId,
       onReapError: (err) => log.warn({ err }, 'deleting retired veths failed'),
     });
-    this.exporter = new IpRouteExporter({ ...host, ip: kernel, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
+    this.exporter = new IpRouteExporter({ ...host, kernel, tableId: cfg.exportTableId, protocolId: cfg.protocolId });
     this.metrics = new NodeAgentMetrics(this.manager.metrics.registry, () => (cfg.enableIpam && this.recovered ? this.ipam : undefined), {
       pending: () => this.requester.pendingSince(),
       ready: () => this.notReadyReason() === undefined,
@@ -158,7 +157,6 @@ export class Coild {
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
     if (cfg.enableEgress) {
-      const ip = kernel;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
         egressClient: new EgressClient({ ip, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
@@ -169,8 +167,11 @@ export class Coild {
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
     }
     // coild's loops are Manager runnables: started once the caches synced, stopped newest first
-    // (GC, added once coild serves; the releaser; the requester; the egress watcher), each awaited.
+    // (GC, added once coild serves; the releaser; the requester; the export; the egress watcher),
+    // each awaited.
     if (cfg.enableIpam) {
+      // First added, last stopped: block changes while the other loops wind down still reach table 119.
+      this.manager.add({ name: 'block-export', leaderOnly: false }, this.blockExport);
       this.manager.add({ name: 'block-request', leaderOnly: false }, this.requester);
       this.manager.add({ name: 'block-release', leaderOnly: false }, this.releaser);
     }
@@ -237,7 +238,7 @@ export class Coild {
       this.ipam.start();
       this.orphans.start();
       await recoverAllocations({ podNetwork: this.podNetwork, ipam: this.ipam, releaser: this.releaser, logger: log, orphans: this.orphans });
-      await this.blockExport.start();
+      await this.blockExport.firstSync();
     }
     this.recovered = true;
     await this.egress?.init();

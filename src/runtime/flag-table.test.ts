@@ -94,6 +94,17 @@ describe('flag table (Go flag semantics)', () => {
   });
 });
 
+describe('a strings flag (pflag StringArray)', () => {
+  const multi = defineFlags('multi', { x: { kind: 'strings', short: 'x', help: 'another one' }, d: { kind: 'strings', default: ['a'], help: 'with default' } });
+  it('collects every occurrence in order; absent, its default or none', () => {
+    assert.deepEqual(multi.parse(['-x', 'one', '--x=two', '-x', '']), { x: ['one', 'two', ''], d: ['a'] });
+    assert.deepEqual(multi.parse(['--d', 'b']), { x: [], d: ['b'] });
+    assert.throws(() => multi.parse(['-x']), (e: unknown) => e instanceof ConfigError && /^--x: flag needs an argument/.test(e.message));
+    assert.match(multi.usage(), /\n {2}-x, --x stringArray {2,}another one\n/);
+    assert.match(multi.usage(), /--d stringArray {2,}with default \(default \[a\]\)\n/);
+  });
+});
+
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
 async function sources(dir: string): Promise<string[]> {
@@ -111,6 +122,15 @@ it("no program parses flags with node:util's parseArgs: every command line goes 
   for (const file of await sources('src')) {
     const text = await readFile(join(root, file), 'utf8');
     if (/import\s*\{[^}]*\bparseArgs\b[^}]*\}\s*from\s*['"](node:)?util['"]/.test(text) || /\butil\.parseArgs\b/.test(text)) offenders.push(relative(root, join(root, file)));
+  }
+  assert.deepEqual(offenders, []);
+});
+
+it('every hack/bench script reads its command line through a flag table, never parseArgs or process.argv', async () => {
+  const offenders: string[] = [];
+  for (const file of await sources('hack/bench')) {
+    const text = await readFile(join(root, file), 'utf8');
+    if (/\bparseArgs\b/.test(text) || (/process\.argv(\[[2-9]|\.slice\()/.test(text) && !file.endsWith('bench-flags.ts'))) offenders.push(file);
   }
   assert.deepEqual(offenders, []);
 });

@@ -7,7 +7,8 @@
  * - a boolean takes `--name` (true) or `--name=true|false` (and Go's other `strconv.ParseBool`
  *   spellings: 1, t, T, TRUE, True, 0, f, F, FALSE, False) — never a separate argument, so
  *   `--name false` is a positional argument, which no coil program accepts;
- * - the last occurrence of a flag wins; `--` ends the flags;
+ * - the last occurrence of a flag wins (a `strings` flag instead collects every occurrence, as
+ *   pflag's StringArray); `--` ends the flags;
  * - `-h`, `-help` and `--help` raise {@link HelpRequested} with the usage text made from the table.
  *
  * Every value goes through the same typed parser whether given or defaulted, and every error is a
@@ -70,8 +71,14 @@ export interface EnumFlag extends FlagCommon {
   readonly default?: string;
 }
 
+/** A repeatable text flag (pflag's StringArray): every `--name value` adds one, in order. */
+export interface StringsFlag extends FlagCommon {
+  readonly kind: 'strings';
+  readonly default?: readonly string[];
+}
+
 /** One row of a flag table. */
-export type FlagSpec = BoolFlag | StringFlag | IntFlag | PortFlag | DurationFlag | AddrFlag | EnumFlag;
+export type FlagSpec = BoolFlag | StringFlag | IntFlag | PortFlag | DurationFlag | AddrFlag | EnumFlag | StringsFlag;
 
 /** A flag table: flag names (without dashes) to their specs. */
 export type FlagSpecs = Readonly<Record<string, FlagSpec>>;
@@ -85,11 +92,13 @@ export type FlagValue<S extends FlagSpec> = S extends { kind: 'bool' }
       ? BindAddress | undefined
       : S extends { kind: 'enum'; values: readonly (infer V)[] }
         ? V
-        : string;
+        : S extends { kind: 'strings' }
+          ? readonly string[]
+          : string;
 
-/** The parsed values of a table: a flag with a default always has a value. */
+/** The parsed values of a table: a flag with a default, or a `strings` flag (`[]`), always has a value. */
 export type FlagValues<T extends FlagSpecs> = {
-  readonly [K in keyof T]: T[K] extends { default: unknown } ? FlagValue<T[K]> : FlagValue<T[K]> | undefined;
+  readonly [K in keyof T]: T[K] extends { default: unknown } | { kind: 'strings' } ? FlagValue<T[K]> : FlagValue<T[K]> | undefined;
 };
 
 /** `-h`/`--help` was given: print {@link usage} and exit 0 (Go's `flag.ErrHelp`). */
@@ -125,6 +134,7 @@ export class FlagTable<T extends FlagSpecs> {
    */
   parse(argv: readonly string[]): FlagValues<T> {
     const given = new Map<string, string | boolean>();
+    const collected = new Map<string, string[]>();
     for (let i = 0; i < argv.length; i++) {
       const arg = argv[i]!;
       if (arg === '--') {
@@ -142,16 +152,21 @@ export class FlagTable<T extends FlagSpecs> {
       const spec = this.specs[name]!;
       if (spec.kind === 'bool') {
         given.set(name, m[2] === undefined ? true : parseBool(name, m[2]));
-      } else if (m[2] !== undefined) {
-        given.set(name, m[2]);
-      } else if (i + 1 < argv.length) {
-        given.set(name, argv[++i]!);
-      } else {
-        throw new ConfigError(`--${name}: flag needs an argument`);
+        continue;
       }
+      let value: string;
+      if (m[2] !== undefined) value = m[2];
+      else if (i + 1 < argv.length) value = argv[++i]!;
+      else throw new ConfigError(`--${name}: flag needs an argument`);
+      if (spec.kind === 'strings') collected.set(name, [...(collected.get(name) ?? []), value]);
+      else given.set(name, value);
     }
     const values: Record<string, unknown> = {};
     for (const [name, spec] of Object.entries(this.specs)) {
+      if (spec.kind === 'strings') {
+        values[name] = collected.get(name) ?? spec.default ?? [];
+        continue;
+      }
       const raw = given.has(name) ? given.get(name)! : spec.default;
       values[name] = raw === undefined ? undefined : convert(name, spec, raw);
     }
@@ -184,7 +199,7 @@ function parseBool(name: string, text: string): boolean {
   throw new ConfigError(`--${name}: expected true or false, got ${JSON.stringify(text)}`);
 }
 
-function convert(name: string, spec: FlagSpec, raw: string | number | boolean): unknown {
+function convert(name: string, spec: Exclude<FlagSpec, StringsFlag>, raw: string | number | boolean): unknown {
   const text = String(raw);
   switch (spec.kind) {
     case 'bool':
@@ -231,12 +246,15 @@ function typeName(spec: FlagSpec): string {
       return 'int';
     case 'enum':
       return spec.values.join('|');
+    case 'strings':
+      return 'stringArray';
     default:
       return spec.kind;
   }
 }
 
 function defaultText(spec: FlagSpec): string {
+  if (spec.kind === 'strings') return spec.default?.length ? ` (default [${spec.default.join(',')}])` : '';
   if (spec.default === undefined || spec.default === false || spec.default === '') return '';
   return ` (default ${spec.kind === 'string' ? JSON.stringify(spec.default) : String(spec.default)})`;
 }

@@ -3,17 +3,18 @@
  * (cluster-wide, on the reconciled objects) and, in the leader-election namespace only, the
  * Lease. hack/ writes them into the chart (files/rbac.yaml).
  */
+import { Kinds } from '../api/v2/kinds.js';
 import type { EventRecorder } from './event-recorder.js';
 import type { KindDescriptor } from './kind.js';
 import type { RbacRule } from './registry.js';
 
 /** What the Manager's {@link EventRecorder} writes: core/v1 Events, created and patched (counts). */
-export const EVENT_RECORDER_RBAC: readonly RbacRule[] = [{ group: '', resources: ['events'], verbs: ['create', 'patch'] }];
+export const EVENT_RECORDER_RBAC: readonly RbacRule[] = [kindRule(Kinds.Event, ['create', 'patch'])];
 
 /** Cluster-wide: the event recorder's Events (and events.k8s.io for newer clients). */
 export const MANAGER_RBAC: readonly RbacRule[] = [
   ...EVENT_RECORDER_RBAC,
-  { group: 'events.k8s.io', resources: ['events'], verbs: ['create', 'patch'] },
+  kindRule(Kinds.EventsV1Event, ['create', 'patch']),
 ];
 
 /** get, list and watch on `kind`: what caching it (an informer) needs. */
@@ -23,8 +24,8 @@ export function readRule(kind: KindDescriptor): RbacRule {
 
 /** In the leader-election namespace only (a Role): the Lease, and Events about it. */
 export const LEADER_ELECTION_RBAC: readonly RbacRule[] = [
-  { group: 'coordination.k8s.io', resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-  { group: '', resources: ['events'], verbs: ['create', 'patch'] },
+  kindRule(Kinds.Lease, ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete']),
+  ...EVENT_RECORDER_RBAC,
 ];
 
 /**

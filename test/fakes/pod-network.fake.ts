@@ -1,6 +1,6 @@
 /**
  * In-memory PodNetwork for tests of coild's CNI service where real namespaces cannot be used
- * (not root). Same input validation and result shape as IpRoutePodNetwork; no kernel.
+ * (not root). Same input validation and result shape as RtnetlinkPodNetwork; no kernel.
  */
 import { createHash } from 'node:crypto';
 import {

@@ -7,7 +7,7 @@
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
-import { IpRoutePodNetwork } from '../../src/node-agent/podnet/pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from '../../src/node-agent/podnet/pod-network-rtnetlink.js';
 import type { AllocationObservation, ClusterView } from './check.js';
 
 /** Where to look. */
@@ -88,7 +88,7 @@ export async function collectView(options: CollectOptions): Promise<ClusterView>
   ]);
   const containerIds = await options.containerIds();
   const nodes = await Promise.all(options.nodes.map(async (node) => {
-    const veths = (await new IpRoutePodNetwork({ hostNetns: node.netnsPath }).list()).map((e) => ({
+    const veths = (await new RtnetlinkPodNetwork({ hostNetns: node.netnsPath }).list()).map((e) => ({
       hostIfname: e.hostIfname, containerId: e.containerId, ifname: e.ifname, pool: e.pool,
     }));
     const body = await options.fetchIpam(node.name);

@@ -20,7 +20,7 @@ import { ANN_POOL } from '../../src/api/v2/keys.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import type { IpamSnapshot } from '../../src/node-agent/ipam/introspection.js';
-import { IpRoutePodNetwork } from '../../src/node-agent/podnet/pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from '../../src/node-agent/podnet/pod-network-rtnetlink.js';
 import type { PodNetworkEntry } from '../../src/node-agent/podnet/pod-network.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
@@ -247,7 +247,7 @@ export class NodeLab {
 
   /** Coil pod interfaces in the node's netns (alias + table-116 routes), read independently of coild. */
   hostPods(node: LabNode): Promise<PodNetworkEntry[]> {
-    return new IpRoutePodNetwork({ ip: this.ip, hostNetns: node.ns.path }).list();
+    return new RtnetlinkPodNetwork({ ip: this.ip, hostNetns: node.ns.path }).list();
   }
 
   /** Names of the AddressBlocks labelled with `node`, from the API server. */

@@ -9,6 +9,7 @@
  */
 import type {
   CoreV1Event,
+  EventsV1Event,
   KubernetesObject,
   V1ClusterRole,
   V1ClusterRoleBinding,
@@ -106,6 +107,8 @@ export const Kinds = Object.freeze({
   ServiceAccount: builtIn<V1ServiceAccount>('', 'ServiceAccount'),
   ConfigMap: builtIn<V1ConfigMap>('', 'ConfigMap'),
   Event: builtIn<CoreV1Event>('', 'Event'),
+  /** The same Events through the `events.k8s.io` API, which newer clients write. */
+  EventsV1Event: builtIn<EventsV1Event>('events.k8s.io', 'Event'),
   Deployment: builtIn<V1Deployment>('apps', 'Deployment'),
   DaemonSet: builtIn<V1DaemonSet>('apps', 'DaemonSet'),
   PodDisruptionBudget: builtIn<V1PodDisruptionBudget>('policy', 'PodDisruptionBudget'),

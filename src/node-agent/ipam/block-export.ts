@@ -2,7 +2,8 @@
  * BlockExport: keeps the export table (119) equal to this node's AddressBlocks, reserved ones
  * included, through `RouteExporter.sync`. Level-triggered: every AddressBlock event of this node
  * (and every GC pass) re-reads the whole set from the cache; events arriving while a sync runs
- * collapse into one more sync, so a burst of block changes costs at most two batches.
+ * collapse into one more sync, so a burst of block changes costs at most two batches. In coild it
+ * is a Manager runnable like the other loops ({@link BlockExport.run}).
  * @see docs/compatibility.md#export-table-119,
  *   Coil #370 (flush on shutdown: {@link BlockExport.clear})
  */
@@ -10,6 +11,7 @@ import type Logger from 'bunyan';
 import type { AddressBlock } from '../../api/v2/addressblock.js';
 import { CidrError, formatCidr, parseBlockField } from '../../ipam/cidr.js';
 import type { Cache } from '../../runtime/cache.js';
+import type { Runnable } from '../../runtime/runnable.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import type { RouteExporter } from './route-export.js';
 
@@ -39,18 +41,56 @@ export function blockCidrs(blocks: readonly Readonly<AddressBlock>[]): string[] 
 }
 
 /** Table-119 sync driven by the AddressBlock cache. At most one sync runs at a time. */
-export class BlockExport {
+export class BlockExport implements Runnable {
   private unsubscribe: (() => void) | undefined;
   private running: Promise<void> | undefined;
   private dirty = false;
   private stopped = false;
+  /** Settled by the first sync of {@link run}: see {@link firstSync}. */
+  private readonly first: { promise: Promise<void>; settle: (err?: unknown) => void };
 
-  constructor(private readonly o: BlockExportOptions) {}
+  constructor(private readonly o: BlockExportOptions) {
+    let settle!: (err?: unknown) => void;
+    const promise = new Promise<void>((resolve, reject) => { settle = (err) => (err === undefined ? resolve() : reject(err)); });
+    promise.catch(() => undefined); // awaited by firstSync's caller, if any
+    this.first = { promise, settle };
+  }
 
-  /** Follows the cache and syncs once now. @throws what the first sync throws */
+  /** Follows the cache and syncs once now (outside a Manager). @throws what the first sync throws */
   async start(): Promise<void> {
     this.unsubscribe = this.o.cache.onEvent(Kinds.AddressBlock, () => this.trigger());
     await this.sync();
+  }
+
+  /**
+   * The Manager runnable: follows the cache and syncs once, then until `signal` aborts, and
+   * {@link stop}s. A failed first sync ends the run with its error (the Manager runs it again
+   * after its backoff); later failures are logged and retried by the next event or GC pass.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    const unsubscribe = this.o.cache.onEvent(Kinds.AddressBlock, () => this.trigger());
+    try {
+      try {
+        await this.sync();
+        this.first.settle();
+      } catch (err) {
+        this.first.settle(err);
+        throw err;
+      }
+      if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    } finally {
+      unsubscribe();
+      if (signal.aborted) await this.stop();
+    }
+  }
+
+  /**
+   * Resolves once the first sync of {@link run} has succeeded (coild's start waits for the export
+   * table, as it did when the export started there).
+   * @throws what that first sync threw
+   */
+  firstSync(): Promise<void> {
+    return this.first.promise;
   }
 
   /** Stops following the cache (routes stay: BIRD keeps advertising a live node's blocks). */

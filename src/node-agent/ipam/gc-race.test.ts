@@ -1,5 +1,5 @@
 // Races between coild's background readers of the host (GC, start-up recovery) and CNI calls, in
-// real network namespaces: the real IpRoutePodNetwork with its LinkReaper, CniService, NodeIpam,
+// real network namespaces: the real RtnetlinkPodNetwork with its LinkReaper, CniService, NodeIpam,
 // NodeGc, recovery and the route exporter, in a "host" netns standing in for the node. The blocks
 // come from an in-memory informer cache (the apiserver plays no part in these races).
 //
@@ -27,7 +27,7 @@ import { validateSetup } from '../podnet/pod-network-validate.js';
 import { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import { NodeIpam } from './node-ipam.js';
-import { IpRoutePodNetwork } from '../podnet/pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from '../podnet/pod-network-rtnetlink.js';
 import { hostVethName, type PodNetwork, type PodNetworkEntry } from '../podnet/pod-network.js';
 import { recoverAllocations } from './recovery.js';
 import { IpRouteExporter } from './route-export.js';
@@ -106,7 +106,7 @@ describe('coild background readers racing CNI calls (real netns)', { skip }, () 
     const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger });
     const ipam = new NodeIpam({ cache: cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0, allocTimeoutMs: 1_000, now });
     ipam.start();
-    const pn = new IpRoutePodNetwork({ ip, hostNetns: host.path, reapDelayMs: HOUR_MS });
+    const pn = new RtnetlinkPodNetwork({ ip, hostNetns: host.path, reapDelayMs: HOUR_MS });
     const held = new HeldListing(pn);
     const locks = new KeyedMutex();
     const recorder = { event: () => undefined } as unknown as EventRecorder;

@@ -6,8 +6,10 @@
  */
 import { EXPORT_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
 import { formatCidr, parseCidr } from '../../netlink/cidr.js';
-import { IpRunner, type BatchLine } from '../../netlink/ip-runner.js';
-import { readRoutes, route, type IpRoute } from '../../netlink/route.js';
+import type { IpRunner } from '../../netlink/ip-runner.js';
+import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
+import { readRoutes, type IpRoute } from '../../netlink/route.js';
+import { rt, type RtRequest } from '../../netlink/rt-request.js';
 
 /** Kernel side of route export. Overlapping calls run one after another, in call order. */
 export interface RouteExporter {
@@ -34,7 +36,9 @@ export interface RouteExportChange {
 
 /** Constructor options of {@link IpRouteExporter}. */
 export interface IpRouteExporterOptions {
-  /** Runner for every kernel call. Default: a new IpRunner. */
+  /** Executor of every kernel call (reads are dumps, writes typed requests). Default: one on {@link ip}. */
+  kernel?: NetlinkExecutor;
+  /** Without {@link kernel}: an executor on this iproute2 runner alone. Default: a new IpRunner. */
   ip?: IpRunner;
   /** netns file path standing in for the host netns (tests); default: coild's own netns. */
   hostNetns?: string;
@@ -45,11 +49,11 @@ export interface IpRouteExporterOptions {
 }
 
 /**
- * The iproute2 {@link RouteExporter}. Every route of the table counts as coil's: routes someone
+ * The {@link RouteExporter} on the NetlinkExecutor (rtnetlink, else iproute2). Every route of the table counts as coil's: routes someone
  * else put there are deleted too, as in Coil, because BIRD advertises the whole table.
  */
 export class IpRouteExporter implements RouteExporter {
-  private readonly ip: IpRunner;
+  private readonly kernel: NetlinkExecutor;
   private readonly hostNetns: string | undefined;
   private readonly tableId: number;
   private readonly protocolId: number;
@@ -57,7 +61,7 @@ export class IpRouteExporter implements RouteExporter {
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(options: IpRouteExporterOptions = {}) {
-    this.ip = options.ip ?? new IpRunner();
+    this.kernel = options.kernel ?? new NetlinkExecutor(options.ip ? { ip: options.ip } : {});
     this.hostNetns = options.hostNetns;
     this.tableId = options.tableId ?? EXPORT_TABLE_ID;
     this.protocolId = options.protocolId ?? PROTOCOL_ID;
@@ -77,26 +81,26 @@ export class IpRouteExporter implements RouteExporter {
     // Canonical CIDR text on both sides, so `fd00:0::/120` matches the kernel's `fd00::/120`.
     const want = new Set(desired.map((c) => formatCidr(parseCidr(c))));
     const host = { netns: this.hostNetns, table: this.tableId };
-    const [v4, v6] = await Promise.all([readRoutes(this.ip, { ...host, family: 4 }), readRoutes(this.ip, { ...host, family: 6 })]);
+    const [v4, v6] = await Promise.all([readRoutes(this.kernel, { ...host, family: 4 }), readRoutes(this.kernel, { ...host, family: 6 })]);
     const have = new Map<string, IpRoute>();
     for (const [family, routes] of [[4, v4], [6, v6]] as const) {
       for (const r of routes) have.set(cidrOfDst(r.dst, family), r);
     }
     const isExported = (r: IpRoute | undefined): boolean => r?.dev === 'lo' && r.protocol === String(this.protocolId);
-    const lines: BatchLine[] = [];
+    const lines: RtRequest[] = [];
     const change: RouteExportChange = { added: [], deleted: [] };
     for (const [cidr, r] of have) {
       if (want.has(cidr) && isExported(r)) continue;
       // A wanted prefix routed some other way (another dev or proto) is deleted and re-added.
-      lines.push(route.del({ dst: cidr, table: this.tableId, ...(r.dev ? { dev: r.dev } : {}) }));
+      lines.push(rt.routeDel({ dst: cidr, table: this.tableId, ...(r.dev ? { dev: r.dev } : {}) }));
       if (!want.has(cidr)) change.deleted.push(cidr);
     }
     for (const cidr of want) {
       if (isExported(have.get(cidr))) continue;
-      lines.push(route.add({ dst: cidr, dev: 'lo', protocol: this.protocolId, table: this.tableId }));
+      lines.push(rt.routeAdd({ dst: cidr, dev: 'lo', protocol: this.protocolId, table: this.tableId }));
       change.added.push(cidr);
     }
-    if (lines.length > 0) await this.ip.batch(lines, { netns: this.hostNetns });
+    if (lines.length > 0) await this.kernel.apply(lines, { netns: this.hostNetns });
     return change;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The wiring of one pod interface as two lists of typed rtnetlink requests, one per side, exactly
  * as Coil's `SetupIPAM` (docs/compatibility.md#pod-network-setup) except for the IPv6 gateway (see
- * IpRoutePodNetwork). Pure: builds requests, runs nothing. (Below, each request in iproute2 words.)
+ * RtnetlinkPodNetwork). Pure: builds requests, runs nothing. (Below, each request in iproute2 words.)
  */
 import { rt, type RtRequest } from '../../netlink/rt-request.js';
 import { IPV6_GATEWAY } from './pod-network.js';

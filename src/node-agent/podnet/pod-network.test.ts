@@ -1,16 +1,17 @@
-// Real-netns tests of IpRoutePodNetwork: a "host" netns stands in for the node, so the machine's
+// Real-netns tests of RtnetlinkPodNetwork: a "host" netns stands in for the node, so the machine's
 // own routing is never touched. Needs root; skipped with the reason otherwise.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readAddrs } from '../../netlink/addr.js';
 import { IpRunner } from '../../netlink/ip-runner.js';
 import { NetlinkAgent } from '../../netlink/netlink-agent.js';
+import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { readLinks } from '../../netlink/link.js';
 import { readRoutes } from '../../netlink/route.js';
 import { readRules } from '../../netlink/rule.js';
 import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
-import { IpRoutePodNetwork } from './pod-network-iproute2.js';
+import { RtnetlinkPodNetwork } from './pod-network-rtnetlink.js';
 import { PodNetworkError, hostVethName, type PodSetupOptions } from './pod-network.js';
 import { prerequisite } from '../../../test/support/prerequisite.js';
 
@@ -21,12 +22,12 @@ const NODE_V6 = 'fd50::1';
 const agent = new NetlinkAgent();
 for (const variant of ['ip processes', 'netlink agent'] as const) {
   const skip = prerequisite(netnsSkipReason() ?? (variant === 'netlink agent' && !agent.isUsable ? 'netlink agent not built: run hack/build-cni.sh' : undefined));
-  describe(`IpRoutePodNetwork in real network namespaces (${variant})`, { skip }, () => {
+  describe(`RtnetlinkPodNetwork in real network namespaces (${variant})`, { skip }, () => {
     const ip = new IpRunner();
-    const kernel = variant === 'netlink agent' ? new IpRunner({ rtnetlink: agent }) : ip;
+    const kernel = new NetlinkExecutor({ ip, ...(variant === 'netlink agent' ? { rtnetlink: agent } : {}) });
     const netns = new TestNetnsSet({ ip });
     let host: TestNetns;
-    let pn: IpRoutePodNetwork;
+    let pn: RtnetlinkPodNetwork;
     let seq = 0;
 
     /** A fresh pod netns and a unique container id. */
@@ -42,7 +43,7 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
 
     before(async () => {
       host = await netns.create('host');
-      pn = new IpRoutePodNetwork({ ip: kernel, hostNetns: host.path });
+      pn = new RtnetlinkPodNetwork({ kernel, hostNetns: host.path });
       await pn.init();
     });
     after(async () => {

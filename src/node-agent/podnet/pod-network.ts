@@ -1,12 +1,12 @@
 /**
  * PodNetwork: how coild wires a pod's network namespace to the node, as Coil's
  * `nodenet.PodNetwork` (docs/compatibility.md#pod-network-setup). This file holds the contract,
- * names and shapes; `pod-network-iproute2.ts` implements it with iproute2 and tests can swap in a
- * fake.
+ * names and shapes; `pod-network-rtnetlink.ts` implements it on rtnetlink (iproute2 its fallback)
+ * and tests can swap in a fake.
  */
 import { hash } from 'node:crypto';
 
-/** Gateway of IPv6 pods: a fixed link-local address on every host veth (see IpRoutePodNetwork). */
+/** Gateway of IPv6 pods: a fixed link-local address on every host veth (see RtnetlinkPodNetwork). */
 export const IPV6_GATEWAY = 'fe80::1';
 
 /** Prefix of the host veth alias that marks a link as coil's. */

@@ -1,9 +1,10 @@
 /**
- * PodNetwork on rtnetlink and iproute2: each setup is two lists of typed requests
- * (pod-network-wiring.ts), host side and pod side, applied by the IpRunner's rtnetlink backend in
- * one call (≈ 0.3 ms) or, without one, as one `ip -batch` per side (≈ 5–10 ms, against ≈ 30 ms for
- * one process per command; docs/performance.md#pod-wiring). Reads (list, check, inspect) run
- * `ip -json`.
+ * PodNetwork on rtnetlink: each setup is two lists of typed requests (pod-network-wiring.ts), host
+ * side and pod side, applied by the NetlinkExecutor's rtnetlink backend in one call (≈ 0.3 ms);
+ * reads (list, inspect, check, a stale veth's alias) are rtnetlink dumps of links, addresses and
+ * routes (≈ 0.1–1 ms each; docs/performance.md#recovery-and-gc-reads). Without a usable backend
+ * the same requests and reads run as `ip -batch` and `ip -json` processes (≈ 5–10 ms per side,
+ * against ≈ 30 ms for one process per command; docs/performance.md#pod-wiring).
  * @see docs/compatibility.md#coild-start-up, docs/compatibility.md#pod-network-setup,
  *   docs/compatibility.md#add-del-and-check
  */
@@ -11,8 +12,9 @@ import { randomFillSync } from 'node:crypto';
 import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
 import { readAddrs } from '../../netlink/addr.js';
 import { canonicalAddress, routeKeyOfDst } from '../../netlink/cidr.js';
-import { IpRunner } from '../../netlink/ip-runner.js';
+import type { IpRunner } from '../../netlink/ip-runner.js';
 import { readLinks, type IpLink } from '../../netlink/link.js';
+import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { rt } from '../../netlink/rt-request.js';
 import { LinkReaper } from '../../netlink/link-reaper.js';
 import { detectMtu } from '../../netlink/mtu.js';
@@ -28,9 +30,14 @@ import {
 import { validateSetup } from './pod-network-validate.js';
 import { hostWiring, podWiring } from './pod-network-wiring.js';
 
-/** Constructor options of {@link IpRoutePodNetwork}. */
-export interface IpRoutePodNetworkOptions {
-  /** Runner for every kernel call. Default: a new IpRunner with default options. */
+/** Constructor options of {@link RtnetlinkPodNetwork}. */
+export interface RtnetlinkPodNetworkOptions {
+  /** Executor of every kernel call. Default: one on {@link ip}. */
+  kernel?: NetlinkExecutor;
+  /**
+   * Without {@link kernel}: an executor on this iproute2 runner alone (tests of the fallback).
+   * Default: a new IpRunner.
+   */
   ip?: IpRunner;
   /** netns file path standing in for the host netns (tests); default: coild's own netns. */
   hostNetns?: string;
@@ -51,7 +58,7 @@ export interface IpRoutePodNetworkOptions {
 }
 
 /**
- * The iproute2 {@link PodNetwork}.
+ * The rtnetlink {@link PodNetwork}.
  *
  * IPv6 gateway: every host veth carries the fixed link-local {@link IPV6_GATEWAY} (`nodad`), and
  * pods route `default via fe80::1`. Coil instead waits (up to 10 s) for DAD and then reads the
@@ -63,7 +70,9 @@ export interface IpRoutePodNetworkOptions {
  * State: the detected MTU (set by `init()`) and the reaper's timer; calls for different keys run
  * in parallel.
  */
-export class IpRoutePodNetwork implements PodNetwork {
+export class RtnetlinkPodNetwork implements PodNetwork {
+  private readonly kernel: NetlinkExecutor;
+  /** The executor's iproute2 runner, for what only processes do (sysctl in another netns, rule writes). */
   private readonly ip: IpRunner;
   private readonly hostNetns: string | undefined;
   private readonly podTableId: number;
@@ -73,8 +82,9 @@ export class IpRoutePodNetwork implements PodNetwork {
   private readonly isMtuFixed: boolean;
   private readonly reaper: LinkReaper;
 
-  constructor(options: IpRoutePodNetworkOptions = {}) {
-    this.ip = options.ip ?? new IpRunner();
+  constructor(options: RtnetlinkPodNetworkOptions = {}) {
+    this.kernel = options.kernel ?? new NetlinkExecutor(options.ip ? { ip: options.ip } : {});
+    this.ip = this.kernel.ip;
     this.hostNetns = options.hostNetns;
     this.podTableId = options.podTableId ?? POD_TABLE_ID;
     this.podRulePrio = options.podRulePrio ?? POD_RULE_PRIO;
@@ -82,7 +92,7 @@ export class IpRoutePodNetwork implements PodNetwork {
     this.mtuBytes = options.mtuBytes;
     this.isMtuFixed = options.mtuBytes !== undefined;
     this.reaper = new LinkReaper({
-      ip: this.ip, netns: this.hostNetns,
+      kernel: this.kernel, netns: this.hostNetns,
       ...(options.retiredLinkGroup !== undefined ? { group: options.retiredLinkGroup } : {}),
       ...(options.reapDelayMs !== undefined ? { delayMs: options.reapDelayMs } : {}),
       ...(options.onReapError ? { onError: options.onReapError } : {}),
@@ -93,7 +103,7 @@ export class IpRoutePodNetwork implements PodNetwork {
     const host = { netns: this.hostNetns };
     const addedRuleFamilies: Array<4 | 6> = [];
     const ensureRule = async (family: 4 | 6): Promise<void> => {
-      const rules = await readRules(this.ip, { ...host, family });
+      const rules = await readRules(this.kernel, { ...host, family });
       if (rules.some((r) => r.priority === this.podRulePrio)) return;
       await this.ip.batch([rule.add({ priority: this.podRulePrio, table: this.podTableId })], { ...host, family });
       addedRuleFamilies.push(family);
@@ -103,7 +113,7 @@ export class IpRoutePodNetwork implements PodNetwork {
       writeSysctl(this.ip, 'net.ipv6.conf.all.forwarding', '1', host),
       ensureRule(4),
       ensureRule(6),
-      this.isMtuFixed ? Promise.resolve() : detectMtu(this.ip, host).then((m) => { this.mtuBytes = m; }),
+      this.isMtuFixed ? Promise.resolve() : detectMtu(this.kernel, host).then((m) => { this.mtuBytes = m; }),
       this.reaper.reap(),
     ]);
     const errors = steps.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
@@ -119,10 +129,10 @@ export class IpRoutePodNetwork implements PodNetwork {
   async deinit(): Promise<void> {
     const host = { netns: this.hostNetns };
     for (const family of [4, 6] as const) {
-      const rules = await readRules(this.ip, { ...host, family });
+      const rules = await readRules(this.kernel, { ...host, family });
       const lines = rules.filter((r) => r.priority === this.podRulePrio && r.table === String(this.podTableId))
         .map(() => rule.del({ priority: this.podRulePrio, table: this.podTableId }));
-      const routes = await readRoutes(this.ip, { ...host, family, table: this.podTableId });
+      const routes = await readRoutes(this.kernel, { ...host, family, table: this.podTableId });
       if (routes.length > 0) lines.push(['route', 'flush', 'table', String(this.podTableId)]);
       if (lines.length > 0) await this.ip.batch(lines, { ...host, family });
     }
@@ -143,7 +153,7 @@ export class IpRoutePodNetwork implements PodNetwork {
     const podLines = podWiring(v);
     // Both sides in one go (one round trip to the netlink agent); the pod side runs only if the
     // host side, which creates the veth pair, succeeded.
-    const outcome = await this.ip.applySequence([
+    const outcome = await this.kernel.applySequence([
       { requests: hostLines, options: { netns: this.hostNetns } },
       { requests: podLines, options: { netns: netnsPath } },
     ]);
@@ -161,12 +171,12 @@ export class IpRoutePodNetwork implements PodNetwork {
       try {
         // Deleted synchronously, tolerating the reaper getting there first (a retired link).
         await this.deleteLink(hostIfname);
-        await this.ip.apply(hostLines, { netns: this.hostNetns });
+        await this.kernel.apply(hostLines, { netns: this.hostNetns });
       } catch (err2) {
         throw fail('host side failed after removing a stale veth', await this.rollback(hostIfname, err2));
       }
       try {
-        await this.ip.apply(podLines, { netns: netnsPath });
+        await this.kernel.apply(podLines, { netns: netnsPath });
       } catch (err3) {
         throw fail('pod side failed', await this.rollback(hostIfname, err3));
       }
@@ -189,9 +199,9 @@ export class IpRoutePodNetwork implements PodNetwork {
       p.catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV', 'ENOENT') ? 'missing' as const : Promise.reject(e)));
     try {
       const [links, routes, podAddrs] = await Promise.all([
-        orMissing(readLinks(this.ip, { ...host, dev: hostIfname })),
-        readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }),
-        options.netnsPath === undefined ? undefined : orMissing(readAddrs(this.ip, { netns: options.netnsPath, dev: options.ifname })),
+        orMissing(readLinks(this.kernel, { ...host, dev: hostIfname })),
+        readRoutesBothFamilies(this.kernel, { ...host, table: this.podTableId }),
+        options.netnsPath === undefined ? undefined : orMissing(readAddrs(this.kernel, { netns: options.netnsPath, dev: options.ifname })),
       ]);
       const hostLink = links === 'missing' ? undefined : links[0];
       if (hostLink === undefined || this.reaper.isRetired(hostLink)) return [`host veth ${hostIfname} not found`];
@@ -218,7 +228,7 @@ export class IpRoutePodNetwork implements PodNetwork {
 
   async destroy(containerId: string, ifname: string): Promise<void> {
     try {
-      await this.ip.apply([this.reaper.retire(hostVethName(containerId, ifname))], { netns: this.hostNetns });
+      await this.kernel.apply([this.reaper.retire(hostVethName(containerId, ifname))], { netns: this.hostNetns });
       this.reaper.schedule();
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) {
@@ -235,13 +245,13 @@ export class IpRoutePodNetwork implements PodNetwork {
    */
   private async destroyByAlias(containerId: string, ifname: string): Promise<void> {
     try {
-      const links = await readLinks(this.ip, { netns: this.hostNetns });
+      const links = await readLinks(this.kernel, { netns: this.hostNetns });
       const stale = links.filter((l) => {
         const a = l.ifalias === undefined ? undefined : parseAlias(l.ifalias);
         return a?.containerId === containerId && a.ifname === ifname && !this.reaper.isRetired(l);
       });
       if (stale.length === 0) return;
-      await this.ip.apply(stale.map((l) => this.reaper.retire(l.ifname)), { netns: this.hostNetns, onError: 'continue' });
+      await this.kernel.apply(stale.map((l) => this.reaper.retire(l.ifname)), { netns: this.hostNetns, onError: 'continue' });
       this.reaper.schedule();
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) {
@@ -254,8 +264,8 @@ export class IpRoutePodNetwork implements PodNetwork {
     const host = { netns: this.hostNetns };
     try {
       const [links, routes] = await Promise.all([
-        readLinks(this.ip, host),
-        readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }),
+        readLinks(this.kernel, host),
+        readRoutesBothFamilies(this.kernel, { ...host, table: this.podTableId }),
       ]);
       return links.flatMap((l) => this.podEntryOf(l, routes) ?? []);
     } catch (err) {
@@ -268,9 +278,9 @@ export class IpRoutePodNetwork implements PodNetwork {
     try {
       // Link first, routes after: a DEL between the two reads would be seen by the route read as
       // a pod without routes, never as routes of a retired veth.
-      const [l] = await readLinks(this.ip, { ...host, dev: hostIfname }).catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV') ? [] : Promise.reject(e)));
+      const [l] = await readLinks(this.kernel, { ...host, dev: hostIfname }).catch((e: unknown) => (isNetlinkErrno(e, 'ENODEV') ? [] : Promise.reject(e)));
       if (l === undefined) return undefined;
-      const e = this.podEntryOf(l, await readRoutesBothFamilies(this.ip, { ...host, table: this.podTableId }));
+      const e = this.podEntryOf(l, await readRoutesBothFamilies(this.kernel, { ...host, table: this.podTableId }));
       return e?.containerId === containerId && e.ifname === ifname ? e : undefined;
     } catch (err) {
       throw new PodNetworkError(`inspecting ${containerId}:${ifname} failed`, { kind: 'kernel', containerId, ifname, cause: err });
@@ -302,7 +312,7 @@ export class IpRoutePodNetwork implements PodNetwork {
   /** Alias of an existing host link named `name` ('' when unset), or undefined when there is none. */
   private async staleLinkAlias(name: string): Promise<string | undefined> {
     try {
-      const [l] = await readLinks(this.ip, { netns: this.hostNetns, dev: name });
+      const [l] = await readLinks(this.kernel, { netns: this.hostNetns, dev: name });
       return l === undefined ? undefined : l.ifalias ?? '';
     } catch (err) {
       if (isNetlinkErrno(err, 'ENODEV')) return undefined;
@@ -313,7 +323,7 @@ export class IpRoutePodNetwork implements PodNetwork {
   /** Deletes a host link now; a missing one is fine. @throws NetlinkError */
   private async deleteLink(name: string): Promise<void> {
     try {
-      await this.ip.apply([rt.linkDel(name)], { netns: this.hostNetns });
+      await this.kernel.apply([rt.linkDel(name)], { netns: this.hostNetns });
     } catch (err) {
       if (!isNetlinkErrno(err, 'ENODEV')) throw err;
     }
