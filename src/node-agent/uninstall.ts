@@ -131,7 +131,7 @@ export interface NodeRouting {
   list(): Promise<readonly unknown[]>;
   /** Flushes the export table 119 (BlockExport.clear). */
   clearExport(): Promise<void>;
-  /** Removes the pod table 116 and its rule (IpRoutePodNetwork.deinit). */
+  /** Removes the pod table 116 and its rule (RtnetlinkPodNetwork.deinit). */
   removePodTable(): Promise<void>;
 }
 

@@ -16,6 +16,7 @@ test('every kind addresses the resource the API server serves (group, version, p
     ServiceAccount: '/v1 ServiceAccount serviceaccounts namespaced',
     ConfigMap: '/v1 ConfigMap configmaps namespaced',
     Event: '/v1 Event events namespaced',
+    EventsV1Event: 'events.k8s.io/v1 Event events namespaced',
     Deployment: 'apps/v1 Deployment deployments namespaced',
     DaemonSet: 'apps/v1 DaemonSet daemonsets namespaced',
     PodDisruptionBudget: 'policy/v1 PodDisruptionBudget poddisruptionbudgets namespaced',
