@@ -1,0 +1,96 @@
+/**
+ * API objects → the facts {@link checkIpam} reads (ipam-check.ts). One conversion, used by
+ * `kubectl coil` on what it lists and by coil-controller on what it caches (a cached AddressBlock
+ * is slimmed, but keeps everything read here: src/reconcilers/block-indexes.ts). Pure.
+ */
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { AddressBlock } from '../api/v2/addressblock.js';
+import type { AddressPool } from '../api/v2/addresspool.js';
+import { isAnswered, type BlockRequest } from '../api/v2/blockrequest.js';
+import { LABEL_NODE, LABEL_POOL } from '../api/v2/keys.js';
+import type { AllocationFacts, BlockFacts, NodeViewFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from './ipam-check.js';
+import { canonicalAddress } from './ip-address.js';
+
+interface Meta {
+  readonly metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; creationTimestamp?: Date | string; deletionTimestamp?: Date | string };
+}
+
+/** The reference of `obj` as kind `kind`. */
+export function refOf(kind: ObjectRef['kind'], obj: Meta): ObjectRef {
+  const m = obj.metadata ?? {};
+  return { kind, name: m.name ?? '', ...(m.namespace && { namespace: m.namespace }), uid: m.uid ?? '', resourceVersion: m.resourceVersion ?? '' };
+}
+
+function ms(t: Date | string | undefined): number | undefined {
+  if (t === undefined) return undefined;
+  const v = t instanceof Date ? t.getTime() : Date.parse(t);
+  return Number.isNaN(v) ? undefined : v;
+}
+
+export function poolFacts(p: AddressPool): PoolFacts {
+  return { ref: refOf('AddressPool', p), blockSizeBits: p.spec?.blockSizeBits ?? 5, subnets: p.spec?.subnets ?? [] };
+}
+
+export function blockFacts(b: AddressBlock): BlockFacts {
+  const deleting = ms(b.metadata?.deletionTimestamp);
+  return {
+    ref: refOf('AddressBlock', b), pool: b.metadata?.labels?.[LABEL_POOL] ?? '', node: b.metadata?.labels?.[LABEL_NODE] ?? '', index: b.index,
+    ...(b.ipv4 !== undefined && { ipv4: b.ipv4 }), ...(b.ipv6 !== undefined && { ipv6: b.ipv6 }), ...(deleting !== undefined && { deletingSinceMs: deleting }),
+  };
+}
+
+export function nodeRef(n: V1Node): ObjectRef {
+  return refOf('Node', n);
+}
+
+/**
+ * A Pod that holds addresses: scheduled, not host-network, not finished (Succeeded/Failed pods
+ * keep podIPs in status after their sandbox is gone). @returns undefined for any other Pod
+ */
+export function podFacts(p: V1Pod): PodFacts | undefined {
+  if (!p.spec?.nodeName || p.spec.hostNetwork) return undefined;
+  const phase = p.status?.phase;
+  if (phase === 'Succeeded' || phase === 'Failed') return undefined;
+  const ips = (p.status?.podIPs?.map((x) => x.ip) ?? (p.status?.podIP ? [p.status.podIP] : [])).filter((x): x is string => !!x).map(canonical);
+  if (ips.length === 0) return undefined;
+  return { ref: refOf('Pod', p), node: p.spec.nodeName, ips };
+}
+
+export function requestFacts(r: BlockRequest): RequestFacts {
+  return {
+    ref: refOf('BlockRequest', r), pool: r.spec?.poolName ?? '', node: r.spec?.nodeName ?? '',
+    createdMs: ms(r.metadata?.creationTimestamp) ?? 0, answered: isAnswered(r.status),
+  };
+}
+
+/**
+ * coild's `GET /ipam` body → a node view. Read loosely: fields coild may not have (the
+ * `unreadableBlocks` list of newer coilds) are taken when present, ignored when absent.
+ * @returns undefined when the body is not such a view
+ */
+export function nodeViewFacts(body: unknown): NodeViewFacts | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const b = body as { node?: unknown; allocations?: unknown; unreadableBlocks?: unknown; blocks?: unknown };
+  if (typeof b.node !== 'string' || !Array.isArray(b.allocations)) return undefined;
+  const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+  const allocations: AllocationFacts[] = [];
+  for (const a of b.allocations as Record<string, unknown>[]) {
+    const containerId = str(a?.containerId);
+    const ifname = str(a?.ifname);
+    if (!containerId || !ifname) continue;
+    const [ipv4, ipv6, podNamespace, podName] = [str(a.ipv4), str(a.ipv6), str(a.podNamespace), str(a.podName)];
+    allocations.push({ containerId, ifname, block: str(a.block) ?? '', ...(ipv4 && { ipv4 }), ...(ipv6 && { ipv6 }), ...(podNamespace && { podNamespace }), ...(podName && { podName }) });
+  }
+  const unreadable = Array.isArray(b.unreadableBlocks)
+    ? (b.unreadableBlocks as Record<string, unknown>[]).map((u) => ({ name: str(u?.name) ?? str(u?.block) ?? '?', reason: str(u?.reason) ?? str(u?.error) ?? 'unreadable' }))
+    : undefined;
+  return { node: b.node, allocations, ...(unreadable && { unreadableBlocks: unreadable }) };
+}
+
+function canonical(text: string): string {
+  try {
+    return canonicalAddress(text);
+  } catch {
+    return text;
+  }
+}
