@@ -97,10 +97,19 @@ export interface AllocationFacts {
   readonly podName?: string;
 }
 
+/** One block in coild's view: addresses used, free and cooling (coild's `/ipam` `blocks[]`). */
+export interface NodeBlockFacts {
+  readonly name: string;
+  readonly used: number;
+  readonly free: number;
+  readonly cooling: number;
+}
+
 /** coild's view of one node. `unreadableBlocks` only when coild reports them. */
 export interface NodeViewFacts {
   readonly node: string;
   readonly allocations: readonly AllocationFacts[];
+  readonly blocks?: readonly NodeBlockFacts[];
   readonly unreadableBlocks?: readonly { readonly name: string; readonly reason: string }[];
 }
 

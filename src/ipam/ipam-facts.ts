@@ -8,7 +8,7 @@ import type { AddressBlock } from '../api/v2/addressblock.js';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import { isAnswered, type BlockRequest } from '../api/v2/blockrequest.js';
 import { LABEL_NODE, LABEL_POOL } from '../api/v2/keys.js';
-import type { AllocationFacts, BlockFacts, NodeViewFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from './ipam-check.js';
+import type { AllocationFacts, BlockFacts, NodeBlockFacts, NodeViewFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from './ipam-check.js';
 import { canonicalAddress } from './ip-address.js';
 
 interface Meta {
@@ -84,7 +84,11 @@ export function nodeViewFacts(body: unknown): NodeViewFacts | undefined {
   const unreadable = Array.isArray(b.unreadableBlocks)
     ? (b.unreadableBlocks as Record<string, unknown>[]).map((u) => ({ name: str(u?.name) ?? str(u?.block) ?? '?', reason: str(u?.reason) ?? str(u?.error) ?? 'unreadable' }))
     : undefined;
-  return { node: b.node, allocations, ...(unreadable && { unreadableBlocks: unreadable }) };
+  const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+  const blocks: NodeBlockFacts[] | undefined = Array.isArray(b.blocks)
+    ? (b.blocks as Record<string, unknown>[]).filter((x) => str(x?.name)).map((x) => ({ name: str(x.name)!, used: num(x.used), free: num(x.free), cooling: num(x.cooling) }))
+    : undefined;
+  return { node: b.node, allocations, ...(blocks && { blocks }), ...(unreadable && { unreadableBlocks: unreadable }) };
 }
 
 function canonical(text: string): string {

@@ -35,6 +35,14 @@ export interface StringFlag extends FlagCommon {
   readonly default?: string;
 }
 
+/**
+ * Any text, repeatable: every occurrence is kept, in order (pflag's `StringArray`), e.g.
+ * `--from-report a.json --from-report b.json`. Absent: `[]`.
+ */
+export interface StringListFlag extends FlagCommon {
+  readonly kind: 'strings';
+}
+
 /** A decimal integer in [min, max] (defaults: 0 and 2^53 − 1). */
 export interface IntFlag extends FlagCommon {
   readonly kind: 'int';
@@ -71,7 +79,7 @@ export interface EnumFlag extends FlagCommon {
 }
 
 /** One row of a flag table. */
-export type FlagSpec = BoolFlag | StringFlag | IntFlag | PortFlag | DurationFlag | AddrFlag | EnumFlag;
+export type FlagSpec = BoolFlag | StringFlag | StringListFlag | IntFlag | PortFlag | DurationFlag | AddrFlag | EnumFlag;
 
 /** A flag table: flag names (without dashes) to their specs. */
 export type FlagSpecs = Readonly<Record<string, FlagSpec>>;
@@ -79,7 +87,9 @@ export type FlagSpecs = Readonly<Record<string, FlagSpec>>;
 /** The parsed type of one flag. */
 export type FlagValue<S extends FlagSpec> = S extends { kind: 'bool' }
   ? boolean
-  : S extends { kind: 'int' | 'port' | 'duration' }
+  : S extends { kind: 'strings' }
+    ? readonly string[]
+    : S extends { kind: 'int' | 'port' | 'duration' }
     ? number
     : S extends { kind: 'addr' }
       ? BindAddress | undefined
@@ -89,7 +99,7 @@ export type FlagValue<S extends FlagSpec> = S extends { kind: 'bool' }
 
 /** The parsed values of a table: a flag with a default always has a value. */
 export type FlagValues<T extends FlagSpecs> = {
-  readonly [K in keyof T]: T[K] extends { default: unknown } ? FlagValue<T[K]> : FlagValue<T[K]> | undefined;
+  readonly [K in keyof T]: T[K] extends { default: unknown } | { kind: 'strings' } ? FlagValue<T[K]> : FlagValue<T[K]> | undefined;
 };
 
 /** `-h`/`--help` was given: print {@link usage} and exit 0 (Go's `flag.ErrHelp`). */
@@ -125,6 +135,7 @@ export class FlagTable<T extends FlagSpecs> {
    */
   parse(argv: readonly string[]): FlagValues<T> {
     const given = new Map<string, string | boolean>();
+    const lists = new Map<string, string[]>();
     for (let i = 0; i < argv.length; i++) {
       const arg = argv[i]!;
       if (arg === '--') {
@@ -140,18 +151,26 @@ export class FlagTable<T extends FlagSpecs> {
         throw new ConfigError(`Unknown option '${written}'`);
       }
       const spec = this.specs[name]!;
+      let value: string;
       if (spec.kind === 'bool') {
         given.set(name, m[2] === undefined ? true : parseBool(name, m[2]));
+        continue;
       } else if (m[2] !== undefined) {
-        given.set(name, m[2]);
+        value = m[2];
       } else if (i + 1 < argv.length) {
-        given.set(name, argv[++i]!);
+        value = argv[++i]!;
       } else {
         throw new ConfigError(`--${name}: flag needs an argument`);
       }
+      if (spec.kind === 'strings') lists.set(name, [...(lists.get(name) ?? []), value]);
+      else given.set(name, value);
     }
     const values: Record<string, unknown> = {};
     for (const [name, spec] of Object.entries(this.specs)) {
+      if (spec.kind === 'strings') {
+        values[name] = Object.freeze(lists.get(name) ?? []);
+        continue;
+      }
       const raw = given.has(name) ? given.get(name)! : spec.default;
       values[name] = raw === undefined ? undefined : convert(name, spec, raw);
     }
@@ -190,6 +209,7 @@ function convert(name: string, spec: FlagSpec, raw: string | number | boolean): 
     case 'bool':
       return typeof raw === 'boolean' ? raw : parseBool(name, text);
     case 'string':
+    case 'strings':
       return text;
     case 'int': {
       const min = spec.min ?? 0;
@@ -231,12 +251,14 @@ function typeName(spec: FlagSpec): string {
       return 'int';
     case 'enum':
       return spec.values.join('|');
+    case 'strings':
+      return 'string (repeatable)';
     default:
       return spec.kind;
   }
 }
 
 function defaultText(spec: FlagSpec): string {
-  if (spec.default === undefined || spec.default === false || spec.default === '') return '';
+  if (spec.kind === 'strings' || spec.default === undefined || spec.default === false || spec.default === '') return '';
   return ` (default ${spec.kind === 'string' ? JSON.stringify(spec.default) : String(spec.default)})`;
 }
