@@ -3,6 +3,8 @@
  * program (from flags) or by a test. Durations in milliseconds.
  */
 
+import { DEFAULT_THRESHOLDS, type CheckThresholds } from '../ipam/ipam-check.js';
+
 /** Injection token of {@link IpamOptions}. */
 export const IPAM_OPTIONS = Symbol.for('coil.reconcilers.IpamOptions');
 
@@ -48,6 +50,12 @@ export interface IpamOptions {
    * CRDs are upgraded (docs/compatibility.md). Default 300 000 ms.
    */
   readonly crdProbeIntervalMs: number;
+  /**
+   * Thresholds of `coil_controller_ipam_findings` (ipam-findings.ts): when a deleting block is
+   * stuck, a BlockRequest stale, a pool too full. Default the ones `kubectl coil ipam check`
+   * uses (src/ipam/ipam-check.ts DEFAULT_THRESHOLDS: 5 min, 1 min, 90 %).
+   */
+  readonly findingThresholds: CheckThresholds;
 }
 
 /** The defaults documented on {@link IpamOptions}. */
@@ -58,4 +66,5 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   blockRequestTtlMs: 300_000,
   poolStatusSettleMs: 5_000,
   crdProbeIntervalMs: 300_000,
+  findingThresholds: DEFAULT_THRESHOLDS,
 });
