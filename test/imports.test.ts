@@ -63,7 +63,7 @@ test('the CNI shim imports only node: built-ins, its own files and the shared pr
 const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a-z-]+\/rbac\.js$/, /^src\/node-agent\/podnet\/pod-network(-[a-z0-9]+)?\.js$/];
 
 test('nothing imports an agent or the controller from outside it', async () => {
-  const agents = ['src/node-agent', 'src/egress-agent', 'src/cni-shim', 'src/controller', 'src/migrator', 'src/cni-installer'];
+  const agents = ['src/node-agent', 'src/egress-agent', 'src/cni-shim', 'src/controller', 'src/migrator', 'src/cni-installer', 'src/kubectl-coil'];
   for (const file of [...(await sources('src')), ...(await sources('hack'))]) {
     for (const spec of await runtimeImports(file)) {
       if (!spec.startsWith('.')) continue;

@@ -17,6 +17,7 @@ import { DEFAULT_THRESHOLDS } from '../ipam/ipam-check.js';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { Client } from '../runtime/client.js';
 import { HelpRequested } from '../runtime/flag-table.js';
+import { ApiError } from '../runtime/errors.js';
 import { ConfigError } from '../runtime/flags.js';
 import { EXIT_USAGE, loadKubeConfig } from '../runtime/program.js';
 import { clusterId, readCluster } from './cluster.js';
@@ -48,7 +49,13 @@ const processIo: Io = {
 
 /** @throws ConfigError when `--context` names no context of the kubeconfig */
 function kubeConfig(v: { kubeconfig?: string | undefined; context?: string | undefined }, env: NodeJS.ProcessEnv): KubeConfig {
-  const kc = loadKubeConfig(v.kubeconfig ?? (env.KUBECONFIG || undefined), env);
+  const path = v.kubeconfig ?? (env.KUBECONFIG || undefined);
+  let kc: KubeConfig;
+  try {
+    kc = loadKubeConfig(path, env);
+  } catch (e) {
+    throw new ConfigError(`--kubeconfig: cannot load ${path ?? 'the default kubeconfig'}: ${(e as Error).message}`, { cause: e });
+  }
   if (v.context !== undefined) {
     if (!kc.getContexts().some((c) => c.name === v.context)) throw new ConfigError(`--context: no context ${JSON.stringify(v.context)} in the kubeconfig`);
     kc.setCurrentContext(v.context);
@@ -126,8 +133,8 @@ export async function run(argv: readonly string[], io: Io = processIo): Promise<
       io.err(`kubectl coil: ${e.message}\n`);
       return EXIT_USAGE;
     }
-    if (e instanceof ReportError) {
-      io.err(`kubectl coil: ${e.message}\n`);
+    if (e instanceof ReportError || e instanceof ApiError) {
+      io.err(`kubectl coil: ${e instanceof ApiError && e.code === 0 ? `cannot reach the API server: ${e.message}` : e.message}\n`);
       return 1;
     }
     throw e;
