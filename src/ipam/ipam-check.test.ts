@@ -36,7 +36,7 @@ describe('checkIpam', () => {
 
   test("a Pod IP that no block of the Pod's node holds is found, naming the block of another node that does", () => {
     const f = checkIpam(base({ pods: [pod('a', 'n1', '10.100.0.1'), pod('b', 'n1', '10.100.0.34')] }));
-    assert.deepEqual(f.map((x) => x.key), ['pod-ip-without-block/uid-b/10.100.0.34']);
+    assert.deepEqual(f.map((x) => x.key), ['pod-ip-without-block/demo/b/10.100.0.34']);
     assert.match(f[0]!.message, /default-1 of n2 does/);
   });
 
@@ -101,6 +101,16 @@ describe('checkIpam', () => {
     assert.deepEqual(f.map((x) => x.key), ['unreadable-block/n1/default-0']);
     assert.equal(nodeViewFacts({ node: 'n1', allocations: [] })!.unreadableBlocks, undefined);
     assert.equal(nodeViewFacts({ nope: 1 }), undefined);
+  });
+
+  test("addresses coild keeps wired without a block of its node are reported from its view, with where the claim stands", () => {
+    const view = nodeViewFacts({ node: 'n1', allocations: [], orphans: [
+      { pool: 'default', containerId: 'c1', ifname: 'eth0', ipv4: '10.100.0.70', podNamespace: 'demo', podName: 'a', block: 'default-2', state: 'claiming' },
+      { pool: 'default', ifname: 'eth0', state: 'bad entry without container' },
+    ] })!;
+    const f = checkIpam(base({ nodeViews: [view] }));
+    assert.deepEqual(f.map((x) => x.key), ['orphan-address/n1/c1/eth0']);
+    assert.match(f[0]!.message, /10\.100\.0\.70 is wired on n1 for pod demo\/a but no AddressBlock of n1 holds it; coild keeps it wired and claims default-2 back \(claiming\)/);
   });
 
   test('countFindings has every kind', () => {

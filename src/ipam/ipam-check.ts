@@ -3,7 +3,7 @@
  * `coil_controller_ipam_findings` gauge, in one place: facts in (pools, blocks, nodes, pods,
  * BlockRequests and, when known, coild's view of each node), findings out. Pure: no I/O, no
  * clock (the caller passes `nowMs`), so the plugin, the controller and the tests build one
- * representation and get the same answer (docs/operate.md#what-ipam-check-finds).
+ * representation and get the same answer (README, "Operate", lists the findings).
  *
  * Each finding names the objects it is about with their UID and resourceVersion, so
  * `ipam release` can act only on objects that did not change since (Kubernetes API conventions,
@@ -25,6 +25,11 @@ export type FindingKind =
   | 'duplicate-pod-ip'
   /** An address coild has allocated on a node with no Pod behind it (coild's `/ipam`). */
   | 'leaked-address'
+  /**
+   * An address wired on a node that no AddressBlock of the node holds, which coild keeps wired
+   * while it claims the block back (coild's `/ipam` `orphans`, when it reports them).
+   */
+  | 'orphan-address'
   /** A BlockRequest unanswered for longer than the threshold. */
   | 'stale-blockrequest'
   /** An AddressPool whose allocated blocks are at or above the usage threshold. */
@@ -34,12 +39,12 @@ export type FindingKind =
 
 /** Every kind, in report order; the metric has one series per kind. */
 export const FINDING_KINDS: readonly FindingKind[] = Object.freeze([
-  'orphan-block', 'block-stuck-deleting', 'pod-ip-without-block', 'duplicate-pod-ip', 'leaked-address',
+  'orphan-block', 'block-stuck-deleting', 'pod-ip-without-block', 'duplicate-pod-ip', 'leaked-address', 'orphan-address',
   'stale-blockrequest', 'pool-usage-high', 'unreadable-block',
 ]);
 
 /** Kinds computed from API objects alone (the controller's caches); the rest need coild's views. */
-export const API_FINDING_KINDS: readonly FindingKind[] = Object.freeze(FINDING_KINDS.filter((k) => k !== 'leaked-address' && k !== 'unreadable-block'));
+export const API_FINDING_KINDS: readonly FindingKind[] = Object.freeze(FINDING_KINDS.filter((k) => !['leaked-address', 'orphan-address', 'unreadable-block'].includes(k)));
 
 /** One object as a finding names it: enough to re-read it and to guard a write with preconditions. */
 export interface ObjectRef {
@@ -105,12 +110,28 @@ export interface NodeBlockFacts {
   readonly cooling: number;
 }
 
-/** coild's view of one node. `unreadableBlocks` only when coild reports them. */
+/** An address coild keeps wired without a block of its node (`/ipam` `orphans[]`). */
+export interface OrphanAddressFacts {
+  readonly containerId: string;
+  readonly ifname: string;
+  readonly ipv4?: string;
+  readonly ipv6?: string;
+  readonly podNamespace?: string;
+  readonly podName?: string;
+  /** The block being claimed back, when known. */
+  readonly block?: string;
+  /** coild's word for where the claim stands (e.g. `claiming`, `refused`, `no-pod`). */
+  readonly state: string;
+  readonly message?: string;
+}
+
+/** coild's view of one node. `unreadableBlocks` and `orphans` only when coild reports them. */
 export interface NodeViewFacts {
   readonly node: string;
   readonly allocations: readonly AllocationFacts[];
   readonly blocks?: readonly NodeBlockFacts[];
   readonly unreadableBlocks?: readonly { readonly name: string; readonly reason: string }[];
+  readonly orphans?: readonly OrphanAddressFacts[];
 }
 
 /** Everything the checks read. `pods`/`nodeViews` undefined: the checks needing them are skipped. */
@@ -283,7 +304,7 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
         const holders = index.lookup(ip);
         if (!holders.some((b) => b.node === p.node)) {
           const node = nodeRef.get(p.node);
-          out.push({ kind: 'pod-ip-without-block', key: `pod-ip-without-block/${p.ref.uid}/${ip}`, node: p.node, pool, addresses: [ip],
+          out.push({ kind: 'pod-ip-without-block', key: `pod-ip-without-block/${refText(p.ref)}/${ip}`, node: p.node, pool, addresses: [ip],
             objects: [p.ref, ...holders.map((b) => b.ref), ...(node ? [node] : [])],
             message: `Pod ${refText(p.ref)} on ${p.node} has ${ip}, which no AddressBlock of ${p.node} holds` +
               (holders.length ? ` (${holders.map((b) => `${b.ref.name} of ${b.node}`).join(', ')} does)` : ' (no block holds it)') });
@@ -320,6 +341,16 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
           message: `${addresses.join(', ')} is allocated on ${v.node} (container ${a.containerId.slice(0, 12)}, ${a.ifname}, block ${a.block}` +
             `${a.podName ? `, pod ${a.podNamespace}/${a.podName}` : ''}) but no Pod on ${v.node} has it` });
       }
+    }
+  }
+
+  for (const v of facts.nodeViews ?? []) {
+    const node = nodeRef.get(v.node);
+    for (const o of v.orphans ?? []) {
+      const addresses = [o.ipv4, o.ipv6].filter((x): x is string => x !== undefined).map(canonical);
+      out.push({ kind: 'orphan-address', key: `orphan-address/${v.node}/${o.containerId}/${o.ifname}`, node: v.node, addresses, objects: node ? [node] : [],
+        message: `${addresses.join(', ')} is wired on ${v.node}${o.podName ? ` for pod ${o.podNamespace}/${o.podName}` : ''} but no AddressBlock of ${v.node} holds it; coild keeps it wired` +
+          `${o.block ? ` and claims ${o.block} back` : ''} (${o.state}${o.message ? `: ${o.message}` : ''})` });
     }
   }
 

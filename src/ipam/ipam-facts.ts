@@ -8,7 +8,7 @@ import type { AddressBlock } from '../api/v2/addressblock.js';
 import type { AddressPool } from '../api/v2/addresspool.js';
 import { isAnswered, type BlockRequest } from '../api/v2/blockrequest.js';
 import { LABEL_NODE, LABEL_POOL } from '../api/v2/keys.js';
-import type { AllocationFacts, BlockFacts, NodeBlockFacts, NodeViewFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from './ipam-check.js';
+import type { AllocationFacts, BlockFacts, NodeBlockFacts, NodeViewFacts, OrphanAddressFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from './ipam-check.js';
 import { canonicalAddress } from './ip-address.js';
 
 interface Meta {
@@ -70,7 +70,7 @@ export function requestFacts(r: BlockRequest): RequestFacts {
  */
 export function nodeViewFacts(body: unknown): NodeViewFacts | undefined {
   if (typeof body !== 'object' || body === null) return undefined;
-  const b = body as { node?: unknown; allocations?: unknown; unreadableBlocks?: unknown; blocks?: unknown };
+  const b = body as { node?: unknown; allocations?: unknown; unreadableBlocks?: unknown; blocks?: unknown; orphans?: unknown };
   if (typeof b.node !== 'string' || !Array.isArray(b.allocations)) return undefined;
   const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
   const allocations: AllocationFacts[] = [];
@@ -88,7 +88,16 @@ export function nodeViewFacts(body: unknown): NodeViewFacts | undefined {
   const blocks: NodeBlockFacts[] | undefined = Array.isArray(b.blocks)
     ? (b.blocks as Record<string, unknown>[]).filter((x) => str(x?.name)).map((x) => ({ name: str(x.name)!, used: num(x.used), free: num(x.free), cooling: num(x.cooling) }))
     : undefined;
-  return { node: b.node, allocations, ...(blocks && { blocks }), ...(unreadable && { unreadableBlocks: unreadable }) };
+  const orphans: OrphanAddressFacts[] | undefined = Array.isArray(b.orphans)
+    ? (b.orphans as Record<string, unknown>[]).filter((o) => str(o?.containerId) && str(o?.ifname)).map((o) => {
+      const [ipv4, ipv6, podNamespace, podName, block, message] = [str(o.ipv4), str(o.ipv6), str(o.podNamespace), str(o.podName), str(o.block), str(o.message)];
+      return {
+        containerId: str(o.containerId)!, ifname: str(o.ifname)!, state: str(o.state) ?? 'unknown', ...(ipv4 && { ipv4 }), ...(ipv6 && { ipv6 }),
+        ...(podNamespace && { podNamespace }), ...(podName && { podName }), ...(block && { block }), ...(message && { message }),
+      };
+    })
+    : undefined;
+  return { node: b.node, allocations, ...(blocks && { blocks }), ...(unreadable && { unreadableBlocks: unreadable }), ...(orphans && { orphans }) };
 }
 
 function canonical(text: string): string {

@@ -45,6 +45,7 @@ const ADVICE: Partial<Record<FindingKind, string>> = {
   'block-stuck-deleting': 'coil-controller removes the finalizer once no pod holds the block: delete or move the pods named, or check that coil-controller runs',
   'pod-ip-without-block': 'delete the Pod (its owner recreates it with an address from its node\'s blocks); release never touches a running pod',
   'duplicate-pod-ip': 'delete all but one of the Pods named; release never takes a running pod\'s network away',
+  'orphan-address': 'coild keeps the address wired and claims its block back; if the claim is refused, the Pod named must be deleted so it starts again with an address of its node',
   'stale-blockrequest': 'check that coil-controller runs (its log and Events); coild creates the request again',
   'pool-usage-high': 'append a subnet to the AddressPool\'s spec.subnets',
   'unreadable-block': 'read coild\'s log and the Events on that node; the block is skipped there, the others are served',
