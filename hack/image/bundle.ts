@@ -62,6 +62,22 @@ const BANNER = [
 const LAZY_PROTO_LOADS = ['"channelz.proto"', 'orca.proto"'];
 
 /**
+ * @throws Error when the bundle `file` refers to __dirname/__filename unguarded (a bundled
+ *   dependency that finds files beside itself, which would break at run time)
+ */
+async function checkNoDirname(file: string): Promise<void> {
+  const text = await readFile(file, 'utf8');
+  for (const found of text.matchAll(/\b__(dirname|filename)\b/g)) {
+    const before = text.slice(Math.max(0, found.index - 300), found.index);
+    // `typeof __filename < "u" ? __filename : undefined` (undici) guards itself.
+    if (before.slice(-40).includes(`typeof ${found[0]}`) || before.endsWith('typeof ')) continue;
+    if (!LAZY_PROTO_LOADS.some((name) => before.includes(name))) {
+      throw new Error(`${file} refers to ${found[0]}: a bundled dependency looks for files beside itself (${text.slice(found.index - 120, found.index + 40)})`);
+    }
+  }
+}
+
+/**
  * `kubectl-coil`, the admin's kubectl plugin (src/kubectl-coil), as ONE self-contained file: an
  * ES module with a `#!/usr/bin/env node` line, so it can be copied out of the image (or built
  * here) onto any machine with Node ≥ 20 and put on PATH (README, "Operate"). Nothing beside it is
@@ -84,6 +100,7 @@ export async function bundleKubectlCoil(outFile: string): Promise<void> {
     banner: { js: ['#!/usr/bin/env node', "import { createRequire as __coilCreateRequire } from 'node:module';", 'const require = __coilCreateRequire(import.meta.url);'].join('\n') },
     logLevel: 'warning',
   });
+  await checkNoDirname(outFile);
   await chmod(outFile, 0o755);
 }
 
@@ -117,17 +134,7 @@ export async function bundle(out: string): Promise<void> {
     logLevel: 'warning',
     metafile: true,
   });
-  for (const file of Object.keys(result.metafile.outputs)) {
-    const text = await readFile(join(ROOT, file), 'utf8');
-    for (const found of text.matchAll(/\b__(dirname|filename)\b/g)) {
-      const before = text.slice(Math.max(0, found.index - 300), found.index);
-      // `typeof __filename < "u" ? __filename : undefined` (undici) guards itself.
-      if (before.slice(-40).includes(`typeof ${found[0]}`) || before.endsWith('typeof ')) continue;
-      if (!LAZY_PROTO_LOADS.some((name) => before.includes(name))) {
-        throw new Error(`${file} refers to ${found[0]}: a bundled dependency looks for files beside itself (${text.slice(found.index - 120, found.index + 40)})`);
-      }
-    }
-  }
+  for (const file of Object.keys(result.metafile.outputs)) await checkNoDirname(join(ROOT, file));
   await bundleKubectlCoil(join(out, 'kubectl-coil'));
   await cp(join(ROOT, 'proto'), join(out, 'proto'), { recursive: true });
   const etcdProtos = join(ROOT, 'node_modules/etcd3/proto');
