@@ -9,8 +9,8 @@
  * `ipam release` can act only on objects that did not change since (Kubernetes API conventions,
  * "Concurrency Control and Consistency": delete preconditions).
  */
-import { cidrContainsAddress, networkAddress, tryParseCidr, type Cidr } from './cidr.js';
-import { canonicalAddress, tryParseAddress } from './ip-address.js';
+import { cidrContainsAddress, lastAddress, networkAddress, tryParseCidr, type Cidr } from './cidr.js';
+import { canonicalAddress, tryParseAddress, type IpAddress } from './ip-address.js';
 import { PoolLayout } from './pool.js';
 
 /** What a finding is about. */
@@ -211,11 +211,13 @@ export function poolUsage(pools: readonly PoolFacts[], blocks: readonly BlockFac
  * network address to block, so a lookup costs one map access per distinct block size.
  */
 export class BlockIndex {
-  private readonly groups = new Map<string, { family: 4 | 6; prefix: number; byNetwork: Map<bigint, BlockFacts> }>();
+  /** Per family and prefix length; IPv4 networks keyed as numbers (a bigint key costs a hash of its own). */
+  private readonly groups: { family: 4 | 6; prefix: number; byNetwork: Map<bigint | number, BlockFacts> }[] = [];
   /** Blocks whose CIDR does not parse (Coil writes an IPv4-mapped ipv6 as IPv4: issue 25 item 8). */
   readonly unparsed: BlockFacts[] = [];
 
   constructor(blocks: readonly BlockFacts[]) {
+    const byId = new Map<string, (typeof this.groups)[number]>();
     for (const b of blocks) {
       for (const text of [b.ipv4, b.ipv6]) {
         if (text === undefined) continue;
@@ -225,9 +227,12 @@ export class BlockIndex {
           continue;
         }
         const id = `${c.family}/${c.prefix}`;
-        let g = this.groups.get(id);
-        if (!g) this.groups.set(id, (g = { family: c.family, prefix: c.prefix, byNetwork: new Map() }));
-        g.byNetwork.set(c.base, b);
+        let g = byId.get(id);
+        if (!g) {
+          byId.set(id, (g = { family: c.family, prefix: c.prefix, byNetwork: new Map() }));
+          this.groups.push(g);
+        }
+        g.byNetwork.set(c.family === 4 ? Number(c.base) : c.base, b);
       }
     }
   }
@@ -235,11 +240,28 @@ export class BlockIndex {
   /** The blocks holding `address` (more than one only when blocks overlap). */
   lookup(address: string): BlockFacts[] {
     const a = tryParseAddress(address);
-    if (!a) return [];
+    return a ? this.lookupParsed(a) : [];
+  }
+
+  /** {@link lookup} of a parsed address. */
+  lookupParsed(a: IpAddress): BlockFacts[] {
+    if (a.family === 4) return this.lookupV4(Number(a.value));
     const out: BlockFacts[] = [];
-    for (const g of this.groups.values()) {
-      if (g.family !== a.family) continue;
-      const b = g.byNetwork.get(networkAddress(a.family, a.value, g.prefix));
+    for (const g of this.groups) {
+      if (g.family !== 6) continue;
+      const b = g.byNetwork.get(networkAddress(6, a.value, g.prefix));
+      if (b) out.push(b);
+    }
+    return out;
+  }
+
+  /** {@link lookup} of an IPv4 address as a number (0 … 2^32 − 1), without bigints. */
+  lookupV4(value: number): BlockFacts[] {
+    const out: BlockFacts[] = [];
+    for (const g of this.groups) {
+      if (g.family !== 4) continue;
+      const size = 2 ** (32 - g.prefix);
+      const b = g.byNetwork.get(value - (value % size));
       if (b) out.push(b);
     }
     return out;
@@ -260,9 +282,7 @@ function poolCidrs(pools: readonly PoolFacts[]): { pool: string; cidr: Cidr }[] 
   return out;
 }
 
-function poolOfAddress(cidrs: readonly { pool: string; cidr: Cidr }[], address: string): string | undefined {
-  const a = tryParseAddress(address);
-  if (!a) return undefined;
+function poolOfAddress(cidrs: readonly { pool: string; cidr: Cidr }[], a: IpAddress): string | undefined {
   return cidrs.find((c) => cidrContainsAddress(c.cidr, a))?.pool;
 }
 
@@ -278,30 +298,30 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
   const nodeRef = new Map(facts.nodes.map((n) => [n.name, n]));
   const index = new BlockIndex(facts.blocks);
 
-  for (const b of facts.blocks) {
-    if (!nodeNames.has(b.node)) {
-      out.push({ kind: 'orphan-block', key: `orphan-block/${b.ref.name}`, node: b.node, pool: b.pool, objects: [b.ref],
-        message: `AddressBlock ${b.ref.name} (${[b.ipv4, b.ipv6].filter(Boolean).join(', ')}) belongs to Node ${b.node}, which does not exist` });
-    }
-    if (b.deletingSinceMs !== undefined && facts.nowMs - b.deletingSinceMs > t.stuckDeletingMs) {
-      const holders = (facts.pods ?? []).filter((p) => p.ips.some((ip) => index.lookup(ip).includes(b)));
-      out.push({ kind: 'block-stuck-deleting', key: `block-stuck-deleting/${b.ref.name}`, node: b.node, pool: b.pool, objects: [b.ref, ...holders.map((p) => p.ref)],
-        message: `AddressBlock ${b.ref.name} has been deleting for ${Math.round((facts.nowMs - b.deletingSinceMs) / 1000)} s` +
-          (holders.length ? `: held by ${holders.length} running pod(s), ${holders.slice(0, 3).map((p) => refText(p.ref)).join(', ')}` : ': no running pod holds it; its finalizer is not being removed (is coil-controller running?)') });
-    }
-  }
-
+  // One pass over the Pods' addresses (each parsed once): which blocks hold them, which pool they
+  // are of, and who holds the blocks stuck deleting (150,000 Pods: hack/bench/ipam-check.ts).
+  const stuck = new Set(facts.blocks.filter((b) => b.deletingSinceMs !== undefined && facts.nowMs - b.deletingSinceMs > t.stuckDeletingMs));
+  const holdersByBlock = new Map<BlockFacts, PodFacts[]>();
   if (facts.pods) {
     const cidrs = poolCidrs(facts.pools);
-    const byIp = new Map<string, PodFacts[]>();
+    const v4Pools = cidrs.filter((c) => c.cidr.family === 4).map((c) => ({ pool: c.pool, first: Number(c.cidr.base), last: Number(lastAddress(c.cidr)) }));
+    const byIp = new Map<string, { pool: string; pods: PodFacts[] }>();
     for (const p of facts.pods) {
       for (const ip of p.ips) {
-        const pool = poolOfAddress(cidrs, ip);
+        const n = parseV4(ip);
+        const a = n === undefined ? tryParseAddress(ip) : undefined;
+        const pool = n !== undefined ? v4Pools.find((r) => n >= r.first && n <= r.last)?.pool : a && poolOfAddress(cidrs, a);
         if (pool === undefined) continue; // not coil's address (host network, another plugin)
-        const list = byIp.get(ip);
-        if (list) list.push(p);
-        else byIp.set(ip, [p]);
-        const holders = index.lookup(ip);
+        const seen = byIp.get(ip);
+        if (seen) seen.pods.push(p);
+        else byIp.set(ip, { pool, pods: [p] });
+        const holders = n !== undefined ? index.lookupV4(n) : index.lookupParsed(a!);
+        for (const b of holders) {
+          if (!stuck.has(b)) continue;
+          const list = holdersByBlock.get(b);
+          if (list) list.push(p);
+          else holdersByBlock.set(b, [p]);
+        }
         if (!holders.some((b) => b.node === p.node)) {
           const node = nodeRef.get(p.node);
           out.push({ kind: 'pod-ip-without-block', key: `pod-ip-without-block/${refText(p.ref)}/${ip}`, node: p.node, pool, addresses: [ip],
@@ -311,10 +331,23 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
         }
       }
     }
-    for (const [ip, pods] of byIp) {
+    for (const [ip, { pool, pods }] of byIp) {
       if (pods.length < 2) continue;
-      out.push({ kind: 'duplicate-pod-ip', key: `duplicate-pod-ip/${ip}`, addresses: [ip], objects: pods.map((p) => p.ref), pool: poolOfAddress(cidrs, ip),
+      out.push({ kind: 'duplicate-pod-ip', key: `duplicate-pod-ip/${ip}`, addresses: [ip], objects: pods.map((p) => p.ref), pool,
         message: `${ip} is held by ${pods.length} pods: ${pods.map((p) => `${refText(p.ref)} on ${p.node}`).join(', ')}` });
+    }
+  }
+
+  for (const b of facts.blocks) {
+    if (!nodeNames.has(b.node)) {
+      out.push({ kind: 'orphan-block', key: `orphan-block/${b.ref.name}`, node: b.node, pool: b.pool, objects: [b.ref],
+        message: `AddressBlock ${b.ref.name} (${[b.ipv4, b.ipv6].filter(Boolean).join(', ')}) belongs to Node ${b.node}, which does not exist` });
+    }
+    if (stuck.has(b)) {
+      const holders = [...new Set(holdersByBlock.get(b) ?? [])];
+      out.push({ kind: 'block-stuck-deleting', key: `block-stuck-deleting/${b.ref.name}`, node: b.node, pool: b.pool, objects: [b.ref, ...holders.map((p) => p.ref)],
+        message: `AddressBlock ${b.ref.name} has been deleting for ${Math.round((facts.nowMs - b.deletingSinceMs!) / 1000)} s` +
+          (holders.length ? `: held by ${holders.length} running pod(s), ${holders.slice(0, 3).map((p) => refText(p.ref)).join(', ')}` : ': no running pod holds it; its finalizer is not being removed (is coil-controller running?)') });
     }
   }
 
@@ -385,6 +418,19 @@ export function countFindings(findings: readonly Finding[]): Record<FindingKind,
   const counts = Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) as Record<FindingKind, number>;
   for (const f of findings) counts[f.kind]++;
   return counts;
+}
+
+/**
+ * A canonical dotted quad (no leading zeros, each part ≤ 255, as a Pod's status holds it) as a
+ * number; undefined for anything else, which then takes the general parser (Go's rules, and most
+ * of the time of a check over 150,000 Pods: hack/bench/ipam-check.ts).
+ */
+function parseV4(text: string): number | undefined {
+  const m = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/.exec(text);
+  if (!m) return undefined;
+  const [a, b, c, d] = [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4])];
+  if (a > 255 || b > 255 || c > 255 || d > 255) return undefined;
+  return ((a * 256 + b) * 256 + c) * 256 + d;
 }
 
 /** Canonical address text, or the text itself when it does not parse. */

@@ -56,6 +56,12 @@ export interface IpamOptions {
    * uses (src/ipam/ipam-check.ts DEFAULT_THRESHOLDS: 5 min, 1 min, 90 %).
    */
   readonly findingThresholds: CheckThresholds;
+  /**
+   * A scrape of `coil_controller_ipam_findings` sooner than this after the last computation reuses
+   * its counts (ms): one computation holds the event loop for hundreds of ms at 150,000 Pods
+   * (ipam-findings.ts). Default 60 000 ms.
+   */
+  readonly findingsRecomputeMs: number;
 }
 
 /** The defaults documented on {@link IpamOptions}. */
@@ -67,4 +73,5 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   poolStatusSettleMs: 5_000,
   crdProbeIntervalMs: 300_000,
   findingThresholds: DEFAULT_THRESHOLDS,
+  findingsRecomputeMs: 60_000,
 });

@@ -33,7 +33,7 @@ describe('coil_controller_ipam_findings', () => {
     await createPool(client, 'big', { subnets: [{ ipv4: '10.30.0.0/16' }] });
     await createPool(client, 'tiny', { subnets: [{ ipv4: '10.31.0.0/26' }] }); // 2 blocks of /27
     await createNode(client, 'n1');
-    mgr = await ipamManager(cp, { findingsMetrics: true }, { findingThresholds: { stuckDeletingMs: 500, blockRequestWaitMs: 1_000, poolUsagePercent: 90 } });
+    mgr = await ipamManager(cp, { findingsMetrics: true }, { findingThresholds: { stuckDeletingMs: 500, blockRequestWaitMs: 1_000, poolUsagePercent: 90 }, findingsRecomputeMs: 0 });
     await mgr.start();
   });
   after(async () => {
@@ -73,5 +73,21 @@ describe('coil_controller_ipam_findings', () => {
       const s = await scrape(mgr.ports.metrics!);
       return ['orphan-block', 'block-stuck-deleting', 'stale-blockrequest', 'pool-usage-high'].every((kind) => metricValue(s, NAME, { kind }) === 0);
     }, { timeoutMs: 10_000 });
+  });
+
+  test('a scrape within findingsRecomputeMs of the last computation reuses its counts', async () => {
+    const slow = await ipamManager(cp, { findingsMetrics: true }, { findingsRecomputeMs: 3_600_000 }, 'ipam-test-slow');
+    await slow.start();
+    try {
+      const at = async (kind: string) => metricValue(await scrape(slow.ports.metrics!), NAME, { kind });
+      await eventually(async () => (await at('orphan-block')) !== undefined);
+      assert.equal(await at('orphan-block'), 0);
+      await block('big', 9, 'ghost', '10.30.1.32/27');
+      await eventually(() => mgr.cache.get(Kinds.AddressBlock, { name: 'big-9' }) !== undefined && slow.cache.get(Kinds.AddressBlock, { name: 'big-9' }) !== undefined);
+      assert.equal(await at('orphan-block'), 0, 'recomputed before findingsRecomputeMs');
+      await eventually(async () => (await count('orphan-block')) === 1);
+    } finally {
+      await slow.stop();
+    }
   });
 });
