@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { parse } from 'yaml';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL, LABEL_NODE, LABEL_POOL } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
@@ -154,6 +155,19 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     const ip = await tool('ipam', 'show', '--ip', '10.100.0.33', '-o', 'json');
     assert.deepEqual(JSON.parse(ip.stdout), { address: '10.100.0.33', block: 'default-1', pool: 'default', node: 'n2', pods: ['demo/web-2'] });
     assert.equal((await tool('ipam', 'show', '--ip', 'nope')).code, 2);
+    const yaml = parse((await tool('ipam', 'show', '-o', 'yaml')).stdout) as { pools: { pool: string; used: number; maxBlocks: string }[] };
+    assert.deepEqual([yaml.pools[0]!.pool, yaml.pools[0]!.used, yaml.pools[0]!.maxBlocks], ['default', 2, '8']);
+  });
+
+  test('the standard flags work: --context picks a kubeconfig context (an unknown one is refused), -n names coil\'s namespace', async () => {
+    const ctx = cp.kubeConfig.getCurrentContext();
+    assert.equal((await tool('ipam', 'check', '--context', ctx)).code, 0);
+    const bad = await tool('ipam', 'check', '--context', 'nope');
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--context: no context "nope" in the kubeconfig/);
+    const elsewhere = await tool('ipam', 'check', '-n', 'other');
+    assert.match(elsewhere.stdout, /no findings \(0 node\(s\) checked through coild\)/);
+    assert.match(elsewhere.stdout, /warning: coild of node n1 not read .*in namespace other/);
   });
 
   test('seeded faults are each found with UIDs and resourceVersions; the report names the cluster and the version; exit 3', async () => {
@@ -178,6 +192,8 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     assert.deepEqual(report.findings[2]!.addresses, [leaked]);
     const table = await tool('ipam', 'check', '--blockrequest-wait=1s');
     assert.equal(table.code, 3);
+    const wide = await tool('ipam', 'check', '--blockrequest-wait=1s', '-o', 'wide');
+    assert.match(wide.stdout, new RegExp(`AddressBlock/default-2\\(uid=${b.metadata!.uid},rv=${b.metadata!.resourceVersion}\\)`));
     assert.match(table.stdout, /orphan-block\s+gone\s+AddressBlock default-2 \(10\.100\.0\.64\/27\) belongs to Node gone, which does not exist/);
   });
 
