@@ -38,7 +38,7 @@ import { silentLogger } from '../../src/runtime/logging.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../fakes/coild-cache.fake.js';
 import { FakePodNetwork } from '../fakes/pod-network.fake.js';
 import { prerequisite } from '../support/prerequisite.js';
-import { ControlPlane } from './control-plane.js';
+import { ControlPlane, REPO_ROOT } from './control-plane.js';
 import { adminClient, createNode, createPool } from './controller-support.js';
 
 const run = promisify(execFile);
@@ -88,15 +88,36 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
   let dir = '';
   const address = `198.18.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
 
-  /** Runs the tool. @returns exit status, stdout and stderr */
-  const tool = async (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+  /** Runs the tool (as `as`, a kubeconfig file; the admin by default). @returns exit status, stdout and stderr */
+  const toolAs = async (as: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
     try {
-      const r = await run(NODE, [TOOL, ...args, `--kubeconfig=${cp.kubeconfigPath}`, ...(args[1] === 'release' || args[1] === 'check' || args[1] === 'show' ? [`--coild-port=${port}`] : [])], { env: { ...process.env, KUBECONFIG: '' } });
+      const r = await run(NODE, [TOOL, ...args, `--kubeconfig=${as}`, ...(args[1] === 'release' || args[1] === 'check' || args[1] === 'show' ? [`--coild-port=${port}`] : [])], { env: { ...process.env, KUBECONFIG: '' } });
       return { code: 0, stdout: r.stdout, stderr: r.stderr };
     } catch (e) {
       const x = e as { code: number; stdout: string; stderr: string };
       return { code: x.code, stdout: x.stdout, stderr: x.stderr };
     }
+  };
+  const tool = (...args: string[]) => toolAs(cp.kubeconfigPath, ...args);
+  /**
+   * A kubeconfig of user `name` (a client certificate of the test CA) bound to the chart's
+   * ClusterRole `role` only, its rules taken from the chart's generated files/rbac.yaml.
+   */
+  const userBoundTo = async (name: string, role: 'view' | 'admin'): Promise<string> => {
+    const rbac = parse(await readFile(join(REPO_ROOT, 'charts/coil/files/rbac.yaml'), 'utf8')) as { kubectlCoil: Record<string, object[]> };
+    const roleName = `coil-ipam-${role}`;
+    if (!(await client.get(Kinds.ClusterRole, { name: roleName }))) await client.create(Kinds.ClusterRole, { metadata: { name: roleName }, rules: rbac.kubectlCoil[role] as never });
+    await client.create(Kinds.ClusterRoleBinding, { metadata: { name: `${name}-${roleName}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName }, subjects: [{ kind: 'User', name, apiGroup: 'rbac.authorization.k8s.io' }] });
+    const pair = await cp.ca.issue(name, `/CN=${name}`, 'client');
+    const b64 = (x: string) => Buffer.from(x).toString('base64');
+    const file = join(dir, `${name}.kubeconfig`);
+    await writeFile(file, JSON.stringify({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
+      clusters: [{ name: 'c', cluster: { server: cp.server, 'certificate-authority-data': b64(cp.ca.caPem) } }],
+      users: [{ name, user: { 'client-certificate-data': b64(pair.certPem), 'client-key-data': b64(pair.keyPem) } }],
+      contexts: [{ name: 'c', context: { cluster: 'c', user: name } }],
+    }), { mode: 0o600 });
+    return file;
   };
   const check = async (name: string, ...flags: string[]): Promise<{ code: number; report: IpamReport; file: string }> => {
     const r = await tool('ipam', 'check', '-o', 'json', ...flags);
@@ -235,10 +256,30 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     assert.ok(await blockExists('default-2'));
   });
 
-  test('release acts on what two reports agree on: the orphan block deleted (finalizer too), the leak released by coild, running pods untouched', async () => {
+  test("the chart's coil-ipam-view is enough for show, check and a dry run, and not for release", async () => {
+    const viewer = await userBoundTo('viewer', 'view');
+    const c = await toolAs(viewer, 'ipam', 'check', '-o', 'json', '--blockrequest-wait=1s');
+    assert.equal(c.code, 3, c.stderr);
+    const report = JSON.parse(c.stdout) as IpamReport;
+    assert.deepEqual(report.nodesChecked, ['n1'], 'coild read through pods/proxy');
+    assert.ok(report.findings.some((f) => f.kind === 'orphan-block') && report.findings.some((f) => f.kind === 'leaked-address'));
+    assert.equal((await toolAs(viewer, 'ipam', 'show', '--show-blocks')).code, 0);
+    const file = join(dir, 'viewer.json');
+    await writeFile(file, c.stdout);
+    assert.equal((await toolAs(viewer, 'ipam', 'release', '--from-report', file, '--dry-run')).code, 0);
+    const r = await toolAs(viewer, 'ipam', 'release', '--from-report', file);
+    assert.equal(r.code, 3);
+    assert.match(r.stdout, /failed\s+orphan-block\s+403 /);
+    assert.match(r.stdout, /failed\s+leaked-address\s+403 /);
+    assert.ok(await blockExists('default-2'));
+    assert.ok(coild.ipam.lookup('c-leak', 'eth0'));
+  });
+
+  test('release acts on what two reports agree on: the orphan block deleted (finalizer too), the leak released by coild, running pods untouched (as a user holding only coil-ipam-admin)', async () => {
+    const operator = await userBoundTo('operator', 'admin');
     const a = await check('a', '--blockrequest-wait=1s');
     const b = await check('b', '--blockrequest-wait=1s');
-    const r = await tool('ipam', 'release', '--from-report', a.file, '--from-report', b.file);
+    const r = await toolAs(operator, 'ipam', 'release', '--from-report', a.file, '--from-report', b.file);
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /done\s+orphan-block\s+deleted AddressBlock default-2 of gone Node gone/);
     assert.match(r.stdout, /done\s+leaked-address\s+coild coild-n1 released 10\.100\.0\.\d+/);
