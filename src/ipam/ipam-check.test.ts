@@ -52,13 +52,14 @@ describe('checkIpam', () => {
     assert.deepEqual(p?.ips, ['fd00::1']);
   });
 
-  test('host-network, unscheduled and finished pods hold no address', () => {
+  test('host-network, unscheduled and finished pods hold no address; a running one without IPs yet is kept, with none', () => {
     const meta = { name: 'c', namespace: 'x', uid: 'u', resourceVersion: '1' };
     const status = { podIPs: [{ ip: '10.100.0.1' }] };
     assert.equal(podFacts({ metadata: meta, spec: { nodeName: 'n1', hostNetwork: true, containers: [] }, status }), undefined);
     assert.equal(podFacts({ metadata: meta, spec: { containers: [] }, status }), undefined);
     assert.equal(podFacts({ metadata: meta, spec: { nodeName: 'n1', containers: [] }, status: { ...status, phase: 'Succeeded' } }), undefined);
     assert.ok(podFacts({ metadata: meta, spec: { nodeName: 'n1', containers: [] }, status }));
+    assert.deepEqual(podFacts({ metadata: meta, spec: { nodeName: 'n1', containers: [] }, status: { phase: 'Pending' } })?.ips, []);
   });
 
   test("an allocation in coild's view with no Pod behind it is a leak; one whose named Pod exists without IPs yet is not", () => {
@@ -68,7 +69,8 @@ describe('checkIpam', () => {
       { pool: 'default', block: 'default-0', containerId: 'c-new', ifname: 'eth0', ipv4: '10.100.0.6', podNamespace: 'demo', podName: 'starting' },
     ] })!;
     const pods = [pod('a', 'n1', '10.100.0.1', 'fd00::1'), pod('b', 'n2', '10.100.0.33')];
-    const starting = { ref: ref('Pod', 'starting', 'demo'), node: 'n1', ips: [] };
+    // As the API shows a Pod whose sandbox coild has just wired: scheduled, no podIPs yet.
+    const starting = podFacts({ metadata: { name: 'starting', namespace: 'demo', uid: 'u', resourceVersion: '1' }, spec: { nodeName: 'n1', containers: [] }, status: { phase: 'Pending' } })!;
     const f = checkIpam(base({ pods: [...pods, starting], nodeViews: [view] }));
     assert.deepEqual(f.map((x) => x.key), ['leaked-address/n1/c-leak/eth0']);
     assert.deepEqual(f[0]!.allocation, { containerId: 'c-leak', ifname: 'eth0', ipv4: '10.100.0.5', podNamespace: 'demo', podName: 'gone' });

@@ -73,7 +73,7 @@ export interface BlockFacts {
   readonly deletingSinceMs?: number;
 }
 
-/** A Pod that holds its IPs: scheduled, not host-network, not Succeeded/Failed, with podIPs. */
+/** A Pod that may hold addresses: scheduled, not host-network, not Succeeded/Failed; `ips` empty until written. */
 export interface PodFacts {
   readonly ref: ObjectRef;
   readonly node: string;

@@ -44,15 +44,16 @@ export function nodeRef(n: V1Node): ObjectRef {
 }
 
 /**
- * A Pod that holds addresses: scheduled, not host-network, not finished (Succeeded/Failed pods
- * keep podIPs in status after their sandbox is gone). @returns undefined for any other Pod
+ * A Pod that may hold addresses of coil: scheduled, not host-network, not finished
+ * (Succeeded/Failed pods keep podIPs in status after their sandbox is gone). Its `ips` are empty
+ * until the kubelet writes them; such a Pod still counts as the owner of a coild allocation that
+ * names it. @returns undefined for any other Pod
  */
 export function podFacts(p: V1Pod): PodFacts | undefined {
   if (!p.spec?.nodeName || p.spec.hostNetwork) return undefined;
   const phase = p.status?.phase;
   if (phase === 'Succeeded' || phase === 'Failed') return undefined;
   const ips = (p.status?.podIPs?.map((x) => x.ip) ?? (p.status?.podIP ? [p.status.podIP] : [])).filter((x): x is string => !!x).map(canonical);
-  if (ips.length === 0) return undefined;
   return { ref: refOf('Pod', p), node: p.spec.nodeName, ips };
 }
 

@@ -196,6 +196,9 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     await pod('dup', 'n2', '10.100.0.33', 'other');
     await client.create(Kinds.BlockRequest, { metadata: { name: 'req-default-n2' }, spec: { poolName: 'default', nodeName: 'n2' } });
     const leaked = await coild.wire('c-leak', { namespace: 'demo', name: 'deleted-pod' });
+    // Not a leak: coild has wired the sandbox of a Pod whose podIPs the kubelet has not written yet.
+    await coild.wire('c-starting', { namespace: 'demo', name: 'starting' });
+    await client.create(Kinds.Pod, { metadata: { name: 'starting', namespace: 'demo' }, spec: { nodeName: 'n1', containers: [{ name: 'c', image: 'pause' }], automountServiceAccountToken: false } });
     await new Promise((r) => setTimeout(r, 1_100)); // the BlockRequest's creationTimestamp has second precision
     const { code, report } = await check('seeded', '--blockrequest-wait=1s');
     assert.equal(code, 3);
