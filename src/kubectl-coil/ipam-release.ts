@@ -94,7 +94,8 @@ async function releaseOrphanBlock(f: Finding, o: ReleaseOptions, step: Step): Pr
   if (holders.length > 0) return step('skipped', `Pod(s) ${holders.map((p) => `${p.ref.namespace}/${p.ref.name}`).join(', ')} hold addresses of ${ref.name}`);
   if (o.dryRun) return step('would', `would delete AddressBlock ${ref.name} (uid ${ref.uid}, resourceVersion ${ref.resourceVersion}) and remove its finalizer`);
   try {
-    await o.client.delete(Kinds.AddressBlock, { name: ref.name }, { uid: ref.uid, resourceVersion: ref.resourceVersion });
+    // false: gone meanwhile (coil-controller's GC frees orphans too).
+    if (!(await o.client.delete(Kinds.AddressBlock, { name: ref.name }, { uid: ref.uid, resourceVersion: ref.resourceVersion }))) return step('skipped', `AddressBlock ${ref.name} is already gone`);
   } catch (e) {
     if (e instanceof ApiError && e.code === 409) return step('skipped', `AddressBlock ${ref.name} changed just before the delete (${e.message})`);
     throw e;
