@@ -85,7 +85,7 @@ async function releaseOrphanBlock(f: Finding, o: ReleaseOptions, step: Step): Pr
   const node = await o.client.get(Kinds.Node, { name: f.node });
   if (node) return step('skipped', `Node ${f.node} exists (again, uid ${node.metadata?.uid}); its coild may use the block`);
   const block = await o.client.get(Kinds.AddressBlock, { name: ref.name });
-  if (!block) return step('skipped', `AddressBlock ${ref.name} is already gone`);
+  if (!block) return step('done', `AddressBlock ${ref.name} was already gone`);
   if (block.metadata?.uid !== ref.uid || block.metadata?.resourceVersion !== ref.resourceVersion) {
     return step('skipped', `AddressBlock ${ref.name} changed since the report (uid ${block.metadata?.uid}, resourceVersion ${block.metadata?.resourceVersion}; the report saw ${ref.uid}, ${ref.resourceVersion})`);
   }
@@ -95,7 +95,7 @@ async function releaseOrphanBlock(f: Finding, o: ReleaseOptions, step: Step): Pr
   if (o.dryRun) return step('would', `would delete AddressBlock ${ref.name} (uid ${ref.uid}, resourceVersion ${ref.resourceVersion}) and remove its finalizer`);
   try {
     // false: gone meanwhile (coil-controller's GC frees orphans too).
-    if (!(await o.client.delete(Kinds.AddressBlock, { name: ref.name }, { uid: ref.uid, resourceVersion: ref.resourceVersion }))) return step('skipped', `AddressBlock ${ref.name} is already gone`);
+    if (!(await o.client.delete(Kinds.AddressBlock, { name: ref.name }, { uid: ref.uid, resourceVersion: ref.resourceVersion }))) return step('done', `AddressBlock ${ref.name} was already gone`);
   } catch (e) {
     if (e instanceof ApiError && e.code === 409) return step('skipped', `AddressBlock ${ref.name} changed just before the delete (${e.message})`);
     throw e;
