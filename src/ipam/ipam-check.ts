@@ -9,7 +9,8 @@
  * `ipam release` can act only on objects that did not change since (Kubernetes API conventions,
  * "Concurrency Control and Consistency": delete preconditions).
  */
-import { cidrContainsAddress, lastAddress, networkAddress, tryParseCidr, type Cidr } from './cidr.js';
+import { BlockIndex, parseV4 } from './block-index.js';
+import { cidrContainsAddress, lastAddress, tryParseCidr, type Cidr } from './cidr.js';
 import { canonicalAddress, tryParseAddress, type IpAddress } from './ip-address.js';
 import { PoolLayout } from './pool.js';
 
@@ -206,68 +207,6 @@ export function poolUsage(pools: readonly PoolFacts[], blocks: readonly BlockFac
   });
 }
 
-/**
- * Finds blocks by address: blocks grouped by family and prefix length, each group a map from
- * network address to block, so a lookup costs one map access per distinct block size.
- */
-export class BlockIndex {
-  /** Per family and prefix length; IPv4 networks keyed as numbers (a bigint key costs a hash of its own). */
-  private readonly groups: { family: 4 | 6; prefix: number; byNetwork: Map<bigint | number, BlockFacts> }[] = [];
-  /** Blocks whose CIDR does not parse (Coil writes an IPv4-mapped ipv6 as IPv4: issue 25 item 8). */
-  readonly unparsed: BlockFacts[] = [];
-
-  constructor(blocks: readonly BlockFacts[]) {
-    const byId = new Map<string, (typeof this.groups)[number]>();
-    for (const b of blocks) {
-      for (const text of [b.ipv4, b.ipv6]) {
-        if (text === undefined) continue;
-        const c = tryParseCidr(text);
-        if (!c) {
-          this.unparsed.push(b);
-          continue;
-        }
-        const id = `${c.family}/${c.prefix}`;
-        let g = byId.get(id);
-        if (!g) {
-          byId.set(id, (g = { family: c.family, prefix: c.prefix, byNetwork: new Map() }));
-          this.groups.push(g);
-        }
-        g.byNetwork.set(c.family === 4 ? Number(c.base) : c.base, b);
-      }
-    }
-  }
-
-  /** The blocks holding `address` (more than one only when blocks overlap). */
-  lookup(address: string): BlockFacts[] {
-    const a = tryParseAddress(address);
-    return a ? this.lookupParsed(a) : [];
-  }
-
-  /** {@link lookup} of a parsed address. */
-  lookupParsed(a: IpAddress): BlockFacts[] {
-    if (a.family === 4) return this.lookupV4(Number(a.value));
-    const out: BlockFacts[] = [];
-    for (const g of this.groups) {
-      if (g.family !== 6) continue;
-      const b = g.byNetwork.get(networkAddress(6, a.value, g.prefix));
-      if (b) out.push(b);
-    }
-    return out;
-  }
-
-  /** {@link lookup} of an IPv4 address as a number (0 … 2^32 − 1), without bigints. */
-  lookupV4(value: number): BlockFacts[] {
-    const out: BlockFacts[] = [];
-    for (const g of this.groups) {
-      if (g.family !== 4) continue;
-      const size = 2 ** (32 - g.prefix);
-      const b = g.byNetwork.get(value - (value % size));
-      if (b) out.push(b);
-    }
-    return out;
-  }
-}
-
 /** The pools' subnets, parsed, to tell a Pod IP of coil's from another plugin's. */
 function poolCidrs(pools: readonly PoolFacts[]): { pool: string; cidr: Cidr }[] {
   const out: { pool: string; cidr: Cidr }[] = [];
@@ -296,7 +235,7 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
   const out: Finding[] = [];
   const nodeNames = new Set(facts.nodes.map((n) => n.name));
   const nodeRef = new Map(facts.nodes.map((n) => [n.name, n]));
-  const index = new BlockIndex(facts.blocks);
+  const index = new BlockIndex<BlockFacts>(facts.blocks);
 
   // One pass over the Pods' addresses (each parsed once): which blocks hold them, which pool they
   // are of, and who holds the blocks stuck deleting (150,000 Pods: hack/bench/ipam-check.ts).
@@ -418,19 +357,6 @@ export function countFindings(findings: readonly Finding[]): Record<FindingKind,
   const counts = Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) as Record<FindingKind, number>;
   for (const f of findings) counts[f.kind]++;
   return counts;
-}
-
-/**
- * A canonical dotted quad (no leading zeros, each part ≤ 255, as a Pod's status holds it) as a
- * number; undefined for anything else, which then takes the general parser (Go's rules, and most
- * of the time of a check over 150,000 Pods: hack/bench/ipam-check.ts).
- */
-function parseV4(text: string): number | undefined {
-  const m = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/.exec(text);
-  if (!m) return undefined;
-  const [a, b, c, d] = [Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4])];
-  if (a > 255 || b > 255 || c > 255 || d > 255) return undefined;
-  return ((a * 256 + b) * 256 + c) * 256 + d;
 }
 
 /** Canonical address text, or the text itself when it does not parse. */

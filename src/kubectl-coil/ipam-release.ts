@@ -22,7 +22,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { FIN_COIL } from '../api/v2/keys.js';
 import { Kinds } from '../api/v2/kinds.js';
-import { BlockIndex, type Finding, type FindingKind, type PodFacts } from '../ipam/ipam-check.js';
+import { BlockIndex } from '../ipam/block-index.js';
+import type { Finding, FindingKind, PodFacts } from '../ipam/ipam-check.js';
 import { blockFacts, podFacts } from '../ipam/ipam-facts.js';
 import type { ApiTransport } from '../runtime/api-transport.js';
 import type { Client } from '../runtime/client.js';

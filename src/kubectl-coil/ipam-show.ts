@@ -7,7 +7,8 @@
  * `--show-blocks` or `--ip`, coild's view of each node adds what only coild knows (addresses
  * cooling, allocations without a Pod).
  */
-import { BlockIndex, poolUsage, type NodeViewFacts, type PodFacts } from '../ipam/ipam-check.js';
+import { BlockIndex } from '../ipam/block-index.js';
+import { poolUsage, type NodeViewFacts, type PodFacts } from '../ipam/ipam-check.js';
 import { blockFacts, podFacts, poolFacts } from '../ipam/ipam-facts.js';
 import { canonicalAddress, tryParseAddress } from '../ipam/ip-address.js';
 import { ConfigError } from '../runtime/flags.js';
