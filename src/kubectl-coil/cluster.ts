@@ -81,8 +81,8 @@ export async function readCoildView(transport: ApiTransport, namespace: string, 
 export interface ReadOptions {
   readonly namespace: string;
   readonly coildPort: number;
-  /** Also read coild's view of every node. */
-  readonly views: boolean;
+  /** Also read coild's view: of every node (`true`), of these nodes, or of none (`false`). */
+  readonly views: boolean | readonly string[];
   readonly server: string;
 }
 
@@ -100,7 +100,14 @@ export async function readCluster(client: Client, transport: ApiTransport, o: Re
     client.list(Kinds.Pod),
     client.list(Kinds.BlockRequest),
   ]);
-  if (!o.views) return { cluster, pools, blocks, nodes, pods, requests };
+  const read = { cluster, pools, blocks, nodes, pods, requests };
+  if (o.views === false) return read;
+  const names = o.views === true ? nodes.map((n) => n.metadata?.name ?? '').filter((n) => n !== '') : o.views;
+  return { ...read, ...(await readViews(transport, pods, names, o)) };
+}
+
+/** coild's views of `nodes`, found among `pods` (all Pods, as listed). */
+export async function readViews(transport: ApiTransport, pods: readonly V1Pod[], nodes: readonly string[], o: Pick<ReadOptions, 'namespace' | 'coildPort'>): Promise<{ views: NodeViewFacts[]; unreachable: UnreachableCoild[] }> {
   const coild = new Map<string, V1Pod>();
   for (const p of pods) {
     if (p.metadata?.namespace !== o.namespace || !matchesCoild(p) || !p.spec?.nodeName || p.metadata.deletionTimestamp || p.status?.phase !== 'Running') continue;
@@ -108,8 +115,7 @@ export async function readCluster(client: Client, transport: ApiTransport, o: Re
   }
   const views: NodeViewFacts[] = [];
   const unreachable: UnreachableCoild[] = [];
-  const names = nodes.map((n) => n.metadata?.name ?? '').filter((n) => n !== '');
-  await eachLimited(names, 8, async (node) => {
+  await eachLimited(nodes, 8, async (node) => {
     const pod = coild.get(node);
     if (!pod) return void unreachable.push({ node, reason: `no running coild Pod (labels ${COILD_SELECTOR}) in namespace ${o.namespace}` });
     try {
@@ -120,7 +126,7 @@ export async function readCluster(client: Client, transport: ApiTransport, o: Re
   });
   views.sort((a, b) => a.node.localeCompare(b.node));
   unreachable.sort((a, b) => a.node.localeCompare(b.node));
-  return { cluster, pools, blocks, nodes, pods, requests, views, unreachable };
+  return { views, unreachable };
 }
 
 function matchesCoild(p: V1Pod): boolean {

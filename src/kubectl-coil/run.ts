@@ -20,11 +20,11 @@ import { HelpRequested } from '../runtime/flag-table.js';
 import { ApiError } from '../runtime/errors.js';
 import { ConfigError } from '../runtime/flags.js';
 import { EXIT_USAGE, loadKubeConfig } from '../runtime/program.js';
-import { clusterId, readCluster } from './cluster.js';
+import { clusterId, readCluster, readViews } from './cluster.js';
 import { CHECK_FLAGS, RELEASE_FLAGS, SHOW_FLAGS, splitCommand, USAGE } from './flags.js';
 import { buildReport, formatReport } from './ipam-check.js';
 import { formatSteps, RELEASABLE, releaseFindings } from './ipam-release.js';
-import { formatShow } from './ipam-show.js';
+import { formatShow, ipLine } from './ipam-show.js';
 import { formatObject, isStructured } from './output.js';
 import { checkSameCluster, intersectFindings, parseReport, ReportError } from './report.js';
 import { KUBECTL_COIL_VERSION } from './version.js';
@@ -86,7 +86,11 @@ export async function run(argv: readonly string[], io: Io = processIo): Promise<
       case 'ipam show': {
         const v = SHOW_FLAGS.parse(rest);
         const { client, transport, server } = clients(kubeConfig(v, io.env));
-        const read = await readCluster(client, transport, { namespace: v.namespace, coildPort: v['coild-port'], views: v['show-blocks'] || v.ip !== undefined, server });
+        const o = { namespace: v.namespace, coildPort: v['coild-port'], server };
+        let read = await readCluster(client, transport, { ...o, views: v['show-blocks'] });
+        // One address: only the coild of the node whose block holds it.
+        const node = v.ip !== undefined && !v['show-blocks'] ? ipLine(read, v.ip).node : undefined;
+        if (node) read = { ...read, ...(await readViews(transport, read.pods, [node], o)) };
         io.out(formatShow(read, { output: v.output, showBlocks: v['show-blocks'], ip: v.ip }));
         return 0;
       }

@@ -175,6 +175,9 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     assert.match(blocks.stdout, /default-1\s+default\s+n2\s+10\.100\.0\.32\/27\s+\?\s+\?\s+\?\s+coild not read/);
     const ip = await tool('ipam', 'show', '--ip', '10.100.0.33', '-o', 'json');
     assert.deepEqual(JSON.parse(ip.stdout), { address: '10.100.0.33', block: 'default-1', pool: 'default', node: 'n2', pods: ['demo/web-2'] });
+    const web1 = (await client.get(Kinds.Pod, { namespace: 'demo', name: 'web-1' }))!.status!.podIP!;
+    const own = JSON.parse((await tool('ipam', 'show', '--ip', web1, '-o', 'json')).stdout) as { pods: string[]; allocation?: { containerId: string; pod?: string } };
+    assert.deepEqual([own.pods, own.allocation], [['demo/web-1'], { containerId: 'c-web-1', ifname: 'eth0', pod: 'demo/web-1' }], "coild's allocation, from the coild of the block's node");
     assert.equal((await tool('ipam', 'show', '--ip', 'nope')).code, 2);
     const yaml = parse((await tool('ipam', 'show', '-o', 'yaml')).stdout) as { pools: { pool: string; used: number; maxBlocks: string }[] };
     assert.deepEqual([yaml.pools[0]!.pool, yaml.pools[0]!.used, yaml.pools[0]!.maxBlocks], ['default', 2, '8']);
