@@ -14,6 +14,8 @@ import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { ControlPlane, eventually } from './control-plane.js';
+import { ipamCache } from '../../src/controller/ipam-registry.js';
+import { stripManagedFields } from '../../src/runtime/informer.js';
 import { adminClient, createNode, createPool, ipamManager } from './controller-support.js';
 import { metricValue, scrape } from './runtime-support.js';
 
@@ -45,7 +47,8 @@ describe('coil_controller_ipam_findings', () => {
     await block('big', 0, 'n1', '10.30.0.0/27');
     await eventually(async () => (await count('orphan-block')) === 0);
     for (const kind of ['block-stuck-deleting', 'stale-blockrequest', 'pool-usage-high']) assert.equal(await count(kind), 0, kind);
-    assert.equal(await count('duplicate-pod-ip'), undefined);
+    const podsCached = mgr.cache.kinds().some((k) => k.group === '' && k.plural === 'pods');
+    assert.equal(await count('duplicate-pod-ip'), podsCached ? 0 : undefined, 'the Pod kinds only when Pods are cached');
     assert.equal(await count('leaked-address'), undefined, 'leaks are coild\'s to count');
   });
 
@@ -88,6 +91,26 @@ describe('coil_controller_ipam_findings', () => {
       await eventually(async () => (await count('orphan-block')) === 1);
     } finally {
       await slow.stop();
+    }
+  });
+
+  test('with Pods in the cache, duplicate Pod IPs and Pod IPs without a block of their node are counted', async () => {
+    const cache = { defaults: { initialBackoffMs: 100, maxBackoffMs: 2_000, transform: stripManagedFields }, kinds: [...ipamCache(), { kind: Kinds.Pod, options: {} }] };
+    const withPods = await ipamManager(cp, { findingsMetrics: true }, { findingsRecomputeMs: 0 }, 'ipam-test-pods', { cache });
+    await withPods.start();
+    try {
+      const at = async (kind: string) => metricValue(await scrape(withPods.ports.metrics!), NAME, { kind });
+      await eventually(async () => (await at('duplicate-pod-ip')) === 0 && (await at('pod-ip-without-block')) === 0);
+      await client.create(Kinds.Namespace, { metadata: { name: 'pods' } });
+      await cp.request('POST', '/api/v1/namespaces/pods/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
+      for (const [name, node] of [['a', 'n1'], ['b', 'n2']] as const) {
+        await client.create(Kinds.Pod, { metadata: { name, namespace: 'pods' }, spec: { nodeName: node, containers: [{ name: 'c', image: 'pause' }], automountServiceAccountToken: false } });
+        await client.patchStatus(Kinds.Pod, { namespace: 'pods', name }, { phase: 'Running', podIP: '10.30.0.5', podIPs: [{ ip: '10.30.0.5' }] });
+      }
+      // 10.30.0.5 is in big-0 of n1: b on n2 holds an address no block of n2 holds, and a and b share it.
+      await eventually(async () => (await at('duplicate-pod-ip')) === 1 && (await at('pod-ip-without-block')) === 1);
+    } finally {
+      await withPods.stop();
     }
   });
 });
