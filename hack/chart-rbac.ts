@@ -4,12 +4,14 @@
  * kubebuilder markers: each reconciler's `rbac` rules, get/list/watch on every kind its
  * informers cache (for, owns, watches, reads), and the kinds the webhooks read; coild's likewise
  * from the kinds it caches and the calls its parts declare (src/node-agent/rbac.ts). Rules of
- * coil-egress and of leader election come from their programs' rbac modules.
+ * coil-egress, of leader election and of the admin's `kubectl coil` (src/kubectl-coil/rbac.ts)
+ * come from their programs' rbac modules.
  */
 import { addEgress } from '../src/controller/egress-registry.js';
 import { addIpam } from '../src/controller/ipam-registry.js';
 import { coildRbac } from '../src/node-agent/rbac.js';
 import { RELEASE_FINALIZERS_RBAC } from '../src/controller/rbac.js';
+import { KUBECTL_COIL_RELEASE_RBAC, KUBECTL_COIL_VIEW_RBAC } from '../src/kubectl-coil/rbac.js';
 import { DEFAULT_POOL_RBAC } from '../src/reconcilers/default-pool.js';
 import { EGRESS_AGENT_RBAC } from '../src/egress-agent/rbac.js';
 import { LEADER_ELECTION_RBAC, MANAGER_RBAC, readRule } from '../src/runtime/rbac.js';
@@ -79,6 +81,7 @@ export function chartAccessData(): { rbac: object; webhooks: object } {
       leaderElection: mergeRules(LEADER_ELECTION_RBAC),
       egressAgent: mergeRules(EGRESS_AGENT_RBAC),
       uninstall: mergeRules(RELEASE_FINALIZERS_RBAC),
+      kubectlCoil: { view: mergeRules(KUBECTL_COIL_VIEW_RBAC), admin: mergeRules([...KUBECTL_COIL_VIEW_RBAC, ...KUBECTL_COIL_RELEASE_RBAC]) },
     },
     webhooks: {
       mutating: [...webhookEntries(ipam, 'ipam', 'mutating'), ...webhookEntries(egress, 'egress', 'mutating')],

@@ -51,6 +51,16 @@ const ROWS: ReadonlyArray<{ title: string; panels: PanelSpec[] }> = [
     ],
   },
   {
+    title: 'IPAM consistency',
+    panels: [
+      {
+        title: 'IPAM findings (kubectl coil ipam check)', w: 24,
+        description: 'What `kubectl coil ipam check` would report, per kind, counted by coil-controller from its cache: blocks of gone nodes, blocks stuck deleting, unanswered BlockRequests, full pools, and (when it caches Pods) duplicate Pod IPs and Pod IPs without a block of their node. Leaks are counted by coild. Should be 0.',
+        targets: [{ expr: 'max by (kind) (coil_controller_ipam_findings)', legendFormat: '{{kind}}' }],
+      },
+    ],
+  },
+  {
     title: 'coil-controller',
     panels: [
       {

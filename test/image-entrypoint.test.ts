@@ -28,7 +28,7 @@ before(async () => {
     await writeFile(join(dir, runtime), `#!/bin/sh\nprintf "%s\\n" ${runtime} "BUN_BE_BUN=\${BUN_BE_BUN-unset}" "MALLOC_ARENA_MAX=\${MALLOC_ARENA_MAX-unset}" "$@"\n`);
     await chmod(join(dir, runtime), 0o755);
   }
-  for (const p of ['coil-controller', 'coild', 'coil-egress', 'coil-install-cni']) await symlink(join(root, 'hack/image/entrypoint.sh'), join(dir, p));
+  for (const p of ['coil-controller', 'coild', 'coil-egress', 'coil-install-cni', 'kubectl-coil']) await symlink(join(root, 'hack/image/entrypoint.sh'), join(dir, p));
 });
 after(() => rm(dir, { recursive: true, force: true }));
 
@@ -69,4 +69,8 @@ test("the shipped Node accepts coil-controller's flags", async () => {
   // V8 flags make node exit with "bad option".
   const { stdout } = await run(process.execPath, [...flags, '-e', 'process.stdout.write("ok")']);
   assert.equal(stdout, 'ok');
+});
+
+test('kubectl-coil runs its one-file bundle on Node, without the controller\'s flags', async () => {
+  assert.deepEqual(await launch('kubectl-coil'), { runtime: 'node', bun: 'BUN_BE_BUN=unset', malloc: 'MALLOC_ARENA_MAX=unset', argv: ['/opt/x/kubectl-coil', '--log-level=debug'] });
 });

@@ -19,7 +19,7 @@ const run = promisify(execFile);
 const isRoot = process.getuid?.() === 0;
 /** The goal for the unpacked image (issue 16). */
 const MAX_UNPACKED = 300e6;
-const PROGRAMS = ['coil-controller', 'coild', 'coil-egress', 'coil-install-cni', 'coil-migrator'];
+const PROGRAMS = ['coil-controller', 'coild', 'coil-egress', 'coil-install-cni', 'coil-migrator', 'kubectl-coil'];
 
 describe('the coil image (hack/build-image.sh)', { skip: prerequisite(isRoot ? undefined : 'building the image needs root (mmdebstrap, chroot)') }, () => {
   let archive = '';
@@ -90,6 +90,7 @@ describe('the coil image (hack/build-image.sh)', { skip: prerequisite(isRoot ? u
     assert.deepEqual(bad, []);
     assert.ok(files.includes('opt/coil/dist/src/controller/main.js'));
     assert.ok(files.includes('opt/coil/proto/cnirpc.proto'));
+    assert.ok(files.includes('opt/coil/kubectl-coil'), 'the admin\'s plugin, one file to copy out (README, "Operate")');
     await assert.rejects(stat(join(root, 'usr/bin/apt')), 'no apt in the image');
     const manPages = await readdir(join(root, 'usr/share/man'), { recursive: true }).catch(() => [] as string[]);
     assert.deepEqual(manPages.filter((f) => /\.\d/.test(f)), [], 'no man pages');
@@ -99,7 +100,8 @@ describe('the coil image (hack/build-image.sh)', { skip: prerequisite(isRoot ? u
     for (const program of PROGRAMS) {
       const { code, out } = program === 'coil-install-cni' ? await inImage([program]) : await inImage([program, '--no-such-flag']);
       assert.notEqual(code, 0, program);
-      assert.match(out, new RegExp(`^${program}: |Usage:`, 'm'), `${program} reports its own error, not a crash:\n${out}`);
+      // kubectl-coil names itself as kubectl shows it: `kubectl coil: …`.
+      assert.match(out, new RegExp(`^(${program}|${program.replace('kubectl-', 'kubectl ')}): |Usage:`, 'm'), `${program} reports its own error, not a crash:\n${out}`);
       assert.doesNotMatch(out, /Cannot find|ERR_MODULE_NOT_FOUND|error while loading shared libraries|ReferenceError/, program);
     }
     const version = await inImage(['coil'], { CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0","name":"x","type":"coil"}');

@@ -65,7 +65,7 @@ const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a
 const BENCH_MAY_IMPORT = /^src\/node-agent\/(ipam|podnet)\/[a-z-]+\.js$/;
 
 test('nothing imports an agent or the controller from outside it', async () => {
-  const agents = ['src/node-agent', 'src/egress-agent', 'src/cni-shim', 'src/controller', 'src/migrator', 'src/cni-installer'];
+  const agents = ['src/node-agent', 'src/egress-agent', 'src/cni-shim', 'src/controller', 'src/migrator', 'src/cni-installer', 'src/kubectl-coil'];
   for (const file of [...(await sources('src')), ...(await sources('hack'))]) {
     for (const spec of await runtimeImports(file)) {
       if (!spec.startsWith('.')) continue;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Dispatches on the name it was called by (coil-controller, coild, coil-egress, coil-install-cni,
-# coil-migrator). COIL_ROOT (default /opt/coil, where the Dockerfile puts dist/) lets the
+# coil-migrator, kubectl-coil). COIL_ROOT (default /opt/coil, where the Dockerfile puts dist/) lets the
 # benchmark run this very script from a checkout (hack/bench/blockrequest-latency.ts).
 #
 # coild and coil-egress run on every node and in every NAT pod, so they run on the Bun runtime
@@ -32,6 +32,9 @@ case "$(basename "$0")" in
   coil-egress)      bundle=dist/src/egress-agent/main.bundle.cjs ;;
   coil-install-cni) main=dist/src/cni-installer/main.js ;;
   coil-migrator)    main=dist/src/migrator/main.js ;;
+  # The admin's kubectl plugin, one file (hack/image/bundle.ts): `kubectl -n kube-system exec
+  # ds/coild -- kubectl-coil …` runs it in the cluster; README "Operate" copies it out.
+  kubectl-coil)     main=kubectl-coil ;;
   *) echo "unknown program: $0" >&2; exit 2 ;;
 esac
 if [ -n "${bundle:-}" ]; then

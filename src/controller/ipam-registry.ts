@@ -11,6 +11,7 @@ import { AddressPoolReconciler } from '../reconcilers/addresspool.js';
 import { cachedAddressBlock } from '../reconcilers/block-indexes.js';
 import { BlockRequestReconciler } from '../reconcilers/blockrequest.js';
 import { cachedPod, LIVE_POD_FIELD_SELECTOR } from '../reconcilers/pod-addresses.js';
+import { IpamFindingsMetrics } from '../reconcilers/ipam-findings.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { DEFAULT_IPAM_OPTIONS, IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import { PoolManager } from '../reconcilers/pool-manager.js';
@@ -23,6 +24,8 @@ export interface IpamParts {
   readonly addressPool?: boolean;
   readonly blockRequest?: boolean;
   readonly gc?: boolean;
+  /** `coil_controller_ipam_findings` (src/reconcilers/ipam-findings.ts). */
+  readonly findingsMetrics?: boolean;
 }
 
 /**
@@ -37,6 +40,7 @@ export function addIpam(into: Registry, parts: IpamParts = {}): Registry {
   if (parts.addressPool ?? true) want.add(AddressPoolReconciler);
   if (parts.blockRequest ?? true) want.add(BlockRequestReconciler);
   if (parts.gc ?? true) want.add(AddressBlockGcReconciler);
+  if (parts.findingsMetrics ?? true) want.add(IpamFindingsMetrics);
   return into.addFrom(defaultRegistry(), want);
 }
 

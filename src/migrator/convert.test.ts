@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { convertV1, isDns1123Subdomain, manifests } from './convert.js';
 import { parseV1Entries, type V1Entry } from './v1-model.js';
-import { toYamlDocuments, type YamlValue } from './yaml-out.js';
+import { toYamlDocuments, type YamlValue } from '../runtime/yaml-out.js';
 
 const TESTDATA = new URL('../../../test/migrator/testdata/', import.meta.url);
 

@@ -18,7 +18,7 @@ import type { DumpConfig } from './config.js';
 import { convertV1, manifests, type Conversion } from './convert.js';
 import { readV1Entries } from './etcd-source.js';
 import { parseV1Entries } from './v1-model.js';
-import { toYamlDocuments, type YamlValue } from './yaml-out.js';
+import { toYamlDocuments, type YamlValue } from '../runtime/yaml-out.js';
 
 /** Where `dump` writes: manifests to `out`, progress and problems to `log` (one line each). */
 export interface DumpIo {

@@ -33,6 +33,7 @@ import type { CoildConfig } from './config.js';
 import { NodeGc, type GcReport } from './ipam/gc.js';
 import { CniGrpcServer } from './rpc/grpc-server.js';
 import { IntrospectionServer, ipamSnapshot } from './ipam/introspection.js';
+import { LeakReleaser } from './ipam/leak-release.js';
 import { KeyedMutex } from './podnet/keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { probeFeatures } from '../netlink/features.js';
@@ -87,6 +88,7 @@ export class Coild {
   /** Bound ports after start (useful with port 0). */
   readonly ports: { metrics?: number; health?: number } = {};
   private readonly introspection: IntrospectionServer;
+  private readonly leakReleaser: LeakReleaser;
   private grpc: CniGrpcServer | undefined;
   private recovered = false;
   private serving = false;
@@ -190,11 +192,15 @@ export class Coild {
       ipam: this.ipam, podNetwork: this.podNetwork, releaser: this.releaser, exporter: this.blockExport, locks: this.locks,
       logger: log.child({ logger: 'gc' }), intervalMs: cfg.gcIntervalMs, orphans: this.orphans,
     });
+    this.leakReleaser = new LeakReleaser({
+      ipam: this.ipam, podNetwork: this.podNetwork, locks: this.locks, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'leak-release' }),
+    });
     this.introspection = new IntrospectionServer({
       health: () => undefined,
       ready: () => this.notReadyReason(),
       snapshot: () => (this.recovered ? ipamSnapshot(this.ipam, cfg.nodeName, this.requester.pendingPools(), Date.now(), this.orphans.list()) : undefined),
       ipamDisabled: !cfg.enableIpam,
+      release: () => (this.recovered ? this.leakReleaser : undefined),
     });
   }
 

@@ -3,6 +3,8 @@
  * program (from flags) or by a test. Durations in milliseconds.
  */
 
+import { DEFAULT_THRESHOLDS, type CheckThresholds } from '../ipam/ipam-check.js';
+
 /** Injection token of {@link IpamOptions}. */
 export const IPAM_OPTIONS = Symbol.for('coil.reconcilers.IpamOptions');
 
@@ -48,6 +50,18 @@ export interface IpamOptions {
    * CRDs are upgraded (docs/compatibility.md). Default 300 000 ms.
    */
   readonly crdProbeIntervalMs: number;
+  /**
+   * Thresholds of `coil_controller_ipam_findings` (ipam-findings.ts): when a deleting block is
+   * stuck, a BlockRequest stale, a pool too full. Default the ones `kubectl coil ipam check`
+   * uses (src/ipam/ipam-check.ts DEFAULT_THRESHOLDS: 5 min, 1 min, 90 %).
+   */
+  readonly findingThresholds: CheckThresholds;
+  /**
+   * A scrape of `coil_controller_ipam_findings` sooner than this after the last computation reuses
+   * its counts (ms): one computation holds the event loop for hundreds of ms at 150,000 Pods
+   * (ipam-findings.ts). Default 60 000 ms.
+   */
+  readonly findingsRecomputeMs: number;
 }
 
 /** The defaults documented on {@link IpamOptions}. */
@@ -58,4 +72,6 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   blockRequestTtlMs: 300_000,
   poolStatusSettleMs: 5_000,
   crdProbeIntervalMs: 300_000,
+  findingThresholds: DEFAULT_THRESHOLDS,
+  findingsRecomputeMs: 60_000,
 });

@@ -20,6 +20,14 @@ const table = defineFlags('demo', {
 });
 
 describe('flag table (Go flag semantics)', () => {
+  it('a repeatable string flag keeps every occurrence in order, [] when absent, and shows so in the usage', () => {
+    const t = defineFlags('rep', { from: { kind: 'strings', help: 'a report' }, n: { kind: 'int', default: 1, help: 'n' } });
+    assert.deepEqual(t.parse([]).from, []);
+    assert.deepEqual(t.parse(['--from', 'a.json', '--n=2', '--from=b.json', '-from', 'c']).from, ['a.json', 'b.json', 'c']);
+    assert.throws(() => t.parse(['--from']), /--from: flag needs an argument/);
+    assert.match(t.usage(), /--from string \(repeatable\)\s+a report\n/);
+  });
+
   it('defaults go through the same parsers as given values', () => {
     assert.deepEqual(table.parse([]), {
       verbose: false, tri: undefined, name: 'x', count: 8, port: 5555, every: 300_000, listen: { host: '0.0.0.0', port: 9384 }, mode: 'a', yes: false, opt: undefined,

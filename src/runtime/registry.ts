@@ -220,13 +220,14 @@ export class Registry {
   }
 
   /**
-   * Records the reconcilers and webhooks of `source` whose class is in `targets`, as they were
+   * Records the reconcilers, webhooks and runnables of `source` whose class is in `targets`, as they were
    * registered (a program assembles its parts from what the decorators recorded).
    * @returns this, for chaining
    */
   addFrom(source: Registry, targets: ReadonlySet<Newable<unknown>>): this {
     for (const r of source.reconcilers) if (targets.has(r.target)) this.addReconciler(r);
     for (const w of source.webhooks) if (targets.has(w.target)) this.addWebhook(w);
+    for (const r of source.runnables) if (targets.has(r.target)) this.addRunnable(r);
     return this;
   }
 }

@@ -28,7 +28,7 @@ import { testManager } from './runtime-support.js';
  */
 export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: Partial<IpamOptions> = {}, identity = 'ipam-test', extra: Partial<ManagerOptions> = {}): Promise<Manager> {
   const opts = { ...DEFAULT_IPAM_OPTIONS, ...options };
-  const registry = addIpam(new Registry(), { webhooks: false, addressPool: false, blockRequest: false, gc: false, ...parts });
+  const registry = addIpam(new Registry(), { webhooks: false, addressPool: false, blockRequest: false, gc: false, findingsMetrics: false, ...parts });
   const container = bindIpam(new Container(), opts);
   let webhook;
   if (registry.webhooks.length > 0) {

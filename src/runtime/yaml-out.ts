@@ -1,5 +1,6 @@
 /**
- * A small, deterministic YAML writer for the manifests `coil-migrator dump` prints: maps with
+ * A small, deterministic YAML writer for the manifests `coil-migrator dump` prints and for
+ * `kubectl coil … -o yaml`: maps with
  * keys sorted (as the original's unstructured conversion did), block style, lists indented like
  * sigs.k8s.io/yaml (`- ` at the parent key's column), every document preceded by `---`.
  *
