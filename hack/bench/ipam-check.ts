@@ -8,9 +8,10 @@
  * Usage: node dist/hack/bench/ipam-check.js [--blocks 100000] [--pods 150000] [--nodes 5000] [--runs 7]
  * Prints the median and max of `runs` checks (after one warm-up), with and without Pods.
  */
+import { readFileSync } from 'node:fs';
 import { checkIpam, type BlockFacts, type IpamFacts, type ObjectRef, type PodFacts } from '../../src/ipam/ipam-check.js';
 import { defineFlags } from '../../src/runtime/flag-table.js';
-import { parseOrExit } from '../../src/runtime/program.js';
+import { runBench } from './bench-flags.js';
 
 const FLAGS = defineFlags('ipam-check bench', {
   blocks: { kind: 'int', default: 100_000, min: 1, max: 500_000, help: 'AddressBlocks (/27, one pool 10.0.0.0/8)' },
@@ -47,9 +48,10 @@ function measure(f: IpamFacts, runs: number): { medianMs: number; maxMs: number;
   return { medianMs: ms[Math.floor(ms.length / 2)]!, maxMs: ms.at(-1)!, findings };
 }
 
-const o = parseOrExit('ipam-check bench', () => FLAGS.parse(process.argv.slice(2)), FLAGS.usage());
-for (const withPods of [false, true]) {
-  const r = measure(facts(o, withPods), o.runs);
-  console.log(`${o.blocks} blocks, ${withPods ? `${o.pods} pods` : 'no pods'}: median ${r.medianMs.toFixed(0)} ms, max ${r.maxMs.toFixed(0)} ms (${r.findings} findings)`);
-}
-console.log(`load average: ${(await import('node:fs')).readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+await runBench(FLAGS, async (o) => {
+  for (const withPods of [false, true]) {
+    const r = measure(facts(o, withPods), o.runs);
+    console.log(`${o.blocks} blocks, ${withPods ? `${o.pods} pods` : 'no pods'}: median ${r.medianMs.toFixed(0)} ms, max ${r.maxMs.toFixed(0)} ms (${r.findings} findings)`);
+  }
+  console.log(`load average: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}`);
+});

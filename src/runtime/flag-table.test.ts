@@ -25,7 +25,7 @@ describe('flag table (Go flag semantics)', () => {
     assert.deepEqual(t.parse([]).from, []);
     assert.deepEqual(t.parse(['--from', 'a.json', '--n=2', '--from=b.json', '-from', 'c']).from, ['a.json', 'b.json', 'c']);
     assert.throws(() => t.parse(['--from']), /--from: flag needs an argument/);
-    assert.match(t.usage(), /--from string \(repeatable\)\s+a report\n/);
+    assert.match(t.usage(), /--from stringArray\s+a report\n/);
   });
 
   it('defaults go through the same parsers as given values', () => {
