@@ -22,7 +22,9 @@
 # BASE is Debian bookworm from mmdebstrap: the Essential packages plus what the programs run
 # (libstdc++6 for node; iproute2, nftables, iptables, kmod, conntrack, util-linux, ca-certificates),
 # without apt, docs, man pages, locales or glibc's charset converters (no program converts
-# charsets; UTF-8 and Latin-1 are built into glibc). See README "The image" for the sizes and what each lever saved.
+# charsets; UTF-8 and Latin-1 are built into glibc), nor what only dpkg and debconf read when
+# packages are built or configured: the libraries' symbols files and debconf's template cache
+# (2 MB; nothing installs packages in the image, and /var/lib/dpkg/status stays for scanners). See README "The image" for the sizes and what each lever saved.
 #
 # Caches, outside the work tree ($COIL_CACHE_DIR, default ~/.cache/coil, under image/): the base
 # root filesystem keyed by its recipe, buildah's storage (vfs driver: no daemon, no overlay
@@ -76,7 +78,7 @@ BASE_RECIPE=(
   '--dpkgopt=path-exclude=/usr/share/man/*' '--dpkgopt=path-exclude=/usr/share/info/*'
   '--dpkgopt=path-exclude=/usr/share/locale/*' '--dpkgopt=path-exclude=/usr/share/lintian/*'
   '--dpkgopt=path-exclude=/usr/lib/x86_64-linux-gnu/gconv/*'
-  '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/cache/debconf/*-old "$1"/var/log/*'
+  '--customize-hook=rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/cache/debconf/*-old "$1"/var/cache/debconf/templates.dat "$1"/var/lib/dpkg/info/*.symbols "$1"/var/log/*'
   bookworm
 )
 MIRRORS=(

@@ -33,7 +33,7 @@ test('the bundle is one executable file that runs by itself on Node', async () =
   const env = { PATH: `${join(process.execPath, '..')}:/usr/bin:/bin`, HOME: dir };
   assert.equal((await run(tool, ['version'], { env, cwd: dir })).stdout, `kubectl-coil ${KUBECTL_COIL_VERSION}\n`);
   const help = await run(tool, ['ipam', 'release', '--help'], { env, cwd: dir });
-  assert.match(help.stdout, /--from-report string \(repeatable\)/);
+  assert.match(help.stdout, /--from-report stringArray/);
   const bad = await run(tool, ['ipam', 'check', '--kubeconfig', join(dir, 'missing')], { env, cwd: dir }).catch((e: { code: number; stderr: string }) => e);
   assert.equal((bad as { code: number }).code, 2);
   assert.match((bad as { stderr: string }).stderr, /^kubectl coil: --kubeconfig: cannot load .*missing/);
