@@ -40,6 +40,7 @@ import { NetlinkAgent } from '../netlink/netlink-agent.js';
 import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress/egress-client.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
+import { NatSteering } from './egress/nat-steering.js';
 import { allocationKey } from './ipam/node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
 import { NodeIpam } from './ipam/node-ipam.js';
@@ -141,14 +142,22 @@ export class Coild {
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
     if (cfg.enableEgress) {
       const ip = kernel;
+      const steering = cfg.egressNatSteering
+        ? new NatSteering({
+          cache, port: cfg.egressPort, logger: log.child({ logger: 'egress-steering' }), registry: this.manager.metrics.registry,
+          probeIntervalMs: cfg.egressProbeIntervalMs, onChange: (egress) => this.egress?.onSteeringChange(egress),
+        })
+        : undefined;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
         egressClient: new EgressClient({ ip, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
         logger: log.child({ logger: 'egress' }),
         stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
         registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,
+        ...(steering ? { steering } : {}),
       });
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
+      if (steering) this.manager.add({ name: 'egress-steering', leaderOnly: false }, steering);
     }
     // coild's loops are Manager runnables: started once the caches synced, stopped newest first
     // (GC, added once coild serves; the releaser; the requester; the egress watcher), each awaited.

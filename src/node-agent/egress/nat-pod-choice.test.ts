@@ -82,4 +82,14 @@ describe('NAT pod choice (rendezvous hashing)', () => {
     assert.equal(chooseNatPod('10.100.0.1', [up('10.64.0.1', { health: 'down' }), up('10.64.0.2', { serving: false })]), undefined);
     assert.equal(chooseNatPod('10.100.0.1', []), undefined);
   });
+
+  test('drain: a client on a terminating NAT pod stays while it serves and answers, then moves; new clients never go there', () => {
+    const pods = [up('10.64.0.1', { terminating: true }), up('10.64.0.2'), up('10.64.0.3')];
+    assert.equal(chooseNatPod('10.100.0.1', pods, '10.64.0.1'), '10.64.0.1');
+    assert.notEqual(chooseNatPod('10.100.0.1', pods), '10.64.0.1');
+    assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, serving: false }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
+    assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, health: 'down' }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
+    // A current NAT pod that is not terminating gives no stickiness: rendezvous decides.
+    assert.equal(chooseNatPod('10.100.0.1', pods.slice(1), '10.64.0.3'), rendezvousChoice('10.100.0.1', ['10.64.0.2', '10.64.0.3']));
+  });
 });

@@ -61,13 +61,19 @@ export function takesNewFlows(p: Readonly<NatPodView>): boolean {
  * The NAT pod a client's tunnel points at, or undefined for the Service ClusterIP (Coil's path,
  * where kube-proxy chooses).
  *
- * Order: the pods that take new flows (a pod not yet probed counts: the EndpointSlice already
+ * `current` is the NAT pod the client's tunnel points at now, if any.
+ *
+ * Order: a terminating `current` that still serves and answers (the drain); then the pods that take new flows (a pod not yet probed counts: the EndpointSlice already
  * says it is ready, and the probe answers within ~100 ms if not); when none does, terminating
  * pods that still serve and answer the probe (a whole Egress being rolled keeps working);
  * when none of those either, the ClusterIP — then kube-proxy's view of the endpoints decides,
  * which is never worse than Coil's.
  */
-export function chooseNatPod(client: string, pods: readonly Readonly<NatPodView>[]): string | undefined {
+export function chooseNatPod(client: string, pods: readonly Readonly<NatPodView>[], current?: string): string | undefined {
+  // Drain: a client already on a terminating NAT pod stays while that pod still serves and
+  // answers, so its established connections finish there; only new clients go elsewhere.
+  const cur = current === undefined ? undefined : pods.find((p) => p.address === current);
+  if (cur?.terminating && cur.serving && cur.health !== 'down') return cur.address;
   const fresh = pods.filter(takesNewFlows);
   if (fresh.length > 0) return rendezvousChoice(client, fresh.map((p) => p.address));
   const draining = pods.filter((p) => p.serving && p.health === 'up');
