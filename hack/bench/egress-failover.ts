@@ -121,6 +121,11 @@ interface Seen {
   outageMs: number; lost: number; sent: number; streams: string[]; disturbed: number;
   /** The client program's own longest pause between two probe sends: a CPU stall of the VM, not the network. */
   stallMs: number;
+  /**
+   * The longest round trip of an answered probe in the window: a probe held up, not lost, means
+   * a process or the VM stalled (a blocked path drops packets, it does not queue them for long).
+   */
+  maxRttMs: number;
   /** Probes answered in the 2 s before the loss (0: the path never worked). */
   answeredBefore: number;
 }
@@ -148,6 +153,7 @@ function measure(d: Dump, t0: number): Seen {
   if (gap) outageMs = Infinity;
   let stallMs = 0;
   for (let i = 1; i < inWindow.length; i++) stallMs = Math.max(stallMs, inWindow[i]![1] - inWindow[i - 1]![1]);
+  const maxRttMs = Math.max(0, ...inWindow.filter(([s]) => s in d.got).map(([s, t]) => d.got[s]! - t));
   const answeredBefore = d.sent.filter(([s, t]) => t >= t0 - 2_000 && t < t0 && s in d.got).length;
   const streams = d.streams.map((st) => {
     if (st.errAt && st.errAt >= t0) return `reset +${st.errAt - t0} ms (${st.err})`;
@@ -157,10 +163,11 @@ function measure(d: Dump, t0: number): Seen {
     if (echoes[echoes.length - 1]! < end - 1_000) return 'hung';
     let maxGap = 0;
     for (let i = 1; i < echoes.length; i++) maxGap = Math.max(maxGap, echoes[i]! - echoes[i - 1]!);
-    // An echo gap the client's own stall explains (the VM's CPUs were busy) is not the network's.
-    return maxGap > 300 + stallMs ? `paused ${maxGap} ms` : 'kept';
+    // An echo gap that a stall of the client, of X or of the VM explains (seen as the client's
+    // own pause between sends, or as a probe answered late) is not the network's.
+    return maxGap > 300 + Math.max(stallMs, maxRttMs) ? `paused ${maxGap} ms` : 'kept';
   });
-  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, answeredBefore };
+  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore };
 }
 
 async function sleep(ms: number): Promise<void> {
@@ -388,11 +395,11 @@ const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 
 main().then(
   async (rows) => {
-    console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | longest client stall (ms) |');
+    console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | longest client stall / probe RTT (ms) |');
     console.log('|---|---|---|---|---:|---:|---|---|---:|');
     for (const r of rows) {
       const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
-      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => s.streams).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${Math.max(...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} |`);
+      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => s.streams).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${Math.max(...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(...r.others.map((s) => s.maxRttMs))} |`);
     }
     console.log('');
     console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) |');

@@ -137,7 +137,9 @@ export class NatProber implements Runnable {
       const inner = innerProbePacket(t.local, socket.address().port, probePayload({ nonce: this.nonce, target: t.id, seq }));
       await new Promise<void>((resolve, reject) => socket.send(inner, this.o.port, t.address, (err) => (err ? reject(err) : resolve())));
     } catch (err) {
-      // An unreachable NAT pod is what the probe is for: the miss is counted at the next tick.
+      // An unreachable NAT pod is what the probe is for: the miss is counted at the next tick —
+      // also when there is not even a route to it (then no probe was numbered yet).
+      if (t.local === undefined) t.sent = t.answered + 1;
       this.o.logger.trace({ err, natPod: t.address }, 'NAT pod probe not sent');
     }
   }
