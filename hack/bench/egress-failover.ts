@@ -30,7 +30,15 @@
  *
  * Kinds of loss (`-k`, comma-separated): `node-lost` (the NAT pod's link goes down: no answer at
  * all, as a lost node or a partition), `graceful` (the pod's endpoint turns terminating, then,
- * 1 s later, not serving and its link goes down: a graceful deletion after its grace period).
+ * 1 s later, not serving and its link goes down: a graceful deletion after its grace period, as a
+ * scale-down deletes a pod), `scale-up` (the Egress runs two NAT pods, E3 is added: on coil's
+ * path its slice endpoint appears, on Coil's the DNAT gets the third endpoint; the lost column
+ * names the added pod and the outage should be 0).
+ *
+ * Not here: the NAT process SIGKILLed or SIGSTOPped. The data path is the NAT pod's kernel state
+ * (FoU port, NAT rules, peer links), which a killed or stopped coil-egress leaves in place while
+ * the pod's sandbox lives; what matters is when the sandbox or its node goes, which `node-lost`
+ * and `graceful` are.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -51,6 +59,7 @@ import { EgressWatcher } from '../../src/node-agent/egress/egress-watcher.js';
 import { NatSteering } from '../../src/node-agent/egress/nat-steering.js';
 import { rendezvousChoice } from '../../src/node-agent/egress/nat-pod-choice.js';
 import { KeyedMutex } from '../../src/node-agent/podnet/keyed-mutex.js';
+import { SpawnHelper } from '../../src/node-agent/podnet/spawn-helper.js';
 import type { Cache } from '../../src/runtime/cache.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
@@ -59,7 +68,7 @@ import { TestNetnsSet, type TestNetns } from '../../test/netns/test-netns.js';
 import { wire } from '../../test/netns/egress-peer.js';
 
 const { values: args } = parseArgs({ options: {
-  kinds: { type: 'string', short: 'k', default: 'node-lost,graceful' },
+  kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
   repeat: { type: 'string', short: 'n', default: '3' },
   streams: { type: 'string', short: 's', default: '2' },
   'coil-delay': { type: 'string', short: 'd', default: '0' },
@@ -71,6 +80,9 @@ const REPEAT = Number(args.repeat);
 const STREAMS = Number(args.streams);
 
 const ip = new IpRunner({ timeoutMs: 60_000 });
+/** coild's own way of starting `ip` under Node (its spawn helper), for coild's part of the bench. */
+const helper = new SpawnHelper();
+const coildIp = new IpRunner({ timeoutMs: 60_000, spawner: helper.spawner });
 const netns = new TestNetnsSet({ ip });
 const CLUSTER_IP = '10.96.0.100';
 const TARGET = '198.51.100.2';
@@ -260,7 +272,7 @@ async function main(): Promise<Row[]> {
   try {
     for (const kind of KINDS) {
       for (let i = 0; i < REPEAT; i++) {
-        rows.push(await coilRun(n, clients, kind, NAT[i % NAT.length]!));
+        rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
         rows.push(await coilBaselineRun(n, clients, kind, i));
       }
     }
@@ -286,10 +298,11 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
   const service: V1Service = { metadata: { namespace: 'internet', name: 'nat' }, spec: { clusterIPs: [CLUSTER_IP] } };
   const pods: V1Pod[] = clients.map((c) => ({ metadata: { namespace: 'app', name: `client${c.index}`, annotations: { 'egress.coil.cybozu.com/internet': 'nat' } }, spec: { containers: [] } }));
   const all = Object.fromEntries(NAT.map((a) => [a, { serving: true, terminating: false }]));
+  const initial = kind === 'scale-up' ? Object.fromEntries(NAT.filter((a) => a !== lost).map((a) => [a, { serving: true, terminating: false }])) : all;
   api.put(Kinds.Egress.kind, egress);
   api.put(Kinds.Service.kind, service);
   for (const p of pods) api.put(Kinds.Pod.kind, p);
-  api.put(Kinds.EndpointSlice.kind, slice(all));
+  api.put(Kinds.EndpointSlice.kind, slice(initial));
   const stateDir = await mkdtemp(join(tmpdir(), 'coil-bench-egress-'));
   const registry = new Registry();
   let watcher: EgressWatcher | undefined;
@@ -297,7 +310,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
   let detectMs: number | undefined;
   let movedMs: number | undefined;
   const steering = new NatSteering({ cache: api.cache, port: 5555, logger: silentLogger(), registry, onChange: (e) => watcher?.onSteeringChange(e) });
-  const egressClient = new EgressClient({ ip, port: 5555 });
+  const egressClient = new EgressClient({ ip: coildIp, port: 5555 });
   const retarget = egressClient.retarget.bind(egressClient);
   egressClient.retarget = async (...a) => {
     const moved = await retarget(...a);
@@ -327,6 +340,13 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     await sleep(2_500);
     const idx = NAT.indexOf(lost) + 1;
     t0 = Date.now();
+    if (kind === 'scale-up') {
+      api.put(Kinds.EndpointSlice.kind, slice(all));
+      await sleep(WINDOW_MS);
+      const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0));
+      log(`coil scale-up: added ${lost}, ${JSON.stringify(seenUp)}`);
+      return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp };
+    }
     if (kind === 'graceful') {
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: true, terminating: true } }));
       await sleep(1_000);
@@ -354,7 +374,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
 
 /** Coil's path: tunnels to the ClusterIP; kube-proxy drops the endpoint `-d` ms after the loss. */
 async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind: string, run: number): Promise<Row> {
-  await setDnat(n, NAT);
+  await setDnat(n, kind === 'scale-up' ? NAT.slice(0, 2) : NAT);
   await ip.exec(['conntrack', '-F']).catch(() => undefined);
   const client = new EgressClient({ ip, port: 5555 });
   for (const c of clients) {
@@ -364,9 +384,17 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
   try {
     await sleep(2_500);
     const on = await Promise.all(clients.map((c) => dnatTarget(c.address)));
+    log(`Coil: kube-proxy sends the clients to ${on.join(', ')}`);
+    if (kind === 'scale-up') {
+      const t = Date.now();
+      await setDnat(n, NAT);
+      await sleep(WINDOW_MS);
+      const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t));
+      log(`Coil scale-up: ${JSON.stringify(seenUp)}`);
+      return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost: `${NAT[2]} added`, onLost: [], others: seenUp };
+    }
     const lost = on[run % clients.length] ?? NAT[0]!;
     const idx = NAT.indexOf(lost) + 1;
-    log(`Coil: kube-proxy sends the clients to ${on.join(', ')}`);
     const t0 = Date.now();
     if (kind === 'graceful') {
       // Kubernetes marks the endpoint terminating: kube-proxy keeps established flows (the
@@ -399,7 +427,7 @@ main().then(
     console.log('|---|---|---|---|---:|---:|---|---|---:|');
     for (const r of rows) {
       const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
-      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => s.streams).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${Math.max(...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(...r.others.map((s) => s.maxRttMs))} |`);
+      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => s.streams).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))} |`);
     }
     console.log('');
     console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) |');
@@ -412,12 +440,14 @@ main().then(
       console.log(`| ${path} | ${kind} | ${rs.length} | ${fmt(o[Math.floor((o.length - 1) / 2)]!)} | ${fmt(o[o.length - 1]!)} | ${rs.reduce((a, r) => a + r.onLost.reduce((b, s) => b + s.lost, 0), 0)} | ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.lost, 0), 0)}, ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.disturbed, 0), 0)} |`);
     }
     console.log(`load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}, wall ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    helper.stop();
     await netns.cleanup();
     await ip.exec(['ip', 'netns', 'del', 'coilbench-node']).catch(() => undefined);
     process.exit(0);
   },
   async (err: unknown) => {
     console.error(`FAIL ${err instanceof Error ? err.stack : String(err)}`);
+    helper.stop();
     await netns.cleanup();
     await ip.exec(['ip', 'netns', 'del', 'coilbench-node']).catch(() => undefined);
     process.exit(1);

@@ -195,6 +195,15 @@ export class EgressClient {
   }
 
   /**
+   * The remotes of the pod's peer links as the kernel holds them (where its tunnels point now;
+   * after a coild restart, the only record of the NAT pods chosen before).
+   * @throws NetlinkError when iproute2 fails
+   */
+  async peerRemotes(netns: string): Promise<string[]> {
+    return (await readFouPeers(this.o.ip, { netns })).map((l) => l.remote);
+  }
+
+  /**
    * Moves tunnels from the NAT pods of `from` to those of `to` in one batch — new peer link, up,
    * `route replace` of its destinations, old link deleted — when the two plans differ only in
    * their peers' remotes (a failover or a drain). One kernel round instead of {@link apply}'s

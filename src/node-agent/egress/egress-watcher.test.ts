@@ -14,6 +14,8 @@ import type { EgressClient, EgressClientPlan } from './egress-client.js';
 import { EgressSetupError, EgressWatcher } from './egress-watcher.js';
 import { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { NatSteering } from './nat-steering.js';
+import { rendezvousChoice } from './nat-pod-choice.js';
+import { fouPeerLinkName } from '../../netlink/fou.js';
 import type { ProbeHealth } from './nat-prober.js';
 
 const ALL = { veth: true, ipv6: true, vxlan: true, ipip: true, ip6tnl: true, fou: true };
@@ -251,6 +253,46 @@ describe('EgressWatcher', () => {
     ew.onSteeringChange('internet/nat');
     await until(() => w.calls.length === 1);
     assert.equal(w.calls[0], 'retarget /run/netns/p 10.64.0.1 → 10.64.0.2');
+    stop.abort();
+    await running;
+  });
+
+  test('steering: a NAT pod added moves no client, not even across a coild restart (the tunnel\'s remote in the netns is the record)', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    const slice = (addresses: string[]) => ({ metadata: { namespace: 'internet', name: 'nat-x', labels: { 'kubernetes.io/service-name': 'nat' } }, addressType: 'IPv4',
+      endpoints: addresses.map((a) => ({ addresses: [a], conditions: {} })) });
+    const prober = { setTargets: () => undefined, health: (): ProbeHealth => 'up', run: async () => undefined };
+    // A client that ranks the NAT pod to be added first.
+    const client = Array.from({ length: 200 }, (_, i) => `10.100.1.${i + 1}`).find((c) => rendezvousChoice(c, ['10.64.0.1', '10.64.0.2', '10.64.0.3']) === '10.64.0.3')!;
+    const a = { ...attachment, ips: [client] };
+    w.put('EndpointSlice', slice(['10.64.0.1', '10.64.0.2']));
+    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+    let ew: EgressWatcher | undefined;
+    const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: (e) => ew?.onSteeringChange(e) });
+    const first = await watcher(w, steering);
+    ew = first.ew;
+    await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), a);
+    const before = rendezvousChoice(client, ['10.64.0.1', '10.64.0.2'])!;
+    assert.match(w.calls[0]!, new RegExp(fouPeerLinkName(before)));
+    w.put('EndpointSlice', slice(['10.64.0.1', '10.64.0.2', '10.64.0.3']));
+    ew.onSteeringChange('internet/nat');
+    assert.equal(steering.natPod({ namespace: 'internet', name: 'nat' }, client), '10.64.0.3', 'a new client would go to the added pod');
+
+    // coild restarts: a new watcher from the same records, the kernel's peer link as the record.
+    w.calls.length = 0;
+    (w.egressClient as { peerRemotes?: unknown }).peerRemotes = async () => [before];
+    const steering2 = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: () => undefined });
+    const again = new EgressWatcher({
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks: new KeyedMutex(),
+      lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: first.dir, port: 5555, probe: async () => ALL, registry: new Registry(), steering: steering2,
+    });
+    await again.init();
+    const stop = new AbortController();
+    const running = again.run(stop.signal);
+    await until(() => w.calls.length === 1);
+    assert.match(w.calls[0]!, new RegExp(fouPeerLinkName(before)), `the restart moved the client: ${w.calls[0]}`);
     stop.abort();
     await running;
   });

@@ -232,7 +232,12 @@ export class EgressWatcher implements Runnable {
       if (egress && service) gateways.push(...gatewaysOf(egress, service));
     }
     const key = this.o.lockKey(a.containerId, a.ifname);
-    const steered = this.steer(a, gateways, this.applied.get(key)?.gateways);
+    // After a coild restart nothing is remembered: the tunnels' remotes in the pod netns say
+    // where each client is, so a restart moves no client (and none of its connections).
+    const remembered = this.applied.get(key)?.gateways;
+    const inKernel = !remembered && this.o.steering && typeof this.o.egressClient.peerRemotes === 'function'
+      ? await this.o.egressClient.peerRemotes(a.netns).catch(() => [] as string[]) : [];
+    const steered = this.steer(a, gateways, remembered, inKernel);
     const plan = this.plan(a, steered);
     if (plan.families.length === 0) await this.o.egressClient.remove(a.netns);
     else await this.o.egressClient.apply(a.netns, plan);
@@ -263,16 +268,21 @@ export class EgressWatcher implements Runnable {
     return true;
   }
 
-  /** `gateways` with the NAT pod chosen for this client; `previous` holds where each points now. */
-  private steer(a: EgressAttachment, gateways: readonly EgressGateway[], previous: readonly EgressGateway[] | undefined): EgressGateway[] {
+  /**
+   * `gateways` with the NAT pod chosen for this client; `previous` holds where each points now,
+   * or else `inKernel`, the remotes of the pod's peer links.
+   */
+  private steer(a: EgressAttachment, gateways: readonly EgressGateway[], previous: readonly EgressGateway[] | undefined, inKernel: readonly string[] = []): EgressGateway[] {
     const steering = this.o.steering;
     return gateways.map(({ natPod: _, ...g }) => {
       const family = g.clusterIp.includes(':') ? 6 : 4;
       const client = a.ips.find((ip) => (ip.includes(':') ? 6 : 4) === family);
       if (!steering || client === undefined) return g;
       const [namespace = '', name = ''] = g.egress.split('/');
-      const current = previous?.find((p) => p.egress === g.egress && p.clusterIp === g.clusterIp)?.natPod;
-      const natPod = steering.natPod({ namespace, name }, client, current);
+      const ref = { namespace, name };
+      const current = previous?.find((p) => p.egress === g.egress && p.clusterIp === g.clusterIp)?.natPod
+        ?? inKernel.find((r) => r !== g.clusterIp && steering.natPod(ref, client, r) === r);
+      const natPod = steering.natPod(ref, client, current);
       return natPod === undefined ? g : { ...g, natPod };
     });
   }

@@ -89,7 +89,20 @@ describe('NAT pod choice (rendezvous hashing)', () => {
     assert.notEqual(chooseNatPod('10.100.0.1', pods), '10.64.0.1');
     assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, serving: false }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
     assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, health: 'down' }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
-    // A current NAT pod that is not terminating gives no stickiness: rendezvous decides.
-    assert.equal(chooseNatPod('10.100.0.1', pods.slice(1), '10.64.0.3'), rendezvousChoice('10.100.0.1', ['10.64.0.2', '10.64.0.3']));
+  });
+
+  test('a client stays on its current NAT pod while it takes new flows, whatever was added; it leaves one that fails, stops serving or left', () => {
+    fc.assert(fc.property(world, address, ({ pods, clients }, added) => {
+      fc.pre(!pods.includes(added));
+      const views = [...pods, added].map((p) => up(p));
+      for (const c of clients) {
+        const current = rendezvousChoice(c, pods)!;
+        assert.equal(chooseNatPod(c, views, current), current, 'a NAT pod added moved an established client');
+        const rest = views.filter((v) => v.address !== current);
+        if (rest.length === 0) continue;
+        assert.equal(chooseNatPod(c, [...rest, up(current, { health: 'down' })], current), rendezvousChoice(c, rest.map((v) => v.address)));
+        assert.equal(chooseNatPod(c, rest, current), rendezvousChoice(c, rest.map((v) => v.address)), 'a NAT pod that left the slice');
+      }
+    }), { numRuns: 200 });
   });
 });

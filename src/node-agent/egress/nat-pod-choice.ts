@@ -4,7 +4,9 @@
  * new flows. Every client ranks every NAT pod on its own, so
  * - losing a NAT pod moves only the clients that had it first (each to its own second choice,
  *   spread evenly over the others);
- * - adding one moves only the clients that now rank it first (about 1/n of them);
+ * - adding one would move only the clients that now rank it first (about 1/n of them); with the
+ *   client's current NAT pod given ({@link chooseNatPod}), it moves none: established
+ *   connections stay where they are, and the new pod takes new clients;
  * and two coild on two nodes agree without talking to each other. Pure: no I/O, no clock.
  * @see docs/egress-failover.md#choosing-a-nat-pod
  */
@@ -63,17 +65,20 @@ export function takesNewFlows(p: Readonly<NatPodView>): boolean {
  *
  * `current` is the NAT pod the client's tunnel points at now, if any.
  *
- * Order: a terminating `current` that still serves and answers (the drain); then the pods that take new flows (a pod not yet probed counts: the EndpointSlice already
+ * Order: `current` while it takes new flows, or while it is terminating but still serves and
+ * answers (the drain); then the pods that take new flows (a pod not yet probed counts: the EndpointSlice already
  * says it is ready, and the probe answers within ~100 ms if not); when none does, terminating
  * pods that still serve and answer the probe (a whole Egress being rolled keeps working);
  * when none of those either, the ClusterIP — then kube-proxy's view of the endpoints decides,
  * which is never worse than Coil's.
  */
 export function chooseNatPod(client: string, pods: readonly Readonly<NatPodView>[], current?: string): string | undefined {
-  // Drain: a client already on a terminating NAT pod stays while that pod still serves and
-  // answers, so its established connections finish there; only new clients go elsewhere.
+  // A client stays where it is while that NAT pod may still carry it, so its established
+  // connections are never moved: on a NAT pod that takes new flows (a NAT pod added later gets
+  // only new clients, as kube-proxy's ClientIP affinity keeps the tunnel's flow), and on a
+  // terminating one that still serves and answers (the drain: its connections finish there).
   const cur = current === undefined ? undefined : pods.find((p) => p.address === current);
-  if (cur?.terminating && cur.serving && cur.health !== 'down') return cur.address;
+  if (cur && (takesNewFlows(cur) || (cur.terminating && cur.serving && cur.health !== 'down'))) return cur.address;
   const fresh = pods.filter(takesNewFlows);
   if (fresh.length > 0) return rendezvousChoice(client, fresh.map((p) => p.address));
   const draining = pods.filter((p) => p.serving && p.health === 'up');
