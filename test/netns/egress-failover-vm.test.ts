@@ -7,7 +7,8 @@
  * - coild's probe through the NAT pods' FoU decapsulation, forwarding and MASQUERADE answers, and a
  *   lost NAT pod's clients move within 1 s while the other clients lose no probe;
  * - a graceful deletion loses no probe; a NAT pod added moves no client.
- * About 2 min here without KVM. Skipped like egress-fou-vm.test.ts when the VM cannot run
+ * Also egress-probe-scenario.js: the probe on real FoU in both families.
+ * About 2.5 min here without KVM. Skipped like egress-fou-vm.test.ts when the VM cannot run
  * (failing under CI=true); `COIL_SKIP_VM=1` skips it on purpose.
  */
 import assert from 'node:assert/strict';
@@ -30,6 +31,21 @@ const skip = process.env.COIL_SKIP_VM ? 'COIL_SKIP_VM is set' : prerequisite(vmS
 if (skip) console.log(`# egress failover VM test skipped: ${skip}`);
 
 describe('egress failover in a VM with a stock kernel', { skip }, () => {
+  test('coild\'s probe answers through a NAT pod\'s FoU decapsulation and NAT, IPv4 and IPv6, and fails when the NAT pod is unreachable', { timeout: 300_000 }, async () => {
+    const { NODE_TEST_CONTEXT: _, ...env } = process.env;
+    const child = spawn(runner, ['-v', '--', process.execPath, join(here, 'egress-probe-scenario.js')], { cwd: repo, env: { ...env, FOU_VM_TIMEOUT: '280' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
+    child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
+    const code = await new Promise<number | null>((r) => child.on('close', r));
+    for (const line of out.trim().split('\n')) console.log(`# vm: ${line}`);
+    assert.equal(code, 0, `scenario failed (rc ${code}):\n${out}\n${err.slice(-2000)}`);
+    assert.match(out, /ALL OK/);
+    assert.equal((out.match(/^ok /gm) ?? []).length, 5);
+  });
+
+
   test('coild moves a lost NAT pod\'s clients within 1 s, others lose nothing; a graceful deletion loses no probe; both paths work with both kinds of NAT pod', { timeout: 600_000 }, async () => {
     const { NODE_TEST_CONTEXT: _, ...env } = process.env;
     const child = spawn(runner, ['-v', '--', process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1'], {
