@@ -5,7 +5,8 @@
  *   coild's steered tunnels work with a NAT pod set up with Coil's iptables rules (E2, the first
  *   choice of one client) — the bench fails when a client got no answer before the loss;
  * - coild's probe through the NAT pods' FoU decapsulation, forwarding and MASQUERADE answers, and a
- *   lost NAT pod's clients move within 1 s while the other clients lose no probe;
+ *   lost NAT pod's clients move (0.5–0.8 s in this VM; the test allows 3 s, TCG timing being
+ *   what it is) while the other clients lose no probe and no stream;
  * - a graceful deletion loses no probe; a NAT pod added moves no client.
  * Also egress-probe-scenario.js: the probe on real FoU in both families.
  * About 2.5 min here without KVM. Skipped like egress-fou-vm.test.ts when the VM cannot run
@@ -46,7 +47,7 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
   });
 
 
-  test('coild moves a lost NAT pod\'s clients within 1 s, others lose nothing; a graceful deletion loses no probe; both paths work with both kinds of NAT pod', { timeout: 600_000 }, async () => {
+  test('coild moves a lost NAT pod\'s clients (bound 3 s under TCG), others lose nothing; a graceful deletion loses no probe, a scale-up moves nothing; both paths work with both kinds of NAT pod', { timeout: 600_000 }, async () => {
     const { NODE_TEST_CONTEXT: _, ...env } = process.env;
     const child = spawn(runner, ['-v', '--', process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1'], {
       cwd: repo, env: { ...env, FOU_VM_TIMEOUT: '500' }, stdio: ['ignore', 'pipe', 'pipe'],
