@@ -43,6 +43,7 @@ import { NetlinkAgent } from '../netlink/netlink-agent.js';
 import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress/egress-client.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
+import { NatSteering } from './egress/nat-steering.js';
 import { allocationKey } from './ipam/node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
 import { NodeIpam } from './ipam/node-ipam.js';
@@ -159,20 +160,29 @@ export class Coild {
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
     if (cfg.enableEgress) {
+      const steering = cfg.egressNatSteering
+        ? new NatSteering({
+          cache, port: cfg.egressPort, logger: log.child({ logger: 'egress-steering' }), registry: this.manager.metrics.registry,
+          probeIntervalMs: cfg.egressProbeIntervalMs, onChange: (egress) => this.egress?.onSteeringChange(egress),
+        })
+        : undefined;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
         egressClient: new EgressClient({ ip, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
         logger: log.child({ logger: 'egress' }),
         stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
         registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,
+        ...(steering ? { steering } : {}),
       });
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
+      if (steering) this.manager.add({ name: 'egress-steering', leaderOnly: false }, steering);
     }
     // coild's loops are Manager runnables: started once the caches synced, stopped newest first
-    // (GC, added once coild serves; the releaser; the requester; the export; the egress watcher),
-    // each awaited.
+    // (GC, added once coild serves; the releaser; the requester; the export; the egress steering
+    // and watcher), each awaited.
     if (cfg.enableIpam) {
-      // First added, last stopped: block changes while the other loops wind down still reach table 119.
+      // Added before the other IPAM loops, so stopped after them: block changes while they wind down
+      // still reach table 119.
       this.manager.add({ name: 'block-export', leaderOnly: false }, this.blockExport);
       this.manager.add({ name: 'block-request', leaderOnly: false }, this.requester);
       this.manager.add({ name: 'block-release', leaderOnly: false }, this.releaser);

@@ -71,6 +71,14 @@ export interface CoildConfig {
   readonly enableOriginatingOnly: boolean;
   /** `--backend`, default `iptables` as Coil's: the netfilter backend of the originating-only connmark rules. */
   readonly backend: NetfilterBackend;
+  /**
+   * `--egress-nat-steering` (ours), default true: coild probes the NAT pods and points each client
+   * tunnel at a healthy one itself; false points tunnels at the Service ClusterIP as Coil's coild
+   * does (docs/egress-failover.md).
+   */
+  readonly egressNatSteering: boolean;
+  /** `--egress-probe-interval` (ours), default 100ms: period of the probe of each NAT pod. */
+  readonly egressProbeIntervalMs: number;
   /** `--egress-state-dir` (ours), default `/run/coild/egress`: netns of each egress client, recorded at ADD. */
   readonly egressStateDir: string;
   /** `--log-level` (ours; `--zap-log-level` is accepted too), default `info`. */
@@ -126,6 +134,8 @@ export const COILD_FLAGS = defineFlags('coild', {
   'register-from-main': { kind: 'bool', default: false, help: 'not supported (refused when true)' },
   'enable-originating-only': { kind: 'bool', default: false, help: 'answer connections that came in through a pod link through it' },
   'egress-port': { kind: 'port', default: FOU_PORT, help: "FoU port; must equal coil-egress's --fou-port" },
+  'egress-nat-steering': { kind: 'bool', default: true, help: 'probe NAT pods and point client tunnels at a healthy one (false: at the Service ClusterIP, as Coil)' },
+  'egress-probe-interval': { kind: 'duration', default: '100ms', help: 'period of the probe of each NAT pod through its tunnel (down after 3 unanswered)' },
   'egress-state-dir': { kind: 'string', default: '/run/coild/egress', help: 'where the netns of each egress client is recorded' },
   backend: { kind: 'enum', values: NETFILTER_BACKENDS, default: DEFAULT_NETFILTER_BACKEND, help: 'netfilter backend of the originating-only rules' },
 });
@@ -176,6 +186,8 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     netlinkAgent: v['netlink-agent'],
     egressPort: v['egress-port'],
     egressStateDir: v['egress-state-dir'],
+    egressNatSteering: v['egress-nat-steering'],
+    egressProbeIntervalMs: positive('egress-probe-interval', v['egress-probe-interval']),
     enableOriginatingOnly: v['enable-originating-only'],
     backend: v.backend,
   };

@@ -21,6 +21,7 @@ import type { CoildConfig } from './config.js';
 import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
+import { EGRESS_SLICE_SELECTOR } from './egress/nat-endpoints.js';
 
 /** The chart's switches (`ipam.enabled` → `--enable-ipam`, `egress.enabled` → `--enable-egress`); `common` is always on. */
 export type CoildFeature = 'common' | 'ipam' | 'egress';
@@ -69,7 +70,13 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
     calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac],
   },
   egress: {
-    caches: [{ kind: Kinds.Egress }],
+    caches: [
+      { kind: Kinds.Egress },
+      // The NAT pods of every Egress, to probe them and point client tunnels at healthy ones
+      // (egress/nat-steering.ts); the slices of Egress Services only, by the labels the
+      // EndpointSlice controller copies from the Service.
+      { kind: Kinds.EndpointSlice, options: () => ({ labelSelector: EGRESS_SLICE_SELECTOR }) },
+    ],
     calls: [...EgressWatcher.rbac, ...EgressOnlyCniService.rbac],
   },
 });

@@ -24,6 +24,14 @@ function exported(text: string): Set<string> {
   return names;
 }
 
+/**
+ * coild's series that exist only while a client pod of the node names an Egress — which needs FoU,
+ * absent from this machine's kernel, so ADD of such a pod fails here. Their names are checked
+ * against coild's registry in src/node-agent/egress/egress-watcher.test.ts (steering), and the FoU
+ * VM's egress-failover test runs them.
+ */
+const NEEDS_AN_EGRESS_CLIENT = new Set(['coil_coild_egress_nat_pods_healthy']);
+
 describe('dashboard and alerts query only what the programs export', { skip: labSkipReason() }, () => {
   let lab: NodeLab;
   let node: LabNode;
@@ -58,7 +66,7 @@ describe('dashboard and alerts query only what the programs export', { skip: lab
       const egressMetrics = await egressAgentMetrics(lab);
       const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
       const have = new Set([...exported(await scrape(controllerMetrics.port)), ...exported(await scrape(node.metricsPort)), ...exported(egressMetrics)]);
-      const missing = (await queriedMetricNames()).filter((n) => !have.has(n) && !PROMETHEUS_SERIES.has(n));
+      const missing = (await queriedMetricNames()).filter((n) => !have.has(n) && !PROMETHEUS_SERIES.has(n) && !NEEDS_AN_EGRESS_CLIENT.has(n));
       assert.deepEqual(missing, [], 'queried by the dashboard or an alert, exported by no program');
     } catch (e) {
       failed = true;

@@ -1,6 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, planEgressClient } from './egress-client.js';
+import type { IpRunner } from '../../netlink/ip-runner.js';
+import { EgressClient, FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, planEgressClient } from './egress-client.js';
 
 describe('egress client plan', () => {
   test('IPv4 rules are 1800 link-local, 1900 → 117, 2000–2002 private → main, 2100 → 118', () => {
@@ -38,5 +39,33 @@ describe('egress client plan', () => {
   test('a gateway of a family the pod lacks is skipped (Coil ErrIPFamilyMismatch); none left means no rules', () => {
     const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ egress: 'a/b', clusterIp: 'fd02::1', destinations: ['::/0'], isSourcePortAuto: false }] });
     assert.deepEqual(plan, { peers: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] });
+  });
+
+  test('a chosen NAT pod is the peer link\'s remote (its name, its routes); one of another family is ignored', () => {
+    const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0'], isSourcePortAuto: false };
+    const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ ...gw, natPod: '10.64.0.7' }] });
+    assert.equal(plan.peers[0]!.remote, '10.64.0.7');
+    assert.deepEqual(plan.routes[4], { 118: [{ dst: '0.0.0.0/0', dev: 'fou4_0a400007' }] });
+    assert.equal(planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ ...gw, natPod: 'fd00::7' }] }).peers[0]!.remote, '10.68.0.114');
+  });
+
+  test('retarget moves a tunnel in one batch: new link, up, route replace, old link deleted; refuses other changes', async () => {
+    const batches: string[][] = [];
+    const ip = { batch: async (lines: string[][]) => { batches.push(lines.map((l) => l.join(' '))); return ''; } } as unknown as IpRunner;
+    const client = new EgressClient({ ip, port: 5555 });
+    const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0', '172.20.0.0/16'], isSourcePortAuto: true };
+    const plan = (natPod?: string, destinations = gw.destinations) => planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ ...gw, destinations, ...(natPod ? { natPod } : {}) }] });
+    assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.8')), true);
+    assert.deepEqual(batches, [[
+      'link add name fou4_0a400008 type ipip remote 10.64.0.8 local 10.100.0.5 ttl 225 encap fou encap-sport auto encap-dport 5555',
+      'link set dev fou4_0a400008 up',
+      'route replace 172.20.0.0/16 dev fou4_0a400008 proto 30 table 117',
+      'route replace 0.0.0.0/0 dev fou4_0a400008 proto 30 table 118',
+      'link del dev fou4_0a400007',
+    ]]);
+    assert.equal(await client.retarget('/run/netns/p', plan(), plan('10.64.0.8')), true, 'from the ClusterIP to a NAT pod');
+    assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.8', ['0.0.0.0/0'])), false, 'destinations changed');
+    assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.7')), true);
+    assert.equal(batches.length, 2);
   });
 });

@@ -15,8 +15,8 @@ import {
 } from '../../api/v2/keys.js';
 import { containsCidr } from 'cidr-tools';
 import { addressFamily, formatCidr, parseCidr } from '../../netlink/cidr.js';
-import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
+import { ensureFouPeer, fouPeerAddLine, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
+import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/policy-sync.js';
 import type { OriginatingOnly } from './originating-only.js';
 
@@ -51,6 +51,12 @@ export interface EgressGateway {
   destinations: string[];
   /** `spec.fouSourcePortAuto`. */
   isSourcePortAuto: boolean;
+  /**
+   * The NAT pod (plain address, the ClusterIP's family) coild chose for this client; the tunnel
+   * points at it instead of the ClusterIP. Absent: the ClusterIP, as Coil's coild does
+   * (docs/egress-failover.md#choosing-a-nat-pod).
+   */
+  natPod?: string;
 }
 
 /** The kernel state one client pod should have. */
@@ -112,8 +118,9 @@ export function planEgressClient(input: EgressClientInput): EgressClientPlan {
     const family = addressFamily(g.clusterIp);
     const own = family === undefined ? undefined : local.get(family);
     if (family === undefined || own === undefined) continue;
-    const dev = fouPeerLinkName(g.clusterIp);
-    plan.peers.push({ remote: g.clusterIp, local: own, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
+    const remote = g.natPod !== undefined && addressFamily(g.natPod) === family ? g.natPod : g.clusterIp;
+    const dev = fouPeerLinkName(remote);
+    plan.peers.push({ remote, local: own, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
       ...(input.linkMtuBytes ? { mtuBytes: input.linkMtuBytes - FOU_OVERHEAD_BYTES[family] } : {}) });
     if (!plan.families.includes(family)) plan.families.push(family);
     for (const dst of g.destinations) {
@@ -157,8 +164,12 @@ export class EgressClient {
    */
   async apply(netns: string, plan: EgressClientPlan): Promise<void> {
     if (plan.families.length === 0) return this.remove(netns);
-    await this.applyTunnels(netns, plan);
+    // Make before break: the new links and routes first, the old links last, so a tunnel moving
+    // to another NAT pod never leaves its destinations without a route (they would leave the pod
+    // unencapsulated, around the NAT).
+    const stale = await this.ensureTunnels(netns, plan);
     await this.applyRouting(netns, plan);
+    if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
     const oo = this.o.originatingOnly;
     if (oo?.enabled) await oo.applier.apply(netns, plan.families);
     else await oo?.applier.remove(netns);
@@ -169,13 +180,59 @@ export class EgressClient {
    * @throws NetlinkError when the kernel refuses (no FoU/ipip/ip6tnl)
    */
   async applyTunnels(netns: string, plan: EgressClientPlan): Promise<void> {
+    const stale = await this.ensureTunnels(netns, plan);
+    if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
+  }
+
+  /** FoU init and the wanted peer links; @returns the names of the peer links the plan no longer holds. */
+  private async ensureTunnels(netns: string, plan: EgressClientPlan): Promise<string[]> {
     const ip = this.o.ip;
     await initFou(ip, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
     const existing = await readFouPeers(ip, { netns });
     const wanted = new Set(plan.peers.map((p) => fouPeerLinkName(p.remote)));
-    const stale = existing.filter((l) => !wanted.has(l.name));
-    if (stale.length > 0) await ip.batch(stale.map((l) => ['link', 'del', 'dev', l.name]), { netns });
     for (const p of plan.peers) await ensureFouPeer(ip, p, existing, { netns });
+    return existing.filter((l) => !wanted.has(l.name)).map((l) => l.name);
+  }
+
+  /**
+   * The remotes of the pod's peer links as the kernel holds them (where its tunnels point now;
+   * after a coild restart, the only record of the NAT pods chosen before).
+   * @throws NetlinkError when iproute2 fails
+   */
+  async peerRemotes(netns: string): Promise<string[]> {
+    return (await readFouPeers(this.o.ip, { netns })).map((l) => l.remote);
+  }
+
+  /**
+   * Moves tunnels from the NAT pods of `from` to those of `to` in one batch — new peer link, up,
+   * `route replace` of its destinations, old link deleted — when the two plans differ only in
+   * their peers' remotes (a failover or a drain). One kernel round instead of {@link apply}'s
+   * dozen reads and writes: the move is what the client's outage is made of.
+   * @returns false when the plans differ in more than that (call {@link apply} instead)
+   * @throws NetlinkError when the kernel refuses (the caller falls back to {@link apply})
+   */
+  async retarget(netns: string, from: EgressClientPlan, to: EgressClientPlan): Promise<boolean> {
+    const shape = (p: EgressClientPlan) => JSON.stringify({ f: p.families, n: p.peers.length, r: p.rules,
+      routes: ([4, 6] as const).map((f) => Object.entries(p.routes[f]).map(([t, rs]) => [t, rs.map((r) => r.dst)])),
+      peers: p.peers.map((x) => [x.local, x.port, x.sourcePort, x.mtuBytes, addressFamily(x.remote)]) });
+    if (shape(from) !== shape(to)) return false;
+    const moved = to.peers.filter((p, i) => p.remote !== from.peers[i]!.remote);
+    if (moved.length === 0) return true;
+    const keep = new Set(to.peers.map((p) => fouPeerLinkName(p.remote)));
+    const lines: BatchLine[] = [];
+    for (const p of moved) lines.push(fouPeerAddLine(p), ['link', 'set', 'dev', fouPeerLinkName(p.remote), 'up']);
+    const newDevs = new Set(moved.map((p) => fouPeerLinkName(p.remote)));
+    for (const family of [4, 6] as const) {
+      for (const [table, routes] of Object.entries(to.routes[family])) {
+        for (const r of routes) if (newDevs.has(r.dev)) lines.push(['route', 'replace', r.dst, 'dev', r.dev, 'proto', String(PROTOCOL_ID), 'table', table]);
+      }
+    }
+    for (const p of from.peers) {
+      const name = fouPeerLinkName(p.remote);
+      if (!keep.has(name)) lines.push(['link', 'del', 'dev', name]);
+    }
+    await this.o.ip.batch(lines, { netns });
+    return true;
   }
 
   /**

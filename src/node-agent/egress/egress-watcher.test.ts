@@ -13,6 +13,10 @@ import { silentLogger } from '../../runtime/logging.js';
 import type { EgressClient, EgressClientPlan } from './egress-client.js';
 import { EgressSetupError, EgressWatcher } from './egress-watcher.js';
 import { KeyedMutex } from '../podnet/keyed-mutex.js';
+import { NatSteering } from './nat-steering.js';
+import { rendezvousChoice } from './nat-pod-choice.js';
+import { fouPeerLinkName } from '../../netlink/fou.js';
+import type { ProbeHealth } from './nat-prober.js';
 
 const ALL = { veth: true, ipv6: true, vxlan: true, ipip: true, ip6tnl: true, fou: true };
 
@@ -23,6 +27,7 @@ function world(features = ALL) {
   const key = (kind: string, ns: string, name: string) => `${kind}/${ns}/${name}`;
   const cache = {
     get: (k: { kind: string }, r: { namespace: string; name: string }) => objects.get(key(k.kind, r.namespace, r.name)),
+    list: (k: { kind: string }, o: { namespace?: string } = {}) => [...objects.entries()].filter(([x]) => x.startsWith(`${k.kind}/${o.namespace ?? ''}`)).map(([, v]) => v),
     onEvent: (k: { kind: string }, h: (e: unknown) => void) => { handlers.set(k.kind, [...(handlers.get(k.kind) ?? []), h]); return () => undefined; },
   } as unknown as Cache;
   const client = { get: async (k: { kind: string }, r: { namespace: string; name: string }) => objects.get(key(k.kind, r.namespace, r.name)) } as unknown as Client;
@@ -32,6 +37,10 @@ function world(features = ALL) {
   const egressClient = {
     apply: async (netns: string, p: EgressClientPlan) => { calls.push(`apply ${netns} ${JSON.stringify(p.routes[4])}`); },
     remove: async (netns: string) => { calls.push(`remove ${netns}`); },
+    retarget: async (netns: string, from: EgressClientPlan, to: EgressClientPlan) => {
+      calls.push(`retarget ${netns} ${from.peers.map((p) => p.remote).join()} → ${to.peers.map((p) => p.remote).join()}`);
+      return true;
+    },
   } as unknown as EgressClient;
   const put = (kind: string, o: { metadata?: { namespace?: string; name?: string } }) => {
     objects.set(key(kind, o.metadata!.namespace!, o.metadata!.name!), o);
@@ -58,13 +67,14 @@ describe('EgressWatcher', () => {
   const dirs: string[] = [];
   after(async () => { for (const d of dirs) await rm(d, { recursive: true, force: true }); });
 
-  async function watcher(w: ReturnType<typeof world>) {
+  async function watcher(w: ReturnType<typeof world>, steering?: NatSteering) {
     const dir = await mkdtemp(join(tmpdir(), 'egress-watcher-'));
     dirs.push(dir);
     const locks = new KeyedMutex();
     const ew = new EgressWatcher({
       cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks,
       lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: dir, port: 5555, probe: async () => w.features, registry: new Registry(),
+      ...(steering ? { steering } : {}),
     });
     await ew.init();
     return { ew, dir, locks };
@@ -162,5 +172,128 @@ describe('EgressWatcher', () => {
     await again.init();
     await again.onDel('c1', 'eth0');
     assert.deepEqual(await readdir(dir), []);
+  });
+
+  test('steering: tunnels point at the NAT pod rendezvous picks; a NAT pod failing its probe moves only its clients, in one retarget without reading the Service; none healthy → the ClusterIP', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    const slice = (eps: Array<[string, { serving?: boolean; terminating?: boolean }]>) => ({ metadata: { namespace: 'internet', name: 'nat-x', labels: { 'kubernetes.io/service-name': 'nat' } }, addressType: 'IPv4',
+      endpoints: eps.map(([a, conditions]) => ({ addresses: [a], conditions })) });
+    w.put('EndpointSlice', slice([['10.64.0.1', {}], ['10.64.0.2', {}], ['10.64.0.3', {}]]));
+    const health = new Map<string, ProbeHealth>();
+    let targets: string[] = [];
+    const prober = { setTargets: (a: Iterable<string>) => { targets = [...a]; }, health: (a: string) => health.get(a) ?? 'unknown', run: async () => undefined };
+    let ew: EgressWatcher | undefined;
+    const registry = new Registry();
+    const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry, prober, onChange: (e) => ew?.onSteeringChange(e) });
+    ({ ew } = await watcher(w, steering));
+    const podOf = (name: string) => ({ ...pod({ 'egress.coil.cybozu.com/internet': 'nat' }), metadata: { namespace: 'app', name, annotations: { 'egress.coil.cybozu.com/internet': 'nat' } } });
+    const clients = Array.from({ length: 12 }, (_, i) => ({ ...attachment, name: `p${i}`, containerId: `c${i}`, netns: `/run/netns/p${i}`, ips: [`10.100.0.${i + 10}`] }));
+    for (const a of clients) { w.put('Pod', podOf(a.name)); await ew.onAdd(podOf(a.name), a); }
+    assert.deepEqual(targets.sort(), ['10.64.0.1', '10.64.0.2', '10.64.0.3']);
+    const remoteOf = (call: string) => /"dev":"fou4_([0-9a-f]{8})"/.exec(call)![1];
+    const first = new Map(w.calls.map((c) => [c.split(' ')[1]!, remoteOf(c)]));
+    assert.ok(!first.has('0a600005') && new Set(first.values()).size === 3, `spread over the 3 NAT pods: ${JSON.stringify([...first])}`);
+    for (const a of ['10.64.0.1', '10.64.0.2', '10.64.0.3']) health.set(a, 'up');
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    w.calls.length = 0;
+    let serviceReads = 0;
+    const get = w.client.get;
+    (w.client as { get: unknown }).get = async (...args: Parameters<typeof get>) => { serviceReads++; return get(...args); };
+    health.set('10.64.0.2', 'down');
+    ew.onSteeringChange('internet/nat');
+    const onLost = [...first].filter(([, r]) => r === '0a400002').map(([ns]) => ns);
+    await until(() => w.calls.length === onLost.length);
+    for (const c of w.calls) assert.match(c, /^retarget \/run\/netns\/p\d+ 10\.64\.0\.2 → 10\.64\.0\.[13]$/);
+    assert.deepEqual(w.calls.map((c) => c.split(' ')[1]).sort(), onLost.sort(), 'only the lost NAT pod\'s clients moved');
+    assert.equal(serviceReads, 0, 'a failover reads nothing from the API server');
+    assert.match(await registry.metrics(), /coil_coild_egress_nat_pods_healthy\{namespace="internet",egress="nat"\} 2/);
+
+    w.calls.length = 0;
+    for (const a of ['10.64.0.1', '10.64.0.3']) health.set(a, 'down');
+    ew.onSteeringChange('internet/nat');
+    await until(() => w.calls.length === clients.length);
+    for (const c of w.calls) assert.match(c, /→ 10\.96\.0\.5$/, 'no NAT pod answers: the ClusterIP');
+    stop.abort();
+    await running;
+  });
+
+  test('steering: a terminating NAT pod keeps the clients it has while it serves (drain) and gets no new ones', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    const slice = (t: boolean, serving = true) => ({ metadata: { namespace: 'internet', name: 'nat-x', labels: { 'kubernetes.io/service-name': 'nat' } }, addressType: 'IPv4',
+      endpoints: [{ addresses: ['10.64.0.1'], conditions: { serving, terminating: t } }, { addresses: ['10.64.0.2'], conditions: {} }] });
+    w.put('EndpointSlice', slice(false));
+    const prober = { setTargets: () => undefined, health: (): ProbeHealth => 'up', run: async () => undefined };
+    let ew: EgressWatcher | undefined;
+    const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: (e) => ew?.onSteeringChange(e) });
+    ({ ew } = await watcher(w, steering));
+    // Find a client address that ranks 10.64.0.1 first.
+    let on1: typeof attachment | undefined;
+    for (let i = 10; !on1; i++) {
+      const a = { ...attachment, ips: [`10.100.0.${i}`] };
+      if (steering.natPod({ namespace: 'internet', name: 'nat' }, a.ips[0]!) === '10.64.0.1') on1 = a;
+    }
+    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+    await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), on1);
+    assert.match(w.calls[0]!, /fou4_0a400001/);
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
+    w.calls.length = 0;
+    w.put('EndpointSlice', slice(true));
+    ew.onSteeringChange('internet/nat');
+    await settle();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(w.calls, [], 'the client stays on the draining NAT pod');
+    assert.equal(steering.natPod({ namespace: 'internet', name: 'nat' }, on1.ips[0]!), '10.64.0.2', 'a new client goes elsewhere');
+    w.put('EndpointSlice', slice(true, false));
+    ew.onSteeringChange('internet/nat');
+    await until(() => w.calls.length === 1);
+    assert.equal(w.calls[0], 'retarget /run/netns/p 10.64.0.1 → 10.64.0.2');
+    stop.abort();
+    await running;
+  });
+
+  test('steering: a NAT pod added moves no client, not even across a coild restart (the tunnel\'s remote in the netns is the record)', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    const slice = (addresses: string[]) => ({ metadata: { namespace: 'internet', name: 'nat-x', labels: { 'kubernetes.io/service-name': 'nat' } }, addressType: 'IPv4',
+      endpoints: addresses.map((a) => ({ addresses: [a], conditions: {} })) });
+    const prober = { setTargets: () => undefined, health: (): ProbeHealth => 'up', run: async () => undefined };
+    // A client that ranks the NAT pod to be added first.
+    const client = Array.from({ length: 200 }, (_, i) => `10.100.1.${i + 1}`).find((c) => rendezvousChoice(c, ['10.64.0.1', '10.64.0.2', '10.64.0.3']) === '10.64.0.3')!;
+    const a = { ...attachment, ips: [client] };
+    w.put('EndpointSlice', slice(['10.64.0.1', '10.64.0.2']));
+    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+    let ew: EgressWatcher | undefined;
+    const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: (e) => ew?.onSteeringChange(e) });
+    const first = await watcher(w, steering);
+    ew = first.ew;
+    await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), a);
+    const before = rendezvousChoice(client, ['10.64.0.1', '10.64.0.2'])!;
+    assert.match(w.calls[0]!, new RegExp(fouPeerLinkName(before)));
+    w.put('EndpointSlice', slice(['10.64.0.1', '10.64.0.2', '10.64.0.3']));
+    ew.onSteeringChange('internet/nat');
+    assert.equal(steering.natPod({ namespace: 'internet', name: 'nat' }, client), '10.64.0.3', 'a new client would go to the added pod');
+
+    // coild restarts: a new watcher from the same records, the kernel's peer link as the record.
+    w.calls.length = 0;
+    (w.egressClient as { peerRemotes?: unknown }).peerRemotes = async () => [before];
+    const steering2 = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: () => undefined });
+    const again = new EgressWatcher({
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks: new KeyedMutex(),
+      lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: first.dir, port: 5555, probe: async () => ALL, registry: new Registry(), steering: steering2,
+    });
+    await again.init();
+    const stop = new AbortController();
+    const running = again.run(stop.signal);
+    await until(() => w.calls.length === 1);
+    assert.match(w.calls[0]!, new RegExp(fouPeerLinkName(before)), `the restart moved the client: ${w.calls[0]}`);
+    stop.abort();
+    await running;
   });
 });

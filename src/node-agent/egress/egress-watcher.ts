@@ -36,8 +36,9 @@ import { sleep } from '../../runtime/clock.js';
 import type { EventRecorder } from '../../runtime/event-recorder.js';
 import type { RbacRule } from '../../runtime/registry.js';
 import type { Runnable } from '../../runtime/runnable.js';
-import { planEgressClient, type EgressClient, type EgressGateway } from './egress-client.js';
+import { planEgressClient, type EgressClient, type EgressClientPlan, type EgressGateway } from './egress-client.js';
 import { egressRefsOf, gatewaysOf } from './egress-gateways.js';
+import type { NatSteering } from './nat-steering.js';
 import type { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { Kinds } from '../../api/v2/kinds.js';
 
@@ -77,6 +78,11 @@ export interface EgressWatcherOptions {
   linkMtuBytes?: () => number | undefined;
   /** Full resync period, default 5 min: heals whatever an event missed. */
   resyncPeriodMs?: number;
+  /**
+   * coild's own NAT pod choice (docs/egress-failover.md). Absent: every tunnel points at the
+   * Service ClusterIP and kube-proxy chooses, as with Coil's coild.
+   */
+  steering?: NatSteering;
 }
 
 /** An ADD that cannot set up egress; ADD fails with it (CNI 999 via the caller). */
@@ -91,6 +97,10 @@ export class EgressWatcher implements Runnable {
 
   private readonly attachments = new Map<string, EgressAttachment>();
   private readonly dirty = new Set<string>();
+  /** Attachments whose only change is their NAT pod choice: moved by {@link EgressClient.retarget}. */
+  private readonly steerOnly = new Set<string>();
+  /** What each attachment was last brought to: its Egresses' gateways (with the chosen NAT pods) and plan. */
+  private readonly applied = new Map<string, { egresses: string[]; gateways: EgressGateway[]; plan: EgressClientPlan }>();
   private wake: (() => void) | undefined;
   private features: KernelFeatures | undefined;
   private readonly featureGauge: Gauge<'feature'>;
@@ -144,7 +154,11 @@ export class EgressWatcher implements Runnable {
       if (!egress || !service) throw new EgressSetupError(`${egress ? 'Service' : 'Egress'} ${ref.namespace}/${ref.name} named by annotation egress.coil.cybozu.com/${ref.namespace} does not exist`);
       gateways.push(...gatewaysOf(egress, service));
     }
-    await this.o.egressClient.apply(a.netns, planEgressClient({ podIps: a.ips, gateways, port: this.o.port, ...(a.linkMtuBytes ? { linkMtuBytes: a.linkMtuBytes } : {}) }));
+    const key = this.o.lockKey(a.containerId, a.ifname);
+    const steered = this.steer(a, gateways, undefined);
+    const plan = this.plan(a, steered);
+    await this.o.egressClient.apply(a.netns, plan);
+    this.remember(key, refs.map((r) => `${r.namespace}/${r.name}`), steered, plan);
     await this.record(a);
   }
 
@@ -158,6 +172,8 @@ export class EgressWatcher implements Runnable {
     const key = this.o.lockKey(containerId, ifname);
     this.attachments.delete(key);
     this.dirty.delete(key);
+    this.steerOnly.delete(key);
+    if (this.applied.delete(key)) this.publishUse();
     await rm(join(this.o.stateDir, fileOf(key)), { force: true });
   }
 
@@ -165,8 +181,9 @@ export class EgressWatcher implements Runnable {
   async run(signal: AbortSignal): Promise<void> {
     const offEgress = this.o.cache.onEvent(Kinds.Egress, () => this.markNaming());
     const offPod = this.o.cache.onEvent(Kinds.Pod, (e) => this.markPod(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? ''));
+    this.publishUse();
     signal.addEventListener('abort', () => this.wake?.(), { once: true });
-    const timer = setInterval(() => { for (const k of this.attachments.keys()) this.mark(k); }, this.o.resyncPeriodMs ?? 300_000);
+    const timer = setInterval(() => { for (const k of this.attachments.keys()) this.markFull(k); }, this.o.resyncPeriodMs ?? 300_000);
     timer.unref();
     try {
       while (!signal.aborted) {
@@ -176,6 +193,7 @@ export class EgressWatcher implements Runnable {
           continue;
         }
         this.dirty.delete(key);
+        const steerOnly = this.steerOnly.delete(key);
         const a = this.attachments.get(key);
         if (!a) continue;
         try {
@@ -183,12 +201,12 @@ export class EgressWatcher implements Runnable {
           // this waited for it, and the record of the call that finished last is the one to apply.
           await this.o.locks.run(key, async () => {
             const current = this.attachments.get(key);
-            if (current) await this.resync(current);
+            if (current && !(steerOnly && await this.resteer(key, current))) await this.resync(current);
           });
         } catch (err) {
           this.o.logger.error({ err, pod: `${a.namespace}/${a.name}` }, 'egress update failed; retrying');
           await sleep(1_000, signal);
-          this.mark(key);
+          this.markFull(key);
         }
       }
     } finally {
@@ -207,15 +225,98 @@ export class EgressWatcher implements Runnable {
       return;
     }
     const gateways: EgressGateway[] = [];
-    for (const ref of egressRefsOf(pod.metadata?.annotations)) {
+    const refs = egressRefsOf(pod.metadata?.annotations);
+    for (const ref of refs) {
       const egress = this.o.cache.get(Kinds.Egress, ref);
       const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
       if (egress && service) gateways.push(...gatewaysOf(egress, service));
     }
-    const plan = planEgressClient({ podIps: a.ips, gateways, port: this.o.port, ...(a.linkMtuBytes ? { linkMtuBytes: a.linkMtuBytes } : {}) });
+    const key = this.o.lockKey(a.containerId, a.ifname);
+    // After a coild restart nothing is remembered: the tunnels' remotes in the pod netns say
+    // where each client is, so a restart moves no client (and none of its connections).
+    const remembered = this.applied.get(key)?.gateways;
+    const inKernel = !remembered && this.o.steering && typeof this.o.egressClient.peerRemotes === 'function'
+      ? await this.o.egressClient.peerRemotes(a.netns).catch(() => [] as string[]) : [];
+    const steered = this.steer(a, gateways, remembered, inKernel);
+    const plan = this.plan(a, steered);
     if (plan.families.length === 0) await this.o.egressClient.remove(a.netns);
     else await this.o.egressClient.apply(a.netns, plan);
-    this.o.logger.debug({ pod: `${a.namespace}/${a.name}`, gateways: gateways.map((g) => g.egress) }, 'egress client updated');
+    this.remember(key, refs.map((r) => `${r.namespace}/${r.name}`), steered, plan);
+    this.o.logger.debug({ pod: `${a.namespace}/${a.name}`, gateways: steered.map((g) => `${g.egress} ${g.natPod ?? g.clusterIp}`) }, 'egress client updated');
+  }
+
+  /**
+   * Moves the attachment's tunnels to the NAT pods chosen now, with the gateways it was last
+   * brought to (no Service read: a failover must not wait for the API server).
+   * @returns false when there is no record to start from or the plans differ in more than the
+   *   NAT pods (then a full resync follows)
+   */
+  private async resteer(key: string, a: EgressAttachment): Promise<boolean> {
+    const last = this.applied.get(key);
+    if (!last) return false;
+    const steered = this.steer(a, last.gateways, last.gateways);
+    const plan = this.plan(a, steered);
+    try {
+      if (!(await this.o.egressClient.retarget(a.netns, last.plan, plan))) return false;
+    } catch (err) {
+      this.o.logger.warn({ err, pod: `${a.namespace}/${a.name}` }, 'moving the egress tunnel in one batch failed; applying in full');
+      return false;
+    }
+    this.remember(key, last.egresses, steered, plan);
+    const moved = steered.filter((g, i) => g.natPod !== last.gateways[i]?.natPod).map((g) => `${g.egress} ${last.gateways.find((x) => x.clusterIp === g.clusterIp)?.natPod ?? g.clusterIp} → ${g.natPod ?? g.clusterIp}`);
+    if (moved.length > 0) this.o.logger.info({ pod: `${a.namespace}/${a.name}`, moved }, 'egress tunnel moved');
+    return true;
+  }
+
+  /**
+   * `gateways` with the NAT pod chosen for this client; `previous` holds where each points now,
+   * or else `inKernel`, the remotes of the pod's peer links.
+   */
+  private steer(a: EgressAttachment, gateways: readonly EgressGateway[], previous: readonly EgressGateway[] | undefined, inKernel: readonly string[] = []): EgressGateway[] {
+    const steering = this.o.steering;
+    return gateways.map(({ natPod: _, ...g }) => {
+      const family = g.clusterIp.includes(':') ? 6 : 4;
+      const client = a.ips.find((ip) => (ip.includes(':') ? 6 : 4) === family);
+      if (!steering || client === undefined) return g;
+      const [namespace = '', name = ''] = g.egress.split('/');
+      const ref = { namespace, name };
+      const current = previous?.find((p) => p.egress === g.egress && p.clusterIp === g.clusterIp)?.natPod
+        ?? inKernel.find((r) => r !== g.clusterIp && steering.natPod(ref, client, r) === r);
+      const natPod = steering.natPod(ref, client, current);
+      return natPod === undefined ? g : { ...g, natPod };
+    });
+  }
+
+  private plan(a: EgressAttachment, gateways: readonly EgressGateway[]): EgressClientPlan {
+    return planEgressClient({ podIps: a.ips, gateways, port: this.o.port, ...(a.linkMtuBytes ? { linkMtuBytes: a.linkMtuBytes } : {}) });
+  }
+
+  private remember(key: string, egresses: string[], gateways: EgressGateway[], plan: EgressClientPlan): void {
+    const before = this.applied.get(key)?.egresses.join(',');
+    this.applied.set(key, { egresses, gateways, plan });
+    if (before !== egresses.join(',')) this.publishUse();
+  }
+
+  /** Tells the steering which Egresses this node's clients use (their NAT pods get probed). */
+  private publishUse(): void {
+    this.o.steering?.use(new Set([...this.applied.values()].flatMap((x) => x.egresses)));
+  }
+
+  /**
+   * The NAT pods of `egress` changed state: the attachments using it whose choice changes are
+   * moved (the choice is pure and cheap; the move is one batch per pod).
+   */
+  onSteeringChange(egress: string): void {
+    for (const [key, last] of this.applied) {
+      if (!last.egresses.includes(egress)) continue;
+      const a = this.attachments.get(key);
+      if (!a) continue;
+      const steered = this.steer(a, last.gateways, last.gateways);
+      if (steered.some((g, i) => g.natPod !== last.gateways[i]?.natPod)) {
+        if (!this.dirty.has(key)) this.steerOnly.add(key);
+        this.mark(key);
+      }
+    }
   }
 
   private missingFeatures(families: ReadonlyArray<4 | 6>): string | undefined {
@@ -239,16 +340,22 @@ export class EgressWatcher implements Runnable {
     this.wake?.();
   }
 
+  /** A mark that needs the full resync (an Egress, Service or pod changed). */
+  private markFull(key: string): void {
+    this.steerOnly.delete(key);
+    this.mark(key);
+  }
+
   /**
    * An Egress changed: every attachment is re-applied, not only those naming it now — a pod may
    * have just dropped it, and a node holds few egress clients, so precision would buy nothing.
    */
   private markNaming(): void {
-    for (const key of this.attachments.keys()) this.mark(key);
+    for (const key of this.attachments.keys()) this.markFull(key);
   }
 
   private markPod(namespace: string, name: string): void {
-    for (const [key, a] of this.attachments) if (a.namespace === namespace && a.name === name) this.mark(key);
+    for (const [key, a] of this.attachments) if (a.namespace === namespace && a.name === name) this.markFull(key);
   }
 }
 

@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { chooseNatPod, rendezvousChoice, type NatPodView } from './nat-pod-choice.js';
+
+const v4 = fc.tuple(fc.nat(255), fc.nat(255)).map(([a, b]) => `10.64.${a}.${b}`);
+const v6 = fc.tuple(fc.nat(0xffff), fc.nat(0xffff)).map(([a, b]) => `fd00:64::${a.toString(16)}:${b.toString(16)}`);
+const address = fc.oneof(v4, v6);
+/** 1–12 distinct NAT pod addresses and 1–60 distinct client addresses. */
+const world = fc.record({
+  pods: fc.uniqueArray(address, { minLength: 1, maxLength: 12 }),
+  clients: fc.uniqueArray(address, { minLength: 1, maxLength: 60 }),
+});
+
+const up = (address: string, over: Partial<NatPodView> = {}): NatPodView => ({ address, serving: true, terminating: false, health: 'up', ...over });
+
+describe('NAT pod choice (rendezvous hashing)', () => {
+  test('losing a NAT pod moves only the clients that had it, each to its second choice', () => {
+    fc.assert(fc.property(world, fc.nat(), ({ pods, clients }, pick) => {
+      const lost = pods[pick % pods.length]!;
+      const rest = pods.filter((p) => p !== lost);
+      for (const c of clients) {
+        const before = rendezvousChoice(c, pods);
+        const after = rendezvousChoice(c, rest);
+        if (before !== lost) assert.equal(after, before, `client ${c} moved from ${before} to ${after} though ${lost} was lost`);
+        else assert.notEqual(after, lost);
+      }
+    }), { numRuns: 300 });
+  });
+
+  test('adding a NAT pod moves only the clients that now rank it first', () => {
+    fc.assert(fc.property(world, address, ({ pods, clients }, added) => {
+      fc.pre(!pods.includes(added));
+      for (const c of clients) {
+        const before = rendezvousChoice(c, pods);
+        const after = rendezvousChoice(c, [...pods, added]);
+        assert.ok(after === before || after === added, `client ${c} moved from ${before} to ${after}, not to the added ${added}`);
+      }
+    }), { numRuns: 300 });
+  });
+
+  test('the choice depends on the set of NAT pods, not on their order', () => {
+    fc.assert(fc.property(world, fc.nat(), ({ pods, clients }, seed) => {
+      const shuffled = [...pods].sort((a, b) => ((a.length * 31 + seed) % 7) - ((b.length * 17 + seed) % 5) || (a < b ? -1 : 1));
+      for (const c of clients) assert.equal(rendezvousChoice(c, shuffled), rendezvousChoice(c, pods));
+    }), { numRuns: 100 });
+  });
+
+  test('clients spread evenly: 3000 clients over 3 NAT pods, each pod 30–37 %; over 10 pods each 8–12 %', () => {
+    for (const n of [3, 10]) {
+      const pods = Array.from({ length: n }, (_, i) => `10.64.1.${i + 10}`);
+      const counts = new Map<string, number>();
+      for (let i = 0; i < 3000; i++) {
+        const c = rendezvousChoice(`10.100.${i >> 8}.${i & 255}`, pods)!;
+        counts.set(c, (counts.get(c) ?? 0) + 1);
+      }
+      const share = [...counts.values()].map((k) => k / 3000);
+      const [lo, hi] = n === 3 ? [0.30, 0.37] : [0.08, 0.12];
+      assert.equal(counts.size, n);
+      for (const s of share) assert.ok(s >= lo && s <= hi, `share ${s.toFixed(3)} of ${n} pods: ${JSON.stringify([...counts])}`);
+    }
+  });
+
+  test('a terminating, not serving or failing NAT pod gets no new clients; the others are chosen by rendezvous', () => {
+    fc.assert(fc.property(world, fc.nat(), fc.constantFrom<Partial<NatPodView>>({ terminating: true }, { serving: false }, { health: 'down' }), ({ pods, clients }, pick, bad) => {
+      fc.pre(pods.length >= 2);
+      const out = pods[pick % pods.length]!;
+      const views = pods.map((p) => up(p, p === out ? bad : {}));
+      for (const c of clients) {
+        assert.equal(chooseNatPod(c, views), rendezvousChoice(c, pods.filter((p) => p !== out)));
+      }
+    }), { numRuns: 200 });
+  });
+
+  test('a NAT pod not probed yet takes clients (the EndpointSlice says it is ready)', () => {
+    assert.equal(chooseNatPod('10.100.0.1', [up('10.64.0.1', { health: 'unknown' })]), '10.64.0.1');
+  });
+
+  test('no NAT pod takes new flows: terminating ones that still serve and answer; else the ClusterIP (undefined)', () => {
+    const draining = [up('10.64.0.1', { terminating: true }), up('10.64.0.2', { terminating: true, health: 'unknown' })];
+    assert.equal(chooseNatPod('10.100.0.1', draining), '10.64.0.1');
+    assert.equal(chooseNatPod('10.100.0.1', [up('10.64.0.1', { health: 'down' }), up('10.64.0.2', { serving: false })]), undefined);
+    assert.equal(chooseNatPod('10.100.0.1', []), undefined);
+  });
+
+  test('drain: a client on a terminating NAT pod stays while it serves and answers, then moves; new clients never go there', () => {
+    const pods = [up('10.64.0.1', { terminating: true }), up('10.64.0.2'), up('10.64.0.3')];
+    assert.equal(chooseNatPod('10.100.0.1', pods, '10.64.0.1'), '10.64.0.1');
+    assert.notEqual(chooseNatPod('10.100.0.1', pods), '10.64.0.1');
+    assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, serving: false }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
+    assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, health: 'down' }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
+  });
+
+  test('a client stays on its current NAT pod while it takes new flows, whatever was added; it leaves one that fails, stops serving or left', () => {
+    fc.assert(fc.property(world, address, ({ pods, clients }, added) => {
+      fc.pre(!pods.includes(added));
+      const views = [...pods, added].map((p) => up(p));
+      for (const c of clients) {
+        const current = rendezvousChoice(c, pods)!;
+        assert.equal(chooseNatPod(c, views, current), current, 'a NAT pod added moved an established client');
+        const rest = views.filter((v) => v.address !== current);
+        if (rest.length === 0) continue;
+        assert.equal(chooseNatPod(c, [...rest, up(current, { health: 'down' })], current), rendezvousChoice(c, rest.map((v) => v.address)));
+        assert.equal(chooseNatPod(c, rest, current), rendezvousChoice(c, rest.map((v) => v.address)), 'a NAT pod that left the slice');
+      }
+    }), { numRuns: 200 });
+  });
+});

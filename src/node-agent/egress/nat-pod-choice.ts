@@ -1,0 +1,86 @@
+/**
+ * Which NAT pod of an Egress a client pod's tunnel points at: rendezvous hashing (highest random
+ * weight) of the client's address against each NAT pod's address, over the NAT pods that may take
+ * new flows. Every client ranks every NAT pod on its own, so
+ * - losing a NAT pod moves only the clients that had it first (each to its own second choice,
+ *   spread evenly over the others);
+ * - adding one would move only the clients that now rank it first (about 1/n of them); with the
+ *   client's current NAT pod given ({@link chooseNatPod}), it moves none: established
+ *   connections stay where they are, and the new pod takes new clients;
+ * and two coild on two nodes agree without talking to each other. Pure: no I/O, no clock.
+ * @see docs/egress-failover.md#choosing-a-nat-pod
+ */
+import { createHash } from 'node:crypto';
+
+/** What this node knows of one NAT pod (one address of one endpoint of the Egress's Service). */
+export interface NatPodView {
+  /** The NAT pod's address (plain), the tunnel's remote when chosen. */
+  address: string;
+  /**
+   * EndpointSlice `conditions.serving` (`ready` when a slice predates `serving`): the pod takes
+   * traffic. False while a pod starts and after its process ended.
+   */
+  serving: boolean;
+  /** EndpointSlice `conditions.terminating`: the pod is being deleted — it gets no new flows. */
+  terminating: boolean;
+  /** This node's probe through the tunnel: `unknown` until the first answer or the first failure. */
+  health: 'up' | 'down' | 'unknown';
+}
+
+/**
+ * The rendezvous weight of `natPod` for `client`: the first 8 bytes of SHA-256 over both
+ * addresses, as an unsigned 64-bit integer. SHA-256 rather than a fast hash because the weights
+ * must be uniform over addresses that differ in one byte, and a few hundred hashes per change
+ * cost microseconds.
+ */
+export function rendezvousWeight(client: string, natPod: string): bigint {
+  return createHash('sha256').update(`${client}\u0000${natPod}`).digest().readBigUInt64BE(0);
+}
+
+/**
+ * The candidate `client` ranks first; ties (never seen in practice) go to the lower address.
+ * @returns undefined when `candidates` is empty
+ */
+export function rendezvousChoice(client: string, candidates: Iterable<string>): string | undefined {
+  let best: string | undefined;
+  let bestWeight = -1n;
+  for (const c of candidates) {
+    const w = rendezvousWeight(client, c);
+    if (w > bestWeight || (w === bestWeight && best !== undefined && c < best)) {
+      best = c;
+      bestWeight = w;
+    }
+  }
+  return best;
+}
+
+/** Whether a NAT pod may take new flows: serving, not terminating, and not failing this node's probe. */
+export function takesNewFlows(p: Readonly<NatPodView>): boolean {
+  return p.serving && !p.terminating && p.health !== 'down';
+}
+
+/**
+ * The NAT pod a client's tunnel points at, or undefined for the Service ClusterIP (Coil's path,
+ * where kube-proxy chooses).
+ *
+ * `current` is the NAT pod the client's tunnel points at now, if any.
+ *
+ * Order: `current` while it takes new flows, or while it is terminating but still serves and
+ * answers (the drain); then the pods that take new flows (a pod not yet probed counts: the EndpointSlice already
+ * says it is ready, and the probe answers within ~100 ms if not); when none does, terminating
+ * pods that still serve and answer the probe (a whole Egress being rolled keeps working);
+ * when none of those either, the ClusterIP — then kube-proxy's view of the endpoints decides,
+ * which is never worse than Coil's.
+ */
+export function chooseNatPod(client: string, pods: readonly Readonly<NatPodView>[], current?: string): string | undefined {
+  // A client stays where it is while that NAT pod may still carry it, so its established
+  // connections are never moved: on a NAT pod that takes new flows (a NAT pod added later gets
+  // only new clients, as kube-proxy's ClientIP affinity keeps the tunnel's flow), and on a
+  // terminating one that still serves and answers (the drain: its connections finish there).
+  const cur = current === undefined ? undefined : pods.find((p) => p.address === current);
+  if (cur && (takesNewFlows(cur) || (cur.terminating && cur.serving && cur.health !== 'down'))) return cur.address;
+  const fresh = pods.filter(takesNewFlows);
+  if (fresh.length > 0) return rendezvousChoice(client, fresh.map((p) => p.address));
+  const draining = pods.filter((p) => p.serving && p.health === 'up');
+  return rendezvousChoice(client, draining.map((p) => p.address));
+}

@@ -1,0 +1,458 @@
+/**
+ * Benchmark (not a test): what a client pod sees when the NAT pod its egress tunnel uses is lost,
+ * on coil's path (coild probes the NAT pods and moves the tunnel itself) and on Coil's path (the
+ * tunnel points at the Service ClusterIP; kube-proxy moves it once Kubernetes removed the
+ * endpoint). Needs FoU: runs in the stock-kernel VM,
+ *   flock /tmp/coil-heavy.lock hack/fou-vm.sh -- node dist/hack/bench/egress-failover.js (this file is its testbed)
+ *
+ * Topology (IPv4): the VM's own netns is the node N (this process runs there, as coild does) and
+ * routes between a client pod C (10.1.0.2), three NAT pods E1–E3 (10.2.k.2, each on its own veth,
+ * set up by the code coil-egress runs in its pod: FoU receive port, NAT rules, return rule, a
+ * peer link to the client) and an external target X (198.51.100.2), which can route only to the
+ * NAT pods, so an answer proves the tunnel and the NAT. N plays kube-proxy for the ClusterIP
+ * 10.96.0.100:5555 (nftables DNAT, the endpoint chosen by a hash of the client address: Coil's
+ * default sessionAffinity ClientIP).
+ *
+ * coil's path runs the real EgressWatcher, NatSteering, NatProber and EgressClient; only the API
+ * server is a stand-in (EndpointSlices, the Egress, its Service and the pod held in memory and
+ * edited as the EndpointSlice controller would). Coil's path: the tunnel to the ClusterIP; at
+ * the loss plus `-d` ms (what Kubernetes takes to remove the endpoint: not measurable here, see
+ * docs/egress-failover.md) the DNAT drops the endpoint and its UDP conntrack entries are flushed,
+ * as kube-proxy does.
+ *
+ * Three client pods C1–C3 (10.1.k.2, each on its own veth), chosen so that coil's rendezvous
+ * hashing gives each a different NAT pod first. Each sends a UDP probe every 10 ms to X, which
+ * echoes it, and keeps `-s` TCP streams to X open (16 bytes every 50 ms, echoed). Per run, for
+ * the client(s) whose NAT pod was lost: the outage (the longest run of unanswered probes, from the
+ * last answered probe before it to the first answered after) and the probes lost, and what became
+ * of their streams (kept, reset after how long, or hung); for the other clients: probes lost and
+ * streams disturbed (an error or an echo gap over 300 ms), which must both be 0.
+ *
+ * Kinds of loss (`-k`, comma-separated): `node-lost` (the NAT pod's link goes down: no answer at
+ * all, as a lost node or a partition), `graceful` (the pod's endpoint turns terminating, then,
+ * 1 s later, not serving and its link goes down: a graceful deletion after its grace period, as a
+ * scale-down deletes a pod), `scale-up` (the Egress runs two NAT pods, E3 is added: on coil's
+ * path its slice endpoint appears, on Coil's the DNAT gets the third endpoint; the lost column
+ * names the added pod and the outage should be 0).
+ *
+ * Not here: the NAT process SIGKILLed or SIGSTOPped. The data path is the NAT pod's kernel state
+ * (FoU port, NAT rules, peer links), which a killed or stopped coil-egress leaves in place while
+ * the pod's sandbox lives; what matters is when the sandbox or its node goes, which `node-lost`
+ * and `graceful` are.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node';
+import { Registry } from 'prom-client';
+import { Kinds } from '../../src/api/v2/kinds.js';
+import type { Egress } from '../../src/api/v2/egress.js';
+import { FouServer } from '../../src/egress-agent/fou-server.js';
+import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
+import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
+import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { writeSysctl } from '../../src/netlink/sysctl.js';
+import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
+import { EgressWatcher } from '../../src/node-agent/egress/egress-watcher.js';
+import { NatSteering } from '../../src/node-agent/egress/nat-steering.js';
+import { rendezvousChoice } from '../../src/node-agent/egress/nat-pod-choice.js';
+import { KeyedMutex } from '../../src/node-agent/podnet/keyed-mutex.js';
+import { SpawnHelper } from '../../src/node-agent/podnet/spawn-helper.js';
+import type { Cache } from '../../src/runtime/cache.js';
+import type { Client } from '../../src/runtime/client.js';
+import type { EventRecorder } from '../../src/runtime/event-recorder.js';
+import { silentLogger } from '../../src/runtime/logging.js';
+import { TestNetnsSet, type TestNetns } from './test-netns.js';
+import { wire } from './egress-peer.js';
+
+const { values: args } = parseArgs({ options: {
+  kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
+  repeat: { type: 'string', short: 'n', default: '3' },
+  streams: { type: 'string', short: 's', default: '2' },
+  'coil-delay': { type: 'string', short: 'd', default: '0' },
+  verbose: { type: 'boolean', short: 'v', default: false },
+} });
+const KINDS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean);
+const COIL_DELAY_MS = Number(args['coil-delay']);
+const REPEAT = Number(args.repeat);
+const STREAMS = Number(args.streams);
+
+const ip = new IpRunner({ timeoutMs: 60_000 });
+/** coild's own way of starting `ip` under Node (its spawn helper), for coild's part of the bench. */
+const helper = new SpawnHelper();
+const coildIp = new IpRunner({ timeoutMs: 60_000, spawner: helper.spawner });
+const netns = new TestNetnsSet({ ip });
+const CLUSTER_IP = '10.96.0.100';
+const TARGET = '198.51.100.2';
+const NAT = ['10.2.1.2', '10.2.2.2', '10.2.3.2'];
+const WINDOW_MS = 4_000;
+const started = Date.now();
+const log = (s: string) => { if (args.verbose) console.error(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${s}`); };
+
+/** The UDP and TCP echo at X. */
+const ECHO = `const s=require('dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(m,r.port,r.address));
+require('net').createServer((c)=>{c.on('error',()=>{});c.pipe(c);}).listen(7008,()=>s.bind(7007,()=>console.log('ready')));`;
+/** A client pod: the 10 ms UDP probe and N TCP streams; `dump` on stdin prints what it saw. */
+const CLIENT_PROGRAM = `const dgram=require('dgram'),net=require('net');const [target,n]=[process.argv[1],+process.argv[2]];
+const s=dgram.createSocket('udp4');const sent=[],got={};let seq=0;
+s.on('message',(m)=>{const k=m.readUInt32BE(0);if(!(k in got))got[k]=Date.now();});
+const streams=[];
+for(let i=0;i<n;i++){const st={echo:[],err:'',errAt:0,closedAt:0};streams.push(st);
+ const c=net.connect(7008,target,()=>{setInterval(()=>{if(!st.errAt&&!st.closedAt)c.write('0123456789abcdef')},50);});
+ c.on('data',()=>st.echo.push(Date.now()));c.on('error',(e)=>{st.err=e.code;st.errAt=Date.now();});c.on('close',()=>{if(!st.closedAt)st.closedAt=Date.now();});}
+s.bind(0,()=>{console.log('ready');setInterval(()=>{const b=Buffer.alloc(8);b.writeUInt32BE(++seq,0);sent.push([seq,Date.now()]);s.send(b,7007,target,()=>{});},10);});
+process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='dump')console.log(JSON.stringify({sent,got,streams}));if(l==='quit')process.exit(0);}});`;
+
+interface Dump { sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }> }
+
+function inNetns(ns: TestNetns, script: string, ...argv: string[]): Promise<ChildProcess> {
+  const p = spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', script, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    p.stdout!.once('data', () => resolve(p));
+    p.once('exit', (c) => reject(new Error(`helper exited ${c}`)));
+  });
+}
+
+async function dump(p: ChildProcess): Promise<Dump> {
+  return new Promise((resolve) => {
+    let buf = '';
+    const on = (b: Buffer) => {
+      buf += b.toString();
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) { p.stdout!.off('data', on); resolve(JSON.parse(buf.slice(0, nl)) as Dump); }
+    };
+    p.stdout!.on('data', on);
+    p.stdin!.write('dump\n');
+  });
+}
+
+/** What one client saw in [t0, t0 + WINDOW_MS]. */
+interface Seen {
+  outageMs: number; lost: number; sent: number; streams: string[]; disturbed: number;
+  /** The client program's own longest pause between two probe sends: a CPU stall of the VM, not the network. */
+  stallMs: number;
+  /**
+   * The longest round trip of an answered probe in the window: a probe held up, not lost, means
+   * a process or the VM stalled (a blocked path drops packets, it does not queue them for long).
+   */
+  maxRttMs: number;
+  /** Probes answered in the 2 s before the loss (0: the path never worked). */
+  answeredBefore: number;
+}
+
+/**
+ * The outage is the longest run of unanswered probes, from the send time of the last answered
+ * probe before it to that of the first answered after it (nothing got through in between), 0 when
+ * every probe was answered, Infinity when the window ends unanswered. A stream is `kept` (echoes
+ * never paused over 300 ms), `reset +N ms` (an error N ms after t0), `closed +N ms`, `paused N ms`
+ * or `hung` (no echo in the window's last second).
+ */
+function measure(d: Dump, t0: number): Seen {
+  const end = t0 + WINDOW_MS;
+  const inWindow = d.sent.filter(([, t]) => t >= t0 && t <= end);
+  const lost = inWindow.filter(([s]) => !(s in d.got)).length;
+  let outageMs = 0;
+  let lastOk: number | undefined = [...d.sent].reverse().find(([s, t]) => t < t0 && s in d.got)?.[1];
+  let gap = false;
+  for (const [s, t] of inWindow) {
+    if (!(s in d.got)) { gap = true; continue; }
+    if (gap && lastOk !== undefined) outageMs = Math.max(outageMs, t - lastOk);
+    gap = false;
+    lastOk = t;
+  }
+  if (gap) outageMs = Infinity;
+  let stallMs = 0;
+  for (let i = 1; i < inWindow.length; i++) stallMs = Math.max(stallMs, inWindow[i]![1] - inWindow[i - 1]![1]);
+  const maxRttMs = Math.max(0, ...inWindow.filter(([s]) => s in d.got).map(([s, t]) => d.got[s]! - t));
+  const answeredBefore = d.sent.filter(([s, t]) => t >= t0 - 2_000 && t < t0 && s in d.got).length;
+  const streams = d.streams.map((st) => {
+    if (st.errAt && st.errAt >= t0) return `reset +${st.errAt - t0} ms (${st.err})`;
+    if (st.closedAt && st.closedAt >= t0) return `closed +${st.closedAt - t0} ms`;
+    if (st.errAt || st.closedAt) return 'failed before the loss';
+    const echoes = [t0, ...st.echo.filter((t) => t >= t0 && t <= end)];
+    if (echoes[echoes.length - 1]! < end - 1_000) return 'hung';
+    let maxGap = 0;
+    for (let i = 1; i < echoes.length; i++) maxGap = Math.max(maxGap, echoes[i]! - echoes[i - 1]!);
+    // An echo gap that a stall of the client, of X or of the VM explains (seen as the client's
+    // own pause between sends, or as a probe answered late) is not the network's.
+    return maxGap > 300 + Math.max(stallMs, maxRttMs) ? `paused ${maxGap} ms` : 'kept';
+  });
+  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore };
+}
+
+async function sleep(ms: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+/** kube-proxy's DNAT of the ClusterIP over `endpoints`, by a hash of the client address (ClientIP affinity). */
+async function setDnat(node: TestNetns, endpoints: readonly string[]): Promise<void> {
+  const map = endpoints.map((e, i) => `${i} : ${e}`).join(', ');
+  await ip.exec(['nft', '-f', '-'], { netns: node.path, input: [
+    'table ip kube-proxy', 'flush table ip kube-proxy', 'table ip kube-proxy {', ' chain pre {', '  type nat hook prerouting priority dstnat; policy accept;',
+    `  ip daddr ${CLUSTER_IP} udp dport 5555 dnat to jhash ip saddr mod ${endpoints.length} map { ${map} }`, ' }', '}', ''].join('\n') });
+}
+
+/** The NAT pod kube-proxy's DNAT sends `client`'s tunnel to (its conntrack entry's reply source). */
+async function dnatTarget(client: string): Promise<string | undefined> {
+  const { stdout } = await ip.exec(['conntrack', '-L', '-p', 'udp', '-s', client, '-d', CLUSTER_IP]).catch(() => ({ stdout: '' }));
+  return /src=\S+ dst=\S+ sport=\d+ dport=\d+ .*?src=(\S+)/.exec(stdout)?.[1];
+}
+
+/** In-memory stand-ins for the API server's objects (cache and client), with events. */
+class ApiStandIn {
+  readonly objects = new Map<string, unknown>();
+  private readonly handlers = new Map<string, Array<(e: unknown) => void>>();
+  readonly cache = {
+    get: (k: { kind: string }, r: { namespace: string; name: string }) => this.objects.get(`${k.kind}/${r.namespace}/${r.name}`),
+    list: (k: { kind: string }, o: { namespace?: string } = {}) => [...this.objects.entries()].filter(([x]) => x.startsWith(`${k.kind}/${o.namespace ?? ''}`)).map(([, v]) => v),
+    onEvent: (k: { kind: string }, h: (e: unknown) => void) => { this.handlers.set(k.kind, [...(this.handlers.get(k.kind) ?? []), h]); return () => undefined; },
+  } as unknown as Cache;
+  readonly client = { get: async (k: { kind: string }, r: { namespace: string; name: string }) => this.objects.get(`${k.kind}/${r.namespace}/${r.name}`) } as unknown as Client;
+  put(kind: string, o: { metadata?: { namespace?: string; name?: string } }): void {
+    this.objects.set(`${kind}/${o.metadata!.namespace!}/${o.metadata!.name!}`, o);
+    for (const h of this.handlers.get(kind) ?? []) h({ type: 'MODIFIED', object: o });
+  }
+}
+
+function slice(conditions: Record<string, { serving: boolean; terminating: boolean }>): V1EndpointSlice {
+  return { metadata: { namespace: 'internet', name: 'nat-abcde', labels: { 'kubernetes.io/service-name': 'nat', 'app.kubernetes.io/name': 'coil', 'app.kubernetes.io/component': 'egress' } },
+    addressType: 'IPv4', endpoints: NAT.filter((a) => conditions[a]).map((a) => ({ addresses: [a], conditions: conditions[a] })) };
+}
+
+interface ClientPod { ns: TestNetns; address: string; index: number }
+interface Row { path: string; kind: string; lost: string; onLost: Seen[]; others: Seen[]; detectMs?: number; movedMs?: number }
+
+/** Client addresses 10.1.k.2 whose rendezvous first choices are NAT[0], NAT[1], NAT[2]. */
+function pickClients(): string[] {
+  const out: string[] = [];
+  for (const nat of NAT) {
+    for (let k = 1; k < 250; k++) {
+      const a = `10.1.${k}.2`;
+      if (!out.includes(a) && rendezvousChoice(a, NAT) === nat) { out.push(a); break; }
+    }
+  }
+  return out;
+}
+
+async function main(): Promise<Row[]> {
+  await ip.exec(['ip', 'netns', 'attach', 'coilbench-node', String(process.pid)]);
+  const n: TestNetns = { name: 'coilbench-node', path: '/run/netns/coilbench-node' };
+  const x = await netns.create('x');
+  const es = [await netns.create('e1'), await netns.create('e2'), await netns.create('e3')];
+  const clients: ClientPod[] = [];
+  for (const [i, address] of pickClients().entries()) {
+    const ns = await netns.create(`c${i + 1}`);
+    const k = address.split('.')[2]!;
+    await wire(ip, ns, 'eth0', n, `n-c${i + 1}`);
+    await ip.batch([['addr', 'add', `10.1.${k}.1/24`, 'dev', `n-c${i + 1}`]], { netns: n.path });
+    await ip.batch([['addr', 'add', `${address}/24`, 'dev', 'eth0'], ['route', 'add', 'default', 'via', `10.1.${k}.1`]], { netns: ns.path });
+    clients.push({ ns, address, index: i });
+  }
+  await wire(ip, x, 'eth0', n, 'n-x');
+  for (const [i, e] of es.entries()) await wire(ip, e, 'eth0', n, `n-e${i + 1}`);
+  await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'n-x'], ...NAT.map((_, i) => ['addr', 'add', `10.2.${i + 1}.1/24`, 'dev', `n-e${i + 1}`])], { netns: n.path });
+  await ip.batch([['addr', 'add', `${TARGET}/24`, 'dev', 'eth0'], ['route', 'add', '10.2.0.0/16', 'via', '198.51.100.1']], { netns: x.path });
+  for (const [i, e] of es.entries()) await ip.batch([['addr', 'add', `${NAT[i]}/24`, 'dev', 'eth0'], ['route', 'add', 'default', 'via', `10.2.${i + 1}.1`]], { netns: e.path });
+  await writeSysctl(ip, 'net.ipv4.ip_forward', '1');
+  await setDnat(n, NAT);
+  for (const [i, e] of es.entries()) {
+    // E2 has Coil's default backend (its iptables rules), E1 and E3 the nftables one: steered
+    // tunnels work with a NAT pod set up as Coil's.
+    await (i === 1 ? new IptablesNat({ ip, podAddresses: [NAT[i]!], outInterface: 'eth0', netns: e.path }) : new NftablesNat({ ip, podAddresses: [NAT[i]!], outInterface: 'eth0', netns: e.path })).init();
+    const server = new FouServer({ ip, podAddresses: [NAT[i]!], port: 5555, isSourcePortAuto: false, outInterface: 'eth0', netns: e.path });
+    await server.init();
+    await server.sync(new Set(clients.map((c) => c.address)));
+  }
+  log(`topology up; clients ${clients.map((c) => c.address).join(', ')}`);
+
+  const echo = await inNetns(x, ECHO);
+  const rows: Row[] = [];
+  try {
+    for (const kind of KINDS) {
+      for (let i = 0; i < REPEAT; i++) {
+        rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
+        rows.push(await coilBaselineRun(n, clients, kind, i));
+      }
+    }
+  } finally {
+    echo.kill();
+  }
+  return rows;
+}
+
+/** Starts every client's program; @returns them in client order. */
+async function startClients(clients: readonly ClientPod[]): Promise<ChildProcess[]> {
+  return Promise.all(clients.map((c) => inNetns(c.ns, CLIENT_PROGRAM, TARGET, String(STREAMS))));
+}
+
+async function stopClients(ps: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(ps.map((p) => new Promise<void>((r) => { p.once('exit', () => r()); p.stdin!.write('quit\n'); setTimeout(() => { p.kill('SIGKILL'); r(); }, 5_000).unref(); })));
+}
+
+/** coil's path: the watcher with steering and the real prober; `lost`, the first choice of one client, goes. */
+async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string, lost: string): Promise<Row> {
+  const api = new ApiStandIn();
+  const egress: Egress = { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['198.51.100.0/24'], replicas: 3, sessionAffinity: 'ClientIP' } };
+  const service: V1Service = { metadata: { namespace: 'internet', name: 'nat' }, spec: { clusterIPs: [CLUSTER_IP] } };
+  const pods: V1Pod[] = clients.map((c) => ({ metadata: { namespace: 'app', name: `client${c.index}`, annotations: { 'egress.coil.cybozu.com/internet': 'nat' } }, spec: { containers: [] } }));
+  const all = Object.fromEntries(NAT.map((a) => [a, { serving: true, terminating: false }]));
+  const initial = kind === 'scale-up' ? Object.fromEntries(NAT.filter((a) => a !== lost).map((a) => [a, { serving: true, terminating: false }])) : all;
+  api.put(Kinds.Egress.kind, egress);
+  api.put(Kinds.Service.kind, service);
+  for (const p of pods) api.put(Kinds.Pod.kind, p);
+  api.put(Kinds.EndpointSlice.kind, slice(initial));
+  const stateDir = await mkdtemp(join(tmpdir(), 'coil-bench-egress-'));
+  const registry = new Registry();
+  let watcher: EgressWatcher | undefined;
+  let t0 = 0;
+  let detectMs: number | undefined;
+  let movedMs: number | undefined;
+  const steering = new NatSteering({ cache: api.cache, port: 5555, logger: silentLogger(), registry, onChange: (e) => watcher?.onSteeringChange(e) });
+  const egressClient = new EgressClient({ ip: coildIp, port: 5555 });
+  const retarget = egressClient.retarget.bind(egressClient);
+  egressClient.retarget = async (...a) => {
+    const moved = await retarget(...a);
+    if (t0 && movedMs === undefined) movedMs = Date.now() - t0;
+    return moved;
+  };
+  watcher = new EgressWatcher({
+    cache: api.cache, client: api.client, recorder: { event: () => undefined } as unknown as EventRecorder,
+    egressClient, locks: new KeyedMutex(), lockKey: (a, b) => `${a}:${b}`, logger: silentLogger(),
+    stateDir, port: 5555, probe: async () => ({ veth: true, ipv6: true, vxlan: true, ipip: true, ip6tnl: true, fou: true }), registry, steering,
+  });
+  const onSteeringChange = watcher.onSteeringChange.bind(watcher);
+  watcher.onSteeringChange = (e: string) => {
+    if (t0 && detectMs === undefined && kind === 'node-lost') detectMs = Date.now() - t0;
+    onSteeringChange(e);
+  };
+  await watcher.init();
+  const ac = new AbortController();
+  const loops = [watcher.run(ac.signal), steering.run(ac.signal)];
+  let ps: ChildProcess[] = [];
+  try {
+    for (const [i, c] of clients.entries()) {
+      await watcher.onAdd(pods[i]!, { namespace: 'app', name: `client${c.index}`, containerId: `bench${c.index}`, ifname: 'eth0', netns: c.ns.path, ips: [c.address] });
+    }
+    // Only once the tunnels exist (as the pod's containers start after its ADD): a stream whose
+    // first SYN left without a tunnel would connect a second later, inside the window.
+    ps = await startClients(clients);
+    const on = clients.map((c) => steering.natPod({ namespace: 'internet', name: 'nat' }, c.address)!);
+    log(`coil: tunnels to ${on.join(', ')}`);
+    await sleep(2_500);
+    const idx = NAT.indexOf(lost) + 1;
+    t0 = Date.now();
+    if (kind === 'scale-up') {
+      api.put(Kinds.EndpointSlice.kind, slice(all));
+      await sleep(WINDOW_MS);
+      const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0));
+      log(`coil scale-up: added ${lost}, ${JSON.stringify(seenUp)}`);
+      return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp };
+    }
+    if (kind === 'graceful') {
+      api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: true, terminating: true } }));
+      await sleep(1_000);
+      api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: true } }));
+      // The sandbox (and its netns) goes some time after the containers stopped and the endpoint
+      // turned not serving: kubelet's teardown, the CNI DEL. 200 ms here, a lower bound.
+      await sleep(200);
+    }
+    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
+    await sleep(WINDOW_MS);
+    const seen = await Promise.all(ps.map((p) => dump(p)));
+    const m = seen.map((d) => measure(d, t0));
+    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
+    m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`coil: client ${clients[i]!.address} got no answer through NAT pod ${on[i]} before the loss`); });
+    log(`coil ${kind}: lost ${lost}, detect ${detectMs} ms, moved ${movedMs} ms, ${JSON.stringify(m)}`);
+    return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), ...(detectMs !== undefined ? { detectMs } : {}), ...(movedMs !== undefined ? { movedMs } : {}) };
+  } finally {
+    await stopClients(ps);
+    ac.abort();
+    await Promise.all(loops);
+    for (const c of clients) await egressClient.remove(c.ns.path);
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
+
+/** Coil's path: tunnels to the ClusterIP; kube-proxy drops the endpoint `-d` ms after the loss. */
+async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind: string, run: number): Promise<Row> {
+  await setDnat(n, kind === 'scale-up' ? NAT.slice(0, 2) : NAT);
+  await ip.exec(['conntrack', '-F']).catch(() => undefined);
+  const client = new EgressClient({ ip, port: 5555 });
+  for (const c of clients) {
+    await client.apply(c.ns.path, planEgressClient({ podIps: [c.address], port: 5555, gateways: [{ egress: 'internet/nat', clusterIp: CLUSTER_IP, destinations: ['198.51.100.0/24'], isSourcePortAuto: false }] }));
+  }
+  const ps = await startClients(clients);
+  try {
+    await sleep(2_500);
+    const on = await Promise.all(clients.map((c) => dnatTarget(c.address)));
+    log(`Coil: kube-proxy sends the clients to ${on.join(', ')}`);
+    if (kind === 'scale-up') {
+      const t = Date.now();
+      await setDnat(n, NAT);
+      await sleep(WINDOW_MS);
+      const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t));
+      log(`Coil scale-up: ${JSON.stringify(seenUp)}`);
+      return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost: `${NAT[2]} added`, onLost: [], others: seenUp };
+    }
+    const lost = on[run % clients.length] ?? NAT[0]!;
+    const idx = NAT.indexOf(lost) + 1;
+    const t0 = Date.now();
+    if (kind === 'graceful') {
+      // Kubernetes marks the endpoint terminating: kube-proxy keeps established flows (the
+      // tunnel's UDP conntrack entry), so nothing changes until the pod is gone.
+      await sleep(1_200);
+    }
+    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
+    await sleep(COIL_DELAY_MS);
+    // kube-proxy: the endpoint leaves the DNAT, and UDP conntrack entries towards it are flushed.
+    await setDnat(n, NAT.filter((a) => a !== lost));
+    await ip.exec(['conntrack', '-D', '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
+    await sleep(WINDOW_MS);
+    const seen = await Promise.all(ps.map((p) => dump(p)));
+    const m = seen.map((d) => measure(d, t0));
+    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
+    m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`Coil: client ${clients[i]!.address} got no answer through the ClusterIP before the loss`); });
+    log(`Coil ${kind}: lost ${lost}, ${JSON.stringify(m)}`);
+    return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost) };
+  } finally {
+    await stopClients(ps);
+    for (const c of clients) await client.remove(c.ns.path);
+  }
+}
+
+const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
+
+main().then(
+  async (rows) => {
+    console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms) |');
+    console.log('|---|---|---|---|---:|---:|---|---|---|---:|');
+    for (const r of rows) {
+      const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
+      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => s.streams).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))} |`);
+    }
+    console.log('');
+    console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) |');
+    console.log('|---|---|---:|---:|---:|---:|---|');
+    const groups = new Map<string, Row[]>();
+    for (const r of rows) groups.set(`${r.path}|${r.kind}`, [...(groups.get(`${r.path}|${r.kind}`) ?? []), r]);
+    for (const [k, rs] of groups) {
+      const o = rs.map((r) => Math.max(0, ...r.onLost.map((s) => s.outageMs))).sort((a, b) => a - b);
+      const [path, kind] = k.split('|');
+      console.log(`| ${path} | ${kind} | ${rs.length} | ${fmt(o[Math.floor((o.length - 1) / 2)]!)} | ${fmt(o[o.length - 1]!)} | ${rs.reduce((a, r) => a + r.onLost.reduce((b, s) => b + s.lost, 0), 0)} | ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.lost, 0), 0)}, ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.disturbed, 0), 0)} |`);
+    }
+    console.log(`load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}, wall ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    helper.stop();
+    await netns.cleanup();
+    await ip.exec(['ip', 'netns', 'del', 'coilbench-node']).catch(() => undefined);
+    process.exit(0);
+  },
+  async (err: unknown) => {
+    console.error(`FAIL ${err instanceof Error ? err.stack : String(err)}`);
+    helper.stop();
+    await netns.cleanup();
+    await ip.exec(['ip', 'netns', 'del', 'coilbench-node']).catch(() => undefined);
+    process.exit(1);
+  },
+);
