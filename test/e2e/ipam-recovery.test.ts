@@ -269,10 +269,17 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       await eventually(async () => !(await blocks(pool)).some((b) => b.metadata.uid === victim.metadata.uid), { timeoutMs: 30_000, intervalMs: 500 });
       // New pods on the other nodes first (each then asks for a block), then on the victim's node.
       const others = cluster.nodes.filter((n) => n.name !== victimNode);
-      for (const [i, node] of [...others, cluster.node(victimNode)].entries()) {
-        await cluster.createPod(ns, `new-${i + 1}`, { nodeName: node.name, labels: { app: 'new', 'e2e/pod': `new-${i + 1}` } });
-        await cluster.waitForPods(ns, `e2e/pod=new-${i + 1}`, 1, 60_000).catch((err: unknown) => console.log(`new-${i + 1} on ${node.name} did not start: ${String(err)}`));
-      }
+      const newPod = async (name: string, node: string): Promise<void> => {
+        await cluster.createPod(ns, name, { nodeName: node, labels: { app: 'new', 'e2e/pod': name } });
+        await cluster.waitForPods(ns, `e2e/pod=${name}`, 1, 60_000).catch((err: unknown) => console.log(`${name} on ${node} did not start: ${String(err)}`));
+      };
+      for (const [i, node] of others.entries()) await newPod(`new-${i + 1}`, node.name);
+      // A node that got the victim's index hands its addresses out next (its lowest block
+      // first): one more pod there takes one of them.
+      const heir = await eventually(async () => (await blocks(pool)).find((b) => b.index === victim.index && b.metadata.labels['coil.cybozu.com/node'] !== victimNode) ?? false,
+        { timeoutMs: 20_000, intervalMs: 1000 }).catch(() => undefined);
+      if (heir) await newPod('heir', heir.metadata.labels['coil.cybozu.com/node']!);
+      await newPod(`new-${others.length + 1}`, victimNode);
       console.log(`variant (a): blocks now ${blockList(await blocks(pool))}`);
       await verdict(t, await assess('variant (a), after', pre));
     } finally {
