@@ -375,9 +375,9 @@ export class Cluster {
 
   /**
    * Waits until node `nodeName` routes `address` to another node (a route BIRD learned), not to
-   * the lab's router. An IPv6 route may name the other node by its link-local address (BIRD
-   * prefers the link-local next hop a direct session sends): the nodes have no other IPv6 route
-   * out of eth0, so any gateway on eth0 is a learned one.
+   * the lab's router. BIRD's IPv6 routes name the other node's IPv6 address; a link-local next
+   * hop on eth0 (which a BGP peer may also send) counts too: the nodes have no other IPv6 route
+   * out of eth0, so any gateway there is a learned one.
    */
   async waitForBgpRoute(nodeName: string, address: string, timeoutMs = 60_000): Promise<void> {
     const others = new Set(this.nodes.filter((n) => n.name !== nodeName).flatMap((n) => [n.ipv4, n.spec.node.ipv6 ?? '']));
