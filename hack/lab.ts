@@ -8,6 +8,7 @@
  *   npm run lab                   # up, workload, status; runs until Ctrl-C, then removes everything
  *   npm run lab -- --once         # up, workload, status, ping, down (exit 1 if the ping failed)
  *   npm run lab -- --nodes=5      # another node count
+ *   npm run lab -- --ipv4-only    # an IPv4-only default pool (the default is dual stack)
  *   npm run lab -- down           # remove what a killed lab left behind
  *
  * COIL_LAB_PREFIX and COIL_LAB_DIR (default coillab- and /tmp/coil-lab) let a second lab run
@@ -15,7 +16,7 @@
  */
 import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
-import { Cluster, POD_RANGE } from './lab/cluster.js';
+import { Cluster, POD_RANGE, POD_RANGE_V6 } from './lab/cluster.js';
 import { ip } from './lab/topology.js';
 
 const DEMO = 'demo';
@@ -30,7 +31,8 @@ async function main(argv: readonly string[]): Promise<number> {
   const nodes = Number(argv.find((a) => a.startsWith('--nodes='))?.split('=')[1] ?? 3);
   const t0 = performance.now();
   const log = (m: string) => console.log(`lab: ${m} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
-  const cluster = await Cluster.up({ nodes, log });
+  const dualStack = !argv.includes('--ipv4-only');
+  const cluster = await Cluster.up({ nodes, log, dualStack });
   let stopping = false;
   const down = async (code: number) => {
     if (stopping) return;
@@ -56,21 +58,29 @@ async function main(argv: readonly string[]): Promise<number> {
     console.log(await cluster.kubectl(['get', 'pods', '-n', DEMO, '-o', 'wide']));
     console.log(await cluster.kubectl(['get', 'addressblocks']));
     for (const node of cluster.nodes) {
-      const t119 = (await ip(['-n', node.name, '-4', 'route', 'show', 'table', '119'])).trim().split('\n').filter(Boolean).map((l) => l.split(' ')[0]);
-      const bgp = (await ip(['-n', node.name, '-4', 'route', 'show', 'proto', 'bird'])).trim().split('\n').filter(Boolean).map((l) => l.split(' ').slice(0, 3).join(' '));
-      console.log(`${node.name} (${node.ipv4}): table 119 ${t119.join(' ') || '-'}; learned over BGP: ${bgp.join(', ') || '-'}`);
+      for (const family of dualStack ? ['-4', '-6'] : ['-4']) {
+        // IPv6 has no table 119 until coild exports a block to it.
+        const t119 = (await ip(['-n', node.name, family, 'route', 'show', 'table', '119']).catch(() => '')).trim().split('\n').filter(Boolean).map((l) => l.split(' ')[0]);
+        const bgp = (await ip(['-n', node.name, family, 'route', 'show', 'proto', 'bird'])).trim().split('\n').filter(Boolean).map((l) => l.split(' ').slice(0, 3).join(' '));
+        console.log(`${node.name} (${family === '-4' ? node.ipv4 : node.spec.node.ipv6}): table 119 ${t119.join(' ') || '-'}; learned over BGP: ${bgp.join(', ') || '-'}`);
+      }
     }
 
     const remote = web.find((p) => p.spec?.nodeName !== client!.spec?.nodeName);
     let ok = true; // with one node there is no cross-node ping to fail
     if (remote) {
-      await cluster.waitForBgpRoute(client!.spec!.nodeName!, remote.status!.podIP!);
-      ok = await cluster.ping(DEMO, client!.metadata!.name!, remote.status!.podIP!);
-      log(`ping ${DEMO}/client (${client!.spec?.nodeName}, ${client!.status?.podIP}) -> ${remote.metadata?.name} (${remote.spec?.nodeName}, ${remote.status?.podIP}) over BGP routes: ${ok ? 'ok' : 'FAILED'}`);
+      // Every address of each: IPv4, and IPv6 in a dual-stack lab (ping -6).
+      const from = (client!.status?.podIPs ?? []).map((a) => a.ip);
+      for (const address of (remote.status?.podIPs ?? []).map((a) => a.ip)) {
+        await cluster.waitForBgpRoute(client!.spec!.nodeName!, address);
+        const answered = await cluster.ping(DEMO, client!.metadata!.name!, address);
+        ok &&= answered;
+        log(`ping ${DEMO}/client (${client!.spec?.nodeName}, ${from.join(' ')}) -> ${remote.metadata?.name} (${remote.spec?.nodeName}, ${address}) over BGP routes: ${answered ? 'ok' : 'FAILED'}`);
+      }
     } else {
       log('every web pod landed on the client\'s node: no cross-node ping to show');
     }
-    console.log(`\nKUBECONFIG=${cluster.dir}/admin.kubeconfig   (pods from ${POD_RANGE}; logs under ${cluster.dir})`);
+    console.log(`\nKUBECONFIG=${cluster.dir}/admin.kubeconfig   (pods from ${POD_RANGE}${dualStack ? ` and ${POD_RANGE_V6}` : ''}; logs under ${cluster.dir})`);
     if (once) await down(ok ? 0 : 1);
     else console.log('lab: running; Ctrl-C tears it down');
   } catch (err) {

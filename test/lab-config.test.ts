@@ -4,12 +4,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { egressSelectorConfig, labChartValues } from '../hack/lab/cluster.js';
+import { BGP_RANGES, egressSelectorConfig, labChartValues } from '../hack/lab/cluster.js';
 import { containerdConfig, criContainers } from '../hack/lab/containerd.js';
 import type { NodeHost } from '../hack/lab/node-host.js';
 import { kubeletConfig, kubeProxyArgv } from '../hack/lab/kubelet.js';
 import { NODE_DIRS, nodeMountScript } from '../hack/lab/node-host.js';
 import { labNodes } from '../hack/lab/topology.js';
+import { birdConfig } from '../hack/lab/bird.js';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { percentile } from '../hack/bench/pod-startup.js';
 import { REAL_FAULTS, realFaultSchedule } from '../hack/lab/real-soak.js';
 import { prng } from './support/prng.js';
@@ -30,11 +36,35 @@ describe('the real-node lab configuration', () => {
     assert.deepEqual(labChartValues(3), []);
   });
 
-  test('nodes are named by prefix, with one address each on the segment', () => {
+  test('nodes are named by prefix, with one address of each family on the segment', () => {
     const nodes = labNodes(3, 'x-');
-    assert.deepEqual(nodes.map((n) => [n.name, n.netnsPath, n.ipv4]), [
-      ['x-n1', '/run/netns/x-n1', '172.31.120.11'], ['x-n2', '/run/netns/x-n2', '172.31.120.12'], ['x-n3', '/run/netns/x-n3', '172.31.120.13'],
+    assert.deepEqual(nodes.map((n) => [n.name, n.netnsPath, n.ipv4, n.ipv6]), [
+      ['x-n1', '/run/netns/x-n1', '172.31.120.11', 'fd31:120::11'],
+      ['x-n2', '/run/netns/x-n2', '172.31.120.12', 'fd31:120::12'],
+      ['x-n3', '/run/netns/x-n3', '172.31.120.13', 'fd31:120::13'],
     ]);
+  });
+
+  test('BIRD: table 119 of each family into an iBGP mesh of that family (IPv6 sessions between IPv6 addresses), and bird parses it', async () => {
+    const nodes = labNodes(3, 'x-');
+    const conf = birdConfig(nodes[0]!, nodes, BGP_RANGES, '/tmp/x');
+    for (const table of ['ipv4 table t119;', 'ipv6 table t119v6;']) assert.ok(conf.includes(table), table);
+    assert.match(conf, /protocol kernel k119v6 \{\n  kernel table 119;\n  learn;/);
+    assert.match(conf, /protocol bgp x_n2 from mesh \{ neighbor 172\.31\.120\.12 as 64512; \}/);
+    assert.match(conf, /protocol bgp x_n3_v6 from meshv6 \{ neighbor fd31:120::13 as 64512; \}/);
+    assert.match(conf, /local fd31:120::11 as 64512;/);
+    assert.match(conf, /import where net ~ \[ fd00:10::\/32\+ \];/);
+    assert.ok(!conf.includes('x_n1'), 'no session to itself');
+    // An IPv4-only range list (the stand-in lab) has no IPv6 part.
+    assert.ok(!birdConfig(nodes[0]!, nodes, '10.100.0.0/16', '/tmp/x').includes('ipv6'));
+    // bird -p: parse the configuration and exit (the lab's real BIRD 2).
+    const dir = await mkdtemp(join(tmpdir(), 'bird-conf-'));
+    try {
+      await writeFile(join(dir, 'bird.conf'), conf.replace('/tmp/x/bird.log', join(dir, 'bird.log')));
+      await promisify(execFile)('bird', ['-p', '-c', join(dir, 'bird.conf')]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test("a node's mount namespace gets its own directories and a shared / (inside the namespace only)", () => {

@@ -49,8 +49,18 @@ const run = promisify(execFile);
 /** The lab's defaults; COIL_LAB_PREFIX and COIL_LAB_DIR choose others (a development lab). */
 export const DEFAULT_PREFIX = process.env.COIL_LAB_PREFIX ?? 'coillab-';
 export const DEFAULT_DIR = process.env.COIL_LAB_DIR ?? '/tmp/coil-lab';
-/** The default AddressPool's range (also what BGP may carry). */
+/** The default AddressPool's IPv4 range. */
 export const POD_RANGE = '10.120.0.0/16';
+/**
+ * The default AddressPool's IPv6 range in a dual-stack lab: as many addresses as {@link POD_RANGE}
+ * (16 host bits; an AddressPool's subnets of both families must be of one size).
+ */
+export const POD_RANGE_V6 = 'fd00:10:120::/112';
+/**
+ * What BGP may carry between the nodes: the default pool and every pool the lab's tests make
+ * (10.120.0.0–10.127.255.255 and fd00:10::/32).
+ */
+export const BGP_RANGES: readonly string[] = ['10.120.0.0/13', 'fd00:10::/32'];
 /** Namespace of the chart's release. */
 export const RELEASE_NAMESPACE = 'kube-system';
 /** The workload image build-image.sh makes (busybox). */
@@ -72,6 +82,12 @@ export interface ClusterOptions extends LabPlace {
   readonly installChart?: boolean;
   /** Extra `helm --set` values for the install. */
   readonly chartValues?: readonly string[];
+  /**
+   * A dual-stack default pool (default true): {@link POD_RANGE} and {@link POD_RANGE_V6}, so every
+   * pod gets an IPv4 and an IPv6 address. The nodes have IPv6 addresses and BIRD carries IPv6
+   * blocks either way; false gives an IPv4-only pool.
+   */
+  readonly dualStack?: boolean;
   /** Progress messages. */
   readonly log?: (message: string) => void;
 }
@@ -109,6 +125,8 @@ export class Cluster {
     readonly dir: string,
     readonly labNodes: readonly LabNode[],
     private readonly log: (message: string) => void,
+    /** The default pool has an IPv6 subnet ({@link ClusterOptions.dualStack}). */
+    readonly dualStack: boolean,
   ) {
     this.helmEnv = { ...process.env, HELM_CACHE_HOME: join(dir, 'helm/cache'), HELM_CONFIG_HOME: join(dir, 'helm/config'), HELM_DATA_HOME: join(dir, 'helm/data') };
   }
@@ -152,7 +170,7 @@ export class Cluster {
       ],
       controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`],
     });
-    const cluster = new Cluster(cp, prefix, dir, nodes, log);
+    const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
     try {
       await cluster.start(options, built, egressSocket);
       return cluster;
@@ -190,7 +208,7 @@ export class Cluster {
     await Promise.all(this.labNodes.map(async (node) => {
       const kube = await KubeNode.create({
         node, peers: this.labNodes, dir: join(this.dir, node.name), cgroup: `/${node.name}`, pinDir: join(this.dir, 'ns'),
-        apiserverSocket: Cluster.apiserverSocket(this.dir), binDir, sandboxImage, podRange: POD_RANGE, maxPods: options.maxPods ?? 250,
+        apiserverSocket: Cluster.apiserverSocket(this.dir), binDir, sandboxImage, bgpRanges: BGP_RANGES, maxPods: options.maxPods ?? 250,
       }, this.cp);
       this.nodes.push(kube);
       await kube.start('relay');
@@ -206,14 +224,15 @@ export class Cluster {
 
   /**
    * Installs coil as README's "Install on a cluster" says: `helm install` with
-   * `defaultPool.create=true` (the AddressPool `default` of {@link POD_RANGE}, made by
-   * coil-controller once its webhook serves) and no `--wait`; then waits for coil-controller,
-   * coild on every node and the nodes to be Ready.
+   * `defaultPool.create=true` (the AddressPool `default` of {@link POD_RANGE}, and
+   * {@link POD_RANGE_V6} in a dual-stack lab, made by coil-controller once its webhook serves)
+   * and no `--wait`; then waits for coil-controller, coild on every node and the nodes to be Ready.
    */
   async installCoil(values: readonly string[] = []): Promise<void> {
     this.log('helm install coil charts/coil -n kube-system --set defaultPool.create=true');
     await this.installChart([
       'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
+      ...(this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
       ...labChartValues(this.nodes.length), ...values,
     ], { wait: false });
     await this.waitRollout('deployment/coil-controller');
@@ -348,20 +367,24 @@ export class Cluster {
     return this.kubectl(['exec', '-n', namespace, pod, '--', ...argv]);
   }
 
-  /** True when pod `namespace/pod` gets an answer from `address` (one ping, 2 s). */
+  /** True when pod `namespace/pod` gets an answer from `address`, IPv4 or IPv6 (`ping -6`): one ping, 2 s. */
   ping(namespace: string, pod: string, address: string): Promise<boolean> {
-    return this.exec(namespace, pod, ['ping', '-c1', '-W2', address]).then(() => true, () => false);
+    const family = address.includes(':') ? ['-6'] : [];
+    return this.exec(namespace, pod, ['ping', ...family, '-c1', '-W2', address]).then(() => true, () => false);
   }
 
   /**
    * Waits until node `nodeName` routes `address` to another node (a route BIRD learned), not to
-   * the lab's router.
+   * the lab's router. BIRD's IPv6 routes name the other node's IPv6 address; a link-local next
+   * hop on eth0 (which a BGP peer may also send) counts too: the nodes have no other IPv6 route
+   * out of eth0, so any gateway there is a learned one.
    */
   async waitForBgpRoute(nodeName: string, address: string, timeoutMs = 60_000): Promise<void> {
-    const others = new Set(this.nodes.filter((n) => n.name !== nodeName).map((n) => n.ipv4));
+    const others = new Set(this.nodes.filter((n) => n.name !== nodeName).flatMap((n) => [n.ipv4, n.spec.node.ipv6 ?? '']));
     await eventually(async () => {
       const { stdout } = await run('ip', ['-n', nodeName, 'route', 'get', address]);
-      return others.has(/ via (\S+)/.exec(stdout)?.[1] ?? '');
+      const via = / via (\S+)/.exec(stdout)?.[1] ?? '';
+      return others.has(via) || (address.includes(':') && via.startsWith('fe80:') && / dev eth0 /.test(stdout));
     }, { timeoutMs, intervalMs: 250 });
   }
 

@@ -50,7 +50,8 @@ export interface KubeNodeSpec {
   /** Directory holding kubelet and kube-proxy (hack/build-node.sh). */
   readonly binDir: string;
   readonly sandboxImage: string;
-  readonly podRange: string;
+  /** What BGP may carry (BIRD's import filter, bird.ts). */
+  readonly bgpRanges: readonly string[];
   readonly maxPods: number;
 }
 
@@ -114,7 +115,7 @@ export class KubeNode {
     this.argvs.set('containerd', ['containerd', '--config', join(conf, 'containerd.toml')]);
     this.argvs.set('kubelet', kubeletArgv(join(this.spec.binDir, 'kubelet'), { nodeName: node.name, nodeIp: node.ipv4, configFile: join(conf, 'kubelet.yaml'), kubeconfig: join(conf, 'kubelet.kubeconfig') }));
     this.argvs.set('kube-proxy', kubeProxyArgv(join(this.spec.binDir, 'kube-proxy'), { nodeName: node.name, kubeconfig: join(conf, 'kube-proxy.kubeconfig') }));
-    this.argvs.set('bird', await prepareBird(node, this.spec.peers, this.spec.podRange, dir));
+    this.argvs.set('bird', await prepareBird(node, this.spec.peers, this.spec.bgpRanges, dir));
   }
 
   /** Starts `daemon` (no-op when running) and waits until it serves, where that can be seen. */

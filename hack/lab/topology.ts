@@ -4,7 +4,8 @@
  * different prefixes can run side by side with the same addresses.
  *
  *   <prefix>sw   bridge br0; with a router address (the real-node lab), 172.31.120.254 on br0
- *   <prefix>nK   eth0 172.31.120.1K/24; with a router, a default route through it
+ *   <prefix>nK   eth0 172.31.120.1K/24 and fd31:120::1K/64; with a router, a default (IPv4) route
+ *                through it
  *
  * The router does not forward (a new namespace has ip_forward off), so the default route sends
  * nothing out of the lab: it exists because a node's processes connect to Service ClusterIPs,
@@ -20,6 +21,8 @@ export const LAB_PREFIX = 'coillab-';
 export const UNDERLAY_PREFIX_LEN = 24;
 /** Address of the lab's router on the switch (real-node lab). */
 export const ROUTER_IPV4 = '172.31.120.254';
+/** Prefix length of the nodes' IPv6 addresses on the segment. */
+export const UNDERLAY_PREFIX_LEN_V6 = 64;
 
 /** Name of the switch namespace of the lab with `prefix`. */
 export const switchNetns = (prefix = LAB_PREFIX): string => `${prefix}sw`;
@@ -34,6 +37,11 @@ export interface LabNode {
   readonly netnsPath: string;
   /** Underlay IPv4 address (eth0), also the Node's InternalIP. */
   readonly ipv4: string;
+  /**
+   * Underlay IPv6 address (eth0, same segment), for BGP sessions that carry IPv6 blocks; absent for
+   * a "node" that has none (the stand-in lab's pod-as-node).
+   */
+  readonly ipv6?: string;
 }
 
 /** Runs `ip` with arguments (throws with stderr on failure). */
@@ -50,7 +58,7 @@ export async function ip(args: readonly string[]): Promise<string> {
 export function labNodes(count: number, prefix = LAB_PREFIX): LabNode[] {
   return Array.from({ length: count }, (_, i) => {
     const name = `${prefix}n${i + 1}`;
-    return { name, netns: name, netnsPath: `/run/netns/${name}`, ipv4: `172.31.120.${11 + i}` };
+    return { name, netns: name, netnsPath: `/run/netns/${name}`, ipv4: `172.31.120.${11 + i}`, ipv6: `fd31:120::${11 + i}` };
   });
 }
 
@@ -82,6 +90,8 @@ export async function createTopology(nodes: readonly LabNode[], options: Topolog
     await ip(['link', 'add', `${prefix}e${i}`, 'netns', node.netns, 'type', 'veth', 'peer', 'name', `n${i + 1}`, 'netns', sw]);
     await ip(['-n', node.netns, 'link', 'set', `${prefix}e${i}`, 'name', 'eth0']);
     await ip(['-n', node.netns, 'addr', 'add', `${node.ipv4}/${UNDERLAY_PREFIX_LEN}`, 'dev', 'eth0']);
+    // nodad: usable at once (BIRD binds its BGP sessions to it), not tentative for a second or two.
+    if (node.ipv6) await ip(['-n', node.netns, 'addr', 'add', `${node.ipv6}/${UNDERLAY_PREFIX_LEN_V6}`, 'dev', 'eth0', 'nodad']);
     await ip(['-n', node.netns, 'link', 'set', 'eth0', 'up']);
     await ip(['-n', sw, 'link', 'set', `n${i + 1}`, 'master', 'br0', 'up']);
     if (options.router) await ip(['-n', node.netns, 'route', 'add', 'default', 'via', ROUTER_IPV4]);

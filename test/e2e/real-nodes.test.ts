@@ -24,6 +24,7 @@ import { checkInvariants } from '../invariants/check.js';
 import { canI } from '../../hack/lab/credentials.js';
 import { REAL_FAULTS, realSoak } from '../../hack/lab/real-soak.js';
 import { coildMemory } from '../../hack/bench/pod-startup.js';
+import { cidrContainsAddress, parseAddress, parseCidr } from '../../src/ipam/cidr.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
@@ -42,6 +43,11 @@ function inCidr(address: string, cidr: string): boolean {
   const [base, bits] = cidr.split('/');
   const size = 2 ** (32 - Number(bits));
   return Math.floor(toInt(address) / size) === Math.floor(toInt(base!) / size);
+}
+
+/** True when IPv6 `address` is inside `cidr` (the product's CIDR arithmetic). */
+function inCidr6(address: string, cidr: string): boolean {
+  return cidrContainsAddress(parseCidr(cidr), parseAddress(address));
 }
 
 describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 'the lab needs root (namespaces, cgroups, mounts)') }, () => {
@@ -108,6 +114,26 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
       for (const to of clients.filter((p) => p.spec?.nodeName !== from.spec?.nodeName)) {
         await cluster.waitForBgpRoute(from.spec!.nodeName!, to.status!.podIP!);
         assert.ok(await cluster.ping(NS, from.metadata!.name!, to.status!.podIP!), `${from.metadata?.name} -> ${to.metadata?.name} ${to.status?.podIP}`);
+      }
+    }
+  });
+
+  test('dual stack: each pod also has an IPv6 address of its node\'s block, and pods on different nodes ping each other over IPv6 (ping -6)', async () => {
+    const clients = await cluster.waitForPods(NS, 'app=client', 3);
+    const blocks = ((await cluster.api(k8s.CustomObjectsApi).listClusterCustomObject({ group: 'coil.cybozu.com', version: 'v2', plural: 'addressblocks' })) as { items: (Block & { ipv6?: string })[] }).items;
+    const ipv6Of = (p: k8s.V1Pod): string => {
+      const found = (p.status?.podIPs ?? []).map((a) => a.ip).filter((a) => a.includes(':'));
+      assert.equal(found.length, 1, `${p.metadata?.name}: podIPs ${JSON.stringify(p.status?.podIPs)}`);
+      return found[0]!;
+    };
+    for (const p of clients) {
+      const own = blocks.filter((b) => b.metadata.labels['coil.cybozu.com/node'] === p.spec?.nodeName && b.ipv6);
+      assert.ok(own.some((b) => inCidr6(ipv6Of(p), b.ipv6!)), `${p.metadata?.name}: ${ipv6Of(p)} in an IPv6 block of ${p.spec?.nodeName}`);
+    }
+    for (const from of clients) {
+      for (const to of clients.filter((p) => p.spec?.nodeName !== from.spec?.nodeName)) {
+        await cluster.waitForBgpRoute(from.spec!.nodeName!, ipv6Of(to));
+        assert.ok(await cluster.ping(NS, from.metadata!.name!, ipv6Of(to)), `${from.metadata?.name} -> ${to.metadata?.name} ${ipv6Of(to)}`);
       }
     }
   });
