@@ -18,12 +18,10 @@
  * and `kubectl coil ipam check` finds nothing. Then `kubectl coil ipam check`/`release` on a leak
  * made on purpose, and on a report older than a change in the cluster.
  *
- * `kubectl coil` is `dist/src/kubectl-coil/main.js`; where it is not built, its assertions are
- * marked todo with the tool's name (the rest of each test runs and counts).
+ * `kubectl coil` is `dist/src/kubectl-coil/main.js`, built with the rest by `npm run build`.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,7 +39,6 @@ const isRoot = process.getuid?.() === 0;
 
 /** The admin's tool (issue 25, item 3), built by the project. */
 const KUBECTL_COIL = join(REPO_ROOT, 'dist/src/kubectl-coil/main.js');
-const TOOL_MISSING = existsSync(KUBECTL_COIL) ? undefined : `kubectl coil (${KUBECTL_COIL}) is not built yet: issue 25 item 3`;
 
 type Block = { metadata: { name: string; uid?: string; labels: Record<string, string>; finalizers?: string[] }; index: number; ipv4?: string; ipv6?: string };
 
@@ -164,10 +161,9 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
     }
   };
 
-  /** `kubectl coil ipam check` finds nothing (exit 0); todo while the tool is not built. */
+  /** `kubectl coil ipam check` finds nothing (exit 0). */
   const checkIsClean = (t: TestContext): Promise<void> =>
-    t.test('kubectl coil ipam check finds nothing', { todo: TOOL_MISSING ?? false }, async () => {
-      assert.ok(!TOOL_MISSING, TOOL_MISSING);
+    t.test('kubectl coil ipam check finds nothing', async () => {
       const r = await eventually(async () => {
         const c = await kubectlCoil(['ipam', 'check', '-o', 'json']);
         return c.code === 0 ? c : false;
@@ -403,8 +399,7 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       assert.ok(leak.addresses.length > 0, 'the ADD gave the ghost an address');
       assert.ok((await coildAllocations(node)).some((a) => a.containerId === leak.containerId), `coild on ${node.name} holds the ghost's ${leak.addresses.join(' ')}`);
       assert.ok(!(await core().listPodForAllNamespaces()).items.some((p) => addresses(p).some((a) => leak.addresses.includes(a))), 'no Pod holds it');
-      await t.test('ipam check -o json reports it; release --from-report frees it; check is clean again', { todo: TOOL_MISSING ?? false }, async () => {
-        assert.ok(!TOOL_MISSING, TOOL_MISSING);
+      await t.test('ipam check -o json reports it; release --from-report frees it; check is clean again', async () => {
         const check = await kubectlCoil(['ipam', 'check', '-o', 'json']);
         assert.notEqual(check.code, 0, 'check exits non-zero when it finds something');
         for (const a of leak.addresses) assert.ok(check.stdout.includes(a), `the report names ${a}: ${check.stdout}`);
@@ -436,7 +431,7 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
     let undone = false;
     try {
       const report = join(dir, 'before.json');
-      if (!TOOL_MISSING) await writeFile(report, (await kubectlCoil(['ipam', 'check', '-o', 'json'])).stdout);
+      await writeFile(report, (await kubectlCoil(['ipam', 'check', '-o', 'json'])).stdout);
       // The change: the leak goes (its DEL comes after all) and a real Pod gets its address. A
       // filler takes the block's other address first, and the heir comes once the freed one has
       // cooled (30 s, src/ipam/block.ts): the only address left to it is the ghost's.
@@ -449,8 +444,7 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       const heirAddresses = addresses(heir!);
       console.log(`stale report: the ghost had ${leak.addresses.join(' ')}, the heir has ${heirAddresses.join(' ')}`);
       assert.ok(heirAddresses.some((a) => leak.addresses.includes(a)), 'the heir got the leaked address (the case a stale report endangers)');
-      await t.test('release --from-report of the older report leaves the heir its address and its network', { todo: TOOL_MISSING ?? false }, async () => {
-        assert.ok(!TOOL_MISSING, TOOL_MISSING);
+      await t.test('release --from-report of the older report leaves the heir its address and its network', async () => {
         const release = await kubectlCoil(['ipam', 'release', '--from-report', report]);
         console.log(`release of a stale report: exit ${release.code}\n${release.stdout}${release.stderr}`);
         assert.match(`${release.stdout}${release.stderr}`, /refus|skip|changed|stale|no longer/i, 'release says why it did not act');
