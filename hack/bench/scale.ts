@@ -155,6 +155,10 @@ class Controller {
   proc: ChildProcess | undefined;
   readonly ports = { metrics: 0, health: 0, webhook: 0 };
   private starts = 0;
+  /** Exits the benchmark did not cause (e.g. the Lease lost while the apiserver was down), each restarted after 1 s as its Deployment's kubelet would. */
+  readonly exits: { at: number; code: number | null; signal: string | null }[] = [];
+  private killing = false;
+  private stopped = false;
 
   constructor(private readonly cp: ControlPlane, private readonly dir: string, private readonly settings: Settings) {}
 
@@ -182,19 +186,29 @@ class Controller {
       `--gc-interval=${this.settings['gc-interval']}ms`,
       '--log-level=info',
     ], { env, stdio: ['ignore', log.fd, log.fd] });
-    this.proc.once('exit', () => void log.close());
+    const proc = this.proc;
+    proc.once('exit', (code, signal) => {
+      void log.close();
+      if (this.killing || this.stopped || this.proc !== proc) return;
+      this.exits.push({ at: performance.now(), code, signal });
+      setTimeout(() => void (this.stopped || this.proc !== proc ? undefined : this.start()), 1000);
+    });
   }
 
   async ready(): Promise<void> {
     await eventually(async () => (await fetch(`http://127.0.0.1:${this.ports.health}/readyz`)).status === 200, { timeoutMs: 180_000, intervalMs: 200 });
   }
 
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+  /** Kills it (the benchmark's doing: not restarted); `final` also stops any restart for good. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL', final = false): Promise<void> {
+    if (final) this.stopped = true;
     const p = this.proc;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    this.killing = true;
     const exited = new Promise((r) => p.once('exit', r));
     p.kill(signal);
     await exited;
+    this.killing = false;
   }
 
   /** Warnings and errors in all of its logs so far, by message. */
@@ -343,10 +357,24 @@ interface RunFigures {
   [k: string]: unknown;
 }
 
+/** Stops what a run started when the benchmark is interrupted (Ctrl-C, SIGTERM, timeout). */
+let cleanup: (() => Promise<void>) | undefined;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    console.error(`${sig}: stopping the control plane and the controller`);
+    void (cleanup?.() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
+
 async function run(n: number, s: Settings): Promise<RunFigures> {
   const fig: RunFigures = { n };
   const dir = await mkdtemp(join(tmpdir(), 'coil-scale-'));
   const cp = await ControlPlane.start({ crds: coilCrds(), controllerManager: true });
+  cleanup = async () => {
+    await c.controller?.kill('SIGKILL', true);
+    await cp.stop();
+    await rm(dir, { recursive: true, force: true });
+  };
   const c = new Cluster(cp, dir, n, s);
   const adminTransport = new ApiTransport(cp.kubeConfig);
   c.transport = adminTransport;
@@ -433,7 +461,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     c.heartbeats?.stop();
     await Promise.allSettled([...c.nodes.values()].map((x) => x.stop()));
     await c.blocks?.stop();
-    await c.controller?.kill('SIGTERM');
+    await c.controller?.kill('SIGTERM', true);
     await cp.stop();
     if (!process.env.COIL_SCALE_KEEP) await rm(dir, { recursive: true, force: true });
   }
@@ -499,15 +527,14 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const seconds = c.s.churn / 1000;
   const rate = c.s['churn-rate'];
-  // Fill: a first population so churn starts from pods on every node, not from empty nodes.
-  const fillAbort = new AbortController();
-  const target = c.s['pods-per-node'] * c.nodes.size;
-  const fillRate = Math.max(rate, 100);
-  const filling = c.churn(fillRate, fillAbort.signal);
+  // Fill: pods-per-node Pods on every node first (one round across all nodes at a time), so
+  // the churn starts from a populated cluster, not from empty nodes.
   const tFill = performance.now();
-  while ([...c.pods.values()].reduce((a, l) => a + l.length, 0) < target * 0.8 && performance.now() - tFill < 600_000) await sleep(500);
-  fillAbort.abort();
-  await filling;
+  const markFill = c.events.created.length;
+  for (let r = 0; r < c.s['pods-per-node']; r++) await pool([...c.nodes.keys()], 64, (node) => c.createPod(node));
+  await eventually(() => c.events.added.length >= c.s['pods-per-node'] * c.nodes.size * 0.99, { timeoutMs: 600_000, intervalMs: 500 }).catch(() => undefined);
+  const fillS = (performance.now() - tFill) / 1000;
+  const fillBlocks = c.events.created.length - markFill;
   await sleep(3000);
   const pods0 = [...c.pods.values()].reduce((a, l) => a + l.length, 0);
   const before = await serverCounts(c.cp);
@@ -535,6 +562,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const nodeRate = total(dn) / elapsed / c.nodes.size;
   const census = blockCensus(c);
   print(`steady churn (${ops} pod creates/deletes in ${elapsed.toFixed(0)} s across ${c.nodes.size} nodes, ${pods0} pods at the start)`, [
+    [`fill before the churn: ${c.s['pods-per-node']} Pods on every node`, `${fillS.toFixed(1)} s, ${fillBlocks} blocks created`],
     ['BlockRequest create → its AddressBlock created (the bench\'s watch)', dist(complete)],
     ['BlockRequest create → block in the node\'s cache', dist(answered)],
     ['ADD (Pod seen → address)', dist(added)],
@@ -551,7 +579,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   console.log('the coild stand-ins\' own calls (client side):');
   for (const l of rateLines(dn, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
   return {
-    ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
+    fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
     addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cpuS / elapsed, watches: after.watches,
     apiPerSec: total(d) / elapsed, nodeApiPerSec: total(dn) / elapsed, nodeApiPerSecPerNode: nodeRate, blocks: census.total, doubled: census.doubled,
     apiByKey: Object.fromEntries([...d].map(([k, v]) => [k, v / elapsed])), nodeApiByKey: Object.fromEntries([...dn].map(([k, v]) => [k, v / elapsed])),
@@ -598,7 +626,6 @@ async function scaleDown(c: Cluster, print: Print): Promise<object> {
   const victimSet = new Set(victims);
   const live = (b: AddressBlock) => !victimSet.has(b.metadata?.labels?.[LABEL_NODE] ?? '');
   const snapshot = new Map(c.blocks.list().filter(live).map((b) => [b.metadata!.name!, b.metadata!.uid!]));
-  const releasedBefore = new Set(c.events.released);
   const theirs = () => c.blocks.list().filter((b) => !live(b)).length;
   const victimBlocks = theirs();
   await Promise.all(victims.map(async (v) => {
@@ -613,11 +640,16 @@ async function scaleDown(c: Cluster, print: Print): Promise<object> {
   const goneMs = performance.now() - t0;
   await sleep(2000);
   let touched = 0;
+  const touchedNames: string[] = [];
   for (const [name, uid] of snapshot) {
     const now = c.blocks.get(name);
-    const releasedByOwner = c.events.released.has(name) && !releasedBefore.has(name);
-    if ((!now || now.metadata?.uid !== uid || now.metadata?.deletionTimestamp) && !releasedByOwner) touched++;
+    // Released by its own node (the releaser's report), before or after the snapshot: not touched.
+    if ((!now || now.metadata?.uid !== uid || now.metadata?.deletionTimestamp) && !c.events.released.has(name)) {
+      touched++;
+      touchedNames.push(`${name}${now ? ' (deleting)' : ' (gone)'}`);
+    }
   }
+  if (touchedNames.length > 0) console.log(`touched: ${touchedNames.slice(0, 10).join(', ')}`);
   for (const v of victims) c.pods.delete(v);
   print(`scale-down (${victims.length} of ${all.length} Nodes deleted at once, ${victimBlocks} blocks of theirs)`, [
     ['Node deletes sent (200 at a time)', ms(deletedMs)],
@@ -671,6 +703,7 @@ async function apiserverRestart(c: Cluster, print: Print): Promise<object> {
     ['the nodes\' LISTs of BlockRequests + AddressBlocks (client side, outage and after)', String(nodeLists)],
     ['of which the retryNow hurry\'s (an ADD waited a poll while the informer backed off)', `${hurried} (${nodeLists ? ((100 * hurried) / nodeLists).toFixed(0) : 0} %)`],
     ['watches open at the end', String(after.watches)],
+    ['coil-controller exits during the phase (restarted after 1 s, as by its Deployment)', c.controller.exits.filter((e) => e.at >= tDown).map((e) => `code ${e.code}${e.signal ? ` ${e.signal}` : ''}`).join(', ') || '0'],
   ]);
   return { downS, allServedMs: allMs, servedP50: pct(served, 0.5), servedP99: pct(served, 0.99), served: served.length, lists: total(lists, /^LIST /), nodeLists, hurried, watches: after.watches };
 }
