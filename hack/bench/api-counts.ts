@@ -69,6 +69,26 @@ export function total(counts: Counts, re: RegExp = /./): number {
 export interface ServerCounts {
   readonly requests: Counts;
   readonly watches: number;
+  /** `apiserver_request_duration_seconds` buckets: `VERB resource[/sub]` → upper bound (s) → cumulative count. */
+  readonly durations: Map<string, Map<number, number>>;
+}
+
+/**
+ * The `q` quantile (s) of the request durations between two scrapes, over the keys matching `re`,
+ * as the upper bound of the bucket holding it (Prometheus' buckets: coarse above 1 s). NaN when none.
+ */
+export function durationQuantile(after: ServerCounts, before: ServerCounts, re: RegExp, q: number): number {
+  const sum = new Map<number, number>();
+  for (const [key, buckets] of after.durations) {
+    if (!re.test(key)) continue;
+    const prev = before.durations.get(key);
+    for (const [le, n] of buckets) sum.set(le, (sum.get(le) ?? 0) + n - (prev?.get(le) ?? 0));
+  }
+  const les = [...sum.keys()].sort((a, b) => a - b);
+  const count = sum.get(Infinity) ?? 0;
+  if (count === 0) return NaN;
+  for (const le of les) if (sum.get(le)! >= q * count) return le;
+  return Infinity;
 }
 
 /** Scrapes the apiserver's /metrics (admin credentials). */
@@ -76,8 +96,21 @@ export async function serverCounts(cp: ControlPlane): Promise<ServerCounts> {
   const res = await cp.request('GET', '/metrics');
   if (res.status !== 200) throw new Error(`apiserver /metrics: ${res.status}`);
   const requests: Counts = new Map();
+  const durations = new Map<string, Map<number, number>>();
   let watches = 0;
+  const labelsOf = (text: string) => Object.fromEntries([...text.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]));
   for (const line of res.body.split('\n')) {
+    if (line.startsWith('apiserver_request_duration_seconds_bucket{')) {
+      const m = /^apiserver_request_duration_seconds_bucket\{(.*)\} (\S+)$/.exec(line);
+      if (!m) continue;
+      const l = labelsOf(m[1]!);
+      const key = `${l.verb} ${l.resource}${l.subresource ? `/${l.subresource}` : ''}`;
+      const le = l.le === '+Inf' ? Infinity : Number(l.le);
+      const b = durations.get(key) ?? new Map<number, number>();
+      b.set(le, (b.get(le) ?? 0) + Number(m[2]));
+      durations.set(key, b);
+      continue;
+    }
     if (line.startsWith('apiserver_request_total{')) {
       const m = /^apiserver_request_total\{(.*)\} (\S+)$/.exec(line);
       if (!m) continue;
@@ -87,7 +120,7 @@ export async function serverCounts(cp: ControlPlane): Promise<ServerCounts> {
       watches += Number(line.slice(line.lastIndexOf(' ') + 1));
     }
   }
-  return { requests, watches };
+  return { requests, watches, durations };
 }
 
 /** `counts` as `VERB resource n/s` lines, busiest first, those above `minPerSec`. */

@@ -35,8 +35,8 @@
  *        (--help lists the flags). Run under `flock /tmp/coil-heavy.lock` on a shared machine.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, open, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp, open, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import 'reflect-metadata';
@@ -55,7 +55,7 @@ import { silentLogger } from '../../src/runtime/logging.js';
 import { Registry } from '../../src/runtime/registry.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { registerWebhooks } from '../../test/envtest/controller-support.js';
-import { CountingTransport, diff, rateLines, serverCounts, total, type Counts, type ServerCounts } from './api-counts.js';
+import { CountingTransport, diff, durationQuantile, rateLines, serverCounts, total, type Counts, type ServerCounts } from './api-counts.js';
 import { SimNode, type SimNodeSettings } from './scale-node.js';
 
 const FLAGS = defineFlags('scale', {
@@ -146,6 +146,51 @@ function sampler(pid: () => number | undefined) {
     await loop;
     return { rssMax: Math.max(0, ...rss), rssLast: rss[rss.length - 1] ?? NaN, cpuS: cpu1 - (cpu0 ?? cpu1) };
   };
+}
+
+/** Pids of the control plane's processes, found by their command lines. */
+async function planePids(cp: ControlPlane): Promise<Record<'apiserver' | 'etcd' | 'kcm', number | undefined>> {
+  const out: Record<'apiserver' | 'etcd' | 'kcm', number | undefined> = { apiserver: undefined, etcd: undefined, kcm: undefined };
+  for (const d of await readdir('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const cmd = await readFile(`/proc/${d}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.includes('kube-apiserver') && cmd.includes(`--secure-port=${cp.apiPort}`)) out.apiserver = Number(d);
+    else if (cmd.includes('etcd') && cmd.includes(`--listen-client-urls=${cp.etcdEndpoint}`)) out.etcd = Number(d);
+    else if (cmd.includes('kube-controller-manager') && cmd.includes(cp.kubeconfigPath)) out.kcm = Number(d);
+  }
+  return out;
+}
+
+/** CPU seconds used by each process of the run between {@link start} and {@link stop}. */
+class CpuWindow {
+  private before = new Map<string, number>();
+  private t0 = 0;
+  private self0 = process.cpuUsage();
+
+  constructor(private readonly cp: ControlPlane, private readonly controllerPid: () => number | undefined) {}
+
+  private async read(): Promise<Map<string, number>> {
+    const pids = { ...(await planePids(this.cp)), controller: this.controllerPid() };
+    const out = new Map<string, number>();
+    for (const [k, pid] of Object.entries(pids)) if (pid) out.set(k, await procStats(pid).then((x) => x.cpuS, () => NaN));
+    return out;
+  }
+
+  async start(): Promise<void> {
+    this.before = await this.read();
+    this.t0 = performance.now();
+    this.self0 = process.cpuUsage();
+  }
+
+  /** Cores used by each (a process restarted meanwhile counts from its start) and by this process (the stand-ins). */
+  async stop(): Promise<string> {
+    const after = await this.read();
+    const secs = (performance.now() - this.t0) / 1000;
+    const self = process.cpuUsage(this.self0);
+    const parts = [...after].map(([k, v]) => `${k} ${((v - (this.before.get(k) ?? 0) > 0 && this.before.has(k) ? v - this.before.get(k)! : v) / secs).toFixed(2)}`);
+    parts.push(`stand-ins (this process) ${((self.user + self.system) / 1e6 / secs).toFixed(2)}`);
+    return `${parts.join(', ')} core; load average ${loadavg()[0]!.toFixed(1)}`;
+  }
 }
 
 // ---------------------------------------------------------------- the cluster
@@ -469,6 +514,10 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
 
 type Print = (title: string, rows: [string, string][]) => void;
 
+/** Mutating calls (the SLO's: p99 ≤ 1 s), all and coil's kinds only. */
+const MUTATING = /^(POST|PUT|PATCH|DELETE|APPLY) /;
+const MUTATING_COIL = /^(POST|PUT|PATCH|DELETE|APPLY) (addressblocks|blockrequests|addresspools)/;
+
 /** Blocks of the observer cache by node, and requests answered by more than one block. */
 function blockCensus(c: Cluster): { byNode: Map<string, AddressBlock[]>; doubled: number; total: number } {
   const byNode = new Map<string, AddressBlock[]>();
@@ -485,6 +534,8 @@ function blockCensus(c: Cluster): { byNode: Map<string, AddressBlock[]>; doubled
 
 async function coldStart(c: Cluster, print: Print): Promise<object> {
   const before = await serverCounts(c.cp);
+  const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
+  await cpu.start();
   const firstComplete = new Map<string, number>();
   const mark = c.events.created.length;
   const t0 = performance.now();
@@ -497,6 +548,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     }
   }));
   const wallMs = performance.now() - t0;
+  const cpuText = await cpu.stop();
   for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
   await sleep(2000);
   const census = blockCensus(c);
@@ -520,8 +572,10 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['nodes without a block (lost)', String(missing)],
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
+    ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
+    ['CPU while the nodes waited', cpuText],
   ]);
-  return { completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+  return { mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
@@ -544,6 +598,8 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const markAdd = c.events.added.length;
   const markFail = c.events.addFailed.length;
   const stop = sampler(() => c.controller.proc?.pid);
+  const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
+  await cpu.start();
   const abort = new AbortController();
   const t0 = performance.now();
   const churning = c.churn(rate, abort.signal);
@@ -551,6 +607,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   abort.abort();
   const ops = await churning;
   const elapsed = (performance.now() - t0) / 1000;
+  const cpuText = await cpu.stop();
   const after = await serverCounts(c.cp);
   const ctl = await stop();
   const d = diff(after.requests, before.requests);
@@ -572,6 +629,8 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
     ['coil-controller CPU', `${(ctl.cpuS / elapsed).toFixed(3)} core`],
     ['watches open (apiserver)', String(after.watches)],
     ['API requests, all clients (apiserver)', `${(total(d) / elapsed).toFixed(1)}/s`],
+    ['apiserver\'s own latency of mutating calls p99, coil\'s / all (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.99)} / ${durationQuantile(after, before, MUTATING, 0.99)} s`],
+    ['CPU during the churn', cpuText],
     ['API requests of the coild stand-ins (client side)', `${(total(dn) / elapsed).toFixed(2)}/s = ${nodeRate.toFixed(4)}/s per node`],
   ]);
   console.log('\napiserver_request_total during the churn, by verb and resource (all clients):');
@@ -579,7 +638,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   console.log('the coild stand-ins\' own calls (client side):');
   for (const l of rateLines(dn, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
   return {
-    fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
+    cpu: cpuText, mutatingP99S: durationQuantile(after, before, MUTATING, 0.99), fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
     addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cpuS / elapsed, watches: after.watches,
     apiPerSec: total(d) / elapsed, nodeApiPerSec: total(dn) / elapsed, nodeApiPerSecPerNode: nodeRate, blocks: census.total, doubled: census.doubled,
     apiByKey: Object.fromEntries([...d].map(([k, v]) => [k, v / elapsed])), nodeApiByKey: Object.fromEntries([...dn].map(([k, v]) => [k, v / elapsed])),
@@ -664,11 +723,13 @@ async function apiserverRestart(c: Cluster, print: Print): Promise<object> {
   const nodes = [...c.nodes.values()];
   const hurried0 = c.hurriedLists;
   const nodeBefore = new Map(c.nodeCounts);
-  await c.cp.stopApiServer();
-  const tDown = performance.now();
+  const sentAt0 = nodes.reduce((a, x) => a + x.client.sentAt.size, 0);
+  const created = () => nodes.reduce((a, x) => a + x.client.sentAt.size, 0) - sentAt0;
   // Every node starts an ADD that needs a new block; a failed one is retried each second (kubelet).
+  // The apiserver goes down once half of them have created their BlockRequest: those not answered
+  // yet wait through the outage, the others retry their create.
   const served: number[] = [];
-  let up = 0;
+  let up = Infinity;
   let attempts = 0;
   const adds = Promise.all(nodes.map(async (node) => {
     const deadline = performance.now() + 600_000;
@@ -684,28 +745,40 @@ async function apiserverRestart(c: Cluster, print: Print): Promise<object> {
       await sleep(1000);
     }
   }));
+  await eventually(() => created() >= nodes.length / 2, { timeoutMs: 60_000, intervalMs: 5 });
+  await c.cp.stopApiServer({ crash: true });
+  const tDown = performance.now();
+  const servedBefore = served.length;
+  const atDown = new Map(c.nodeCounts);
+  const hurriedAtDown = c.hurriedLists;
   await sleep(c.s.outage);
+  const duringOutage = diff(c.nodeCounts, atDown);
+  const hurriedOutage = c.hurriedLists - hurriedAtDown;
+  const downS = (performance.now() - tDown) / 1000;
   await c.cp.startApiServer();
   up = performance.now();
-  const downS = (up - tDown) / 1000;
   await adds;
   const allMs = performance.now() - up;
   const after = await serverCounts(c.cp); // counters restarted with the apiserver: all since it came back
   const dn = diff(c.nodeCounts, nodeBefore);
   const lists = after.requests;
   const nodeLists = total(dn, /^LIST (blockrequests|addressblocks)$/);
+  const outageLists = total(duringOutage, /^LIST (blockrequests|addressblocks)$/);
   const hurried = c.hurriedLists - hurried0;
-  print(`apiserver restart with every node waiting (down ${downS.toFixed(1)} s; ${nodes.length} nodes each retry an ADD every second)`, [
+  const afterServed = served.filter((v) => v >= 0);
+  print(`apiserver restart with every node waiting (${nodes.length} nodes each start an ADD, retried every second; the apiserver SIGKILLed once half had created their BlockRequest, down ${downS.toFixed(1)} s)`, [
+    ['served before the apiserver went down', String(servedBefore)],
     ['all served after the apiserver came back', ms(allMs)],
-    ['served after', dist(served)],
+    ['served after it came back', dist(afterServed)],
     ['ADD attempts (with the retries during the outage)', String(attempts)],
+    ['the nodes\' LIST attempts of BlockRequests + AddressBlocks during the outage', `${outageLists} (${(outageLists / downS).toFixed(1)}/s), of which the retryNow hurry's ${hurriedOutage}`],
     ['LISTs since the apiserver came back (apiserver)', `${total(lists, /^LIST /)} (${rateLines(new Map([...lists].filter(([k]) => k.startsWith('LIST '))), 1, 1).slice(0, 7).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')})`],
     ['the nodes\' LISTs of BlockRequests + AddressBlocks (client side, outage and after)', String(nodeLists)],
     ['of which the retryNow hurry\'s (an ADD waited a poll while the informer backed off)', `${hurried} (${nodeLists ? ((100 * hurried) / nodeLists).toFixed(0) : 0} %)`],
     ['watches open at the end', String(after.watches)],
     ['coil-controller exits during the phase (restarted after 1 s, as by its Deployment)', c.controller.exits.filter((e) => e.at >= tDown).map((e) => `code ${e.code}${e.signal ? ` ${e.signal}` : ''}`).join(', ') || '0'],
   ]);
-  return { downS, allServedMs: allMs, servedP50: pct(served, 0.5), servedP99: pct(served, 0.99), served: served.length, lists: total(lists, /^LIST /), nodeLists, hurried, watches: after.watches };
+  return { downS, servedBefore, allServedMs: allMs, servedP50: pct(afterServed, 0.5), servedP99: pct(afterServed, 0.99), served: served.length, lists: total(lists, /^LIST /), nodeLists, outageLists, outageListsPerS: outageLists / downS, hurriedOutage, hurried, watches: after.watches, controllerExits: c.controller.exits.filter((e) => e.at >= tDown).length };
 }
 
 // ---------------------------------------------------------------- main
@@ -738,6 +811,7 @@ function growth(figs: RunFigures[]): void {
     ['apiserver restart: all served after', 'apiserver.allServedMs', ms],
     ['apiserver restart: LISTs', 'apiserver.lists', (v) => String(v)],
     ['apiserver restart: retryNow lists', 'apiserver.hurried', (v) => String(v)],
+    ['apiserver restart: node LIST attempts/s during the outage', 'apiserver.outageListsPerS', (v) => v.toFixed(1)],
   ];
   console.log(`\n### growth with N\n| figure | ${figs.map((f) => `N=${f.n}`).join(' | ')} |\n|---|${figs.map(() => '---|').join('')}`);
   for (const [label, path, fmt] of rows) {
