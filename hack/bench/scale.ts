@@ -148,6 +148,27 @@ function sampler(pid: () => number | undefined) {
   };
 }
 
+/** Sum and count of the controller's blockrequest reconcile time and queue wait (its /metrics). */
+async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => '');
+  const v = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+  return {
+    reconcileSum: v(/^controller_runtime_reconcile_time_seconds_sum\{controller="blockrequest"\} (\S+)$/m),
+    reconcileCount: v(/^controller_runtime_reconcile_time_seconds_count\{controller="blockrequest"\} (\S+)$/m),
+    queueSum: v(/^workqueue_queue_duration_seconds_sum\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
+    queueCount: v(/^workqueue_queue_duration_seconds_count\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
+  };
+}
+
+/** Mean reconcile time and queue wait of the blockrequest controller between two scrapes. */
+function meanTimes(before: Awaited<ReturnType<typeof controllerTimes>>, b: Awaited<ReturnType<typeof controllerTimes>>): string {
+  // Before its first reconcile the controller exports no series for it: zero.
+  const a = Object.fromEntries(Object.entries(before).map(([k, v]) => [k, Number.isNaN(v) ? 0 : v])) as typeof before;
+  const r = (b.reconcileSum - a.reconcileSum) / (b.reconcileCount - a.reconcileCount);
+  const q = (b.queueSum - a.queueSum) / (b.queueCount - a.queueCount);
+  return `${b.reconcileCount - a.reconcileCount} reconciles, mean ${(r * 1000).toFixed(0)} ms each after a mean ${(q * 1000).toFixed(0)} ms in the queue`;
+}
+
 /** Pids of the control plane's processes, found by their command lines. */
 async function planePids(cp: ControlPlane): Promise<Record<'apiserver' | 'etcd' | 'kcm', number | undefined>> {
   const out: Record<'apiserver' | 'etcd' | 'kcm', number | undefined> = { apiserver: undefined, etcd: undefined, kcm: undefined };
@@ -536,6 +557,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   const before = await serverCounts(c.cp);
   const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
   await cpu.start();
+  const times0 = await controllerTimes(c.controller.ports.metrics);
   const firstComplete = new Map<string, number>();
   const mark = c.events.created.length;
   const t0 = performance.now();
@@ -549,6 +571,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   }));
   const wallMs = performance.now() - t0;
   const cpuText = await cpu.stop();
+  const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
   for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
   await sleep(2000);
   const census = blockCensus(c);
@@ -573,9 +596,10 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
+    ['coil-controller\'s blockrequest controller', timesText],
     ['CPU while the nodes waited', cpuText],
   ]);
-  return { mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+  return { mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
@@ -600,6 +624,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const stop = sampler(() => c.controller.proc?.pid);
   const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
   await cpu.start();
+  const times0 = await controllerTimes(c.controller.ports.metrics);
   const abort = new AbortController();
   const t0 = performance.now();
   const churning = c.churn(rate, abort.signal);
@@ -608,6 +633,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const ops = await churning;
   const elapsed = (performance.now() - t0) / 1000;
   const cpuText = await cpu.stop();
+  const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
   const after = await serverCounts(c.cp);
   const ctl = await stop();
   const d = diff(after.requests, before.requests);
@@ -630,6 +656,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
     ['watches open (apiserver)', String(after.watches)],
     ['API requests, all clients (apiserver)', `${(total(d) / elapsed).toFixed(1)}/s`],
     ['apiserver\'s own latency of mutating calls p99, coil\'s / all (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.99)} / ${durationQuantile(after, before, MUTATING, 0.99)} s`],
+    ['coil-controller\'s blockrequest controller', timesText],
     ['CPU during the churn', cpuText],
     ['API requests of the coild stand-ins (client side)', `${(total(dn) / elapsed).toFixed(2)}/s = ${nodeRate.toFixed(4)}/s per node`],
   ]);
