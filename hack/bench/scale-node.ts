@@ -50,6 +50,8 @@ export interface SimNodeObserver {
   onReleased?(node: string, names: string[]): void;
   /** An ADD failed (no block in time, out of blocks, API error). */
   onAddFailed?(node: string, pod: string, err: unknown): void;
+  /** The node's cache delivered a watch event of `kind` (what the apiserver sends every node). */
+  onWatchEvent?(kind: string): void;
   /** An ADD succeeded, `ms` after the Pod appeared in the node's cache. */
   onAdded?(node: string, pod: string, ms: number): void;
 }
@@ -158,6 +160,9 @@ export class SimNode {
       const sent = this.client.sentAt.get(br.metadata!.uid!);
       if (sent !== undefined) observer.onComplete?.(name, br.metadata!.name!, performance.now() - sent);
     });
+    if (observer.onWatchEvent) {
+      for (const c of COILD_ACCESS.common.caches.concat(COILD_ACCESS.ipam.caches)) this.cache.onEvent(c.kind, () => observer.onWatchEvent!(c.kind.kind));
+    }
     this.cache.onEvent(Kinds.Pod, (e) => {
       const pod = e.object as V1Pod;
       if (e.type === 'DELETED') this.del(pod);

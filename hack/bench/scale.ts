@@ -333,6 +333,8 @@ class Heartbeats {
 class Cluster {
   readonly nodes = new Map<string, SimNode>();
   readonly nodeCounts: Counts = new Map();
+  /** Watch events the stand-ins' caches delivered, by kind. */
+  readonly watchEvents: Counts = new Map();
   readonly messages = new Map<string, number>();
   /** retryNow hurries: informers listed again because an ADD waited. */
   hurriedLists = 0;
@@ -369,6 +371,7 @@ class Cluster {
       onAnswered: (node, result, ms) => ev.answered.push({ node, at: performance.now(), ms, result }),
       onReleased: (_node, names) => names.forEach((b) => ev.released.add(b)),
       onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),
+      onWatchEvent: (kind) => this.watchEvents.set(kind, (this.watchEvents.get(kind) ?? 0) + 1),
       onAddFailed: (_node, _pod, err) => ev.addFailed.push({ at: performance.now(), err: String((err as Error)?.message ?? err).slice(0, 100) }),
     }, (msg, rec) => this.count(msg, rec as { informers?: unknown[] }), this.client);
   }
@@ -617,6 +620,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const pods0 = [...c.pods.values()].reduce((a, l) => a + l.length, 0);
   const before = await serverCounts(c.cp);
   const nodeBefore = new Map(c.nodeCounts);
+  const eventsBefore = new Map(c.watchEvents);
   const markC = c.events.created.length;
   const markA = c.events.answered.length;
   const markAdd = c.events.added.length;
@@ -638,6 +642,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const ctl = await stop();
   const d = diff(after.requests, before.requests);
   const dn = diff(c.nodeCounts, nodeBefore);
+  const de = diff(c.watchEvents, eventsBefore);
   const complete = c.events.created.slice(markC).map((e) => e.ms).filter((v) => !Number.isNaN(v));
   const answered = c.events.answered.slice(markA).map((e) => e.ms);
   const added = c.events.added.slice(markAdd).map((e) => e.ms);
@@ -659,14 +664,18 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU during the churn', cpuText],
     ['API requests of the coild stand-ins (client side)', `${(total(dn) / elapsed).toFixed(2)}/s = ${nodeRate.toFixed(4)}/s per node`],
+    ['watch events the coild stand-ins received', `${(total(de) / elapsed).toFixed(1)}/s = ${(total(de) / elapsed / c.nodes.size).toFixed(3)}/s per node (AddressPool ${(((de.get('AddressPool') ?? 0) / elapsed) / c.nodes.size).toFixed(3)}/s per node)`],
   ]);
   console.log('\napiserver_request_total during the churn, by verb and resource (all clients):');
   for (const l of rateLines(d, elapsed, 0.05)) console.log(`  ${l}`);
   console.log('the coild stand-ins\' own calls (client side):');
   for (const l of rateLines(dn, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
+  console.log('watch events the coild stand-ins received, by kind:');
+  for (const l of rateLines(de, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
   return {
     cpu: cpuText, mutatingP99S: durationQuantile(after, before, MUTATING, 0.99), fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
     addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cpuS / elapsed, watches: after.watches,
+    nodeEventsPerSecPerNode: total(de) / elapsed / c.nodes.size, nodeEventsByKind: Object.fromEntries([...de].map(([k, v]) => [k, v / elapsed / c.nodes.size])),
     apiPerSec: total(d) / elapsed, nodeApiPerSec: total(dn) / elapsed, nodeApiPerSecPerNode: nodeRate, blocks: census.total, doubled: census.doubled,
     apiByKey: Object.fromEntries([...d].map(([k, v]) => [k, v / elapsed])), nodeApiByKey: Object.fromEntries([...dn].map(([k, v]) => [k, v / elapsed])),
   };
@@ -832,6 +841,7 @@ function growth(figs: RunFigures[]): void {
     ['churn controller CPU (core)', 'churn.cpuCores', (v) => v.toFixed(3)],
     ['churn API requests/s, all', 'churn.apiPerSec', (v) => v.toFixed(1)],
     ['churn coild requests/s per node', 'churn.nodeApiPerSecPerNode', (v) => v.toFixed(4)],
+    ['churn watch events/s per node', 'churn.nodeEventsPerSecPerNode', (v) => v.toFixed(3)],
     ['handover: first answer after kill', 'handover.firstAnswerMs', ms],
     ['scale-down: blocks gone after', 'scaledown.goneMs', ms],
     ['scale-down: live blocks touched', 'scaledown.touched', (v) => String(v)],
