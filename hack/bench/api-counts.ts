@@ -69,6 +69,11 @@ export function total(counts: Counts, re: RegExp = /./): number {
 export interface ServerCounts {
   readonly requests: Counts;
   readonly watches: number;
+  /**
+   * `apiserver_terminated_watchers_total` by resource: watchers the apiserver's watch cache closed
+   * because they did not take their events in time (each one re-watches, or relists after a 410).
+   */
+  readonly terminated: Counts;
   /** `apiserver_request_duration_seconds` buckets: `VERB resource[/sub]` → upper bound (s) → cumulative count. */
   readonly durations: Map<string, Map<number, number>>;
 }
@@ -97,9 +102,15 @@ export async function serverCounts(cp: ControlPlane): Promise<ServerCounts> {
   if (res.status !== 200) throw new Error(`apiserver /metrics: ${res.status}`);
   const requests: Counts = new Map();
   const durations = new Map<string, Map<number, number>>();
+  const terminated: Counts = new Map();
   let watches = 0;
   const labelsOf = (text: string) => Object.fromEntries([...text.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]));
   for (const line of res.body.split('\n')) {
+    if (line.startsWith('apiserver_terminated_watchers_total{')) {
+      const m = /resource="([^"]*)"\} (\S+)$/.exec(line);
+      if (m) bump(terminated, m[1]!, Number(m[2]));
+      continue;
+    }
     if (line.startsWith('apiserver_request_duration_seconds_bucket{')) {
       const m = /^apiserver_request_duration_seconds_bucket\{(.*)\} (\S+)$/.exec(line);
       if (!m) continue;
@@ -120,7 +131,7 @@ export async function serverCounts(cp: ControlPlane): Promise<ServerCounts> {
       watches += Number(line.slice(line.lastIndexOf(' ') + 1));
     }
   }
-  return { requests, watches, durations };
+  return { requests, watches, terminated, durations };
 }
 
 /** `counts` as `VERB resource n/s` lines, busiest first, those above `minPerSec`. */

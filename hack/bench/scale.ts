@@ -112,6 +112,18 @@ async function pool<T>(items: readonly T[], limit: number, fn: (item: T, i: numb
 
 const sleep = (t: number) => new Promise((r) => setTimeout(r, t));
 
+/** `fn`, tried again (up to 5 times, 1 s apart) when the loaded apiserver drops the call. */
+async function retried<T>(fn: () => Promise<T>): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= 5) throw err;
+      await sleep(1000);
+    }
+  }
+}
+
 /** RSS (MB) and CPU seconds (user + system) of `pid`. */
 async function procStats(pid: number): Promise<{ rssMb: number; cpuS: number }> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -471,9 +483,9 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     const nowIso = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
     c.heartbeats = new Heartbeats(client, s.heartbeat);
     await pool(names, 32, async (name) => {
-      await client.create(Kinds.Node, { metadata: { name, labels: { 'kubernetes.io/hostname': name } } });
-      await client.patchStatus(Kinds.Node, { name }, { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'stand-in', lastHeartbeatTime: nowIso, lastTransitionTime: nowIso }] });
-      await client.create(Kinds.Lease, { metadata: { name, namespace: 'kube-node-lease' }, spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new Date().toISOString().replace('Z', '000Z') } });
+      await retried(() => client.create(Kinds.Node, { metadata: { name, labels: { 'kubernetes.io/hostname': name } } }));
+      await retried(() => client.patchStatus(Kinds.Node, { name }, { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'stand-in', lastHeartbeatTime: nowIso, lastTransitionTime: nowIso }] }));
+      await retried(() => client.create(Kinds.Lease, { metadata: { name, namespace: 'kube-node-lease' }, spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new Date().toISOString().replace('Z', '000Z') } }));
       c.heartbeats.add(name);
     });
     c.heartbeats.start();
@@ -538,6 +550,12 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
 
 type Print = (title: string, rows: [string, string][]) => void;
 
+/** Watchers the apiserver terminated between two scrapes, by resource. */
+function terminatedText(after: ServerCounts, before: ServerCounts): string {
+  const d = diff(after.terminated, before.terminated);
+  return total(d) === 0 ? '0' : [...d].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', ');
+}
+
 /** Mutating calls (the SLO's: p99 ≤ 1 s), all and coil's kinds only. */
 const MUTATING = /^(POST|PUT|PATCH|DELETE|APPLY) /;
 const MUTATING_COIL = /^(POST|PUT|PATCH|DELETE|APPLY) (addressblocks|blockrequests|addresspools)/;
@@ -599,10 +617,11 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
+    ['watchers the apiserver closed for falling behind (apiserver_terminated_watchers_total)', terminatedText(after, before)],
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU while the nodes waited', cpuText],
   ]);
-  return { mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+  return { terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
@@ -661,6 +680,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
     ['watches open (apiserver)', String(after.watches)],
     ['API requests, all clients (apiserver)', `${(total(d) / elapsed).toFixed(1)}/s`],
     ['apiserver\'s own latency of mutating calls p99, coil\'s / all (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.99)} / ${durationQuantile(after, before, MUTATING, 0.99)} s`],
+    ['watchers the apiserver closed for falling behind', terminatedText(after, before)],
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU during the churn', cpuText],
     ['API requests of the coild stand-ins (client side)', `${(total(dn) / elapsed).toFixed(2)}/s = ${nodeRate.toFixed(4)}/s per node`],
@@ -729,7 +749,7 @@ async function scaleDown(c: Cluster, print: Print): Promise<object> {
     c.nodes.delete(v);
   }));
   const t0 = performance.now();
-  await pool(victims, 200, async (v) => void (await c.client.delete(Kinds.Node, { name: v })));
+  await pool(victims, 200, async (v) => void (await retried(() => c.client.delete(Kinds.Node, { name: v }))));
   const deletedMs = performance.now() - t0;
   await eventually(() => theirs() === 0, { timeoutMs: 600_000, intervalMs: 200 });
   const goneMs = performance.now() - t0;
@@ -812,9 +832,10 @@ async function apiserverRestart(c: Cluster, print: Print): Promise<object> {
     ['the nodes\' LISTs of BlockRequests + AddressBlocks (client side, outage and after)', String(nodeLists)],
     ['of which the retryNow hurry\'s (an ADD waited a poll while the informer backed off)', `${hurried} (${nodeLists ? ((100 * hurried) / nodeLists).toFixed(0) : 0} %)`],
     ['watches open at the end', String(after.watches)],
+    ['watchers the apiserver closed for falling behind, since it came back', terminatedText(after, { ...after, terminated: new Map() })],
     ['coil-controller exits during the phase (restarted after 1 s, as by its Deployment)', c.controller.exits.filter((e) => e.at >= tDown).map((e) => `code ${e.code}${e.signal ? ` ${e.signal}` : ''}`).join(', ') || '0'],
   ]);
-  return { downS, servedBefore, allServedMs: allMs, servedP50: pct(afterServed, 0.5), servedP99: pct(afterServed, 0.99), served: served.length, lists: total(lists, /^LIST /), nodeLists, outageLists, outageListsPerS: outageLists / downS, hurriedOutage, hurried, watches: after.watches, controllerExits: c.controller.exits.filter((e) => e.at >= tDown).length };
+  return { downS, servedBefore, allServedMs: allMs, servedP50: pct(afterServed, 0.5), servedP99: pct(afterServed, 0.99), served: served.length, lists: total(lists, /^LIST /), nodeLists, outageLists, outageListsPerS: outageLists / downS, hurriedOutage, hurried, watches: after.watches, terminated: Object.fromEntries(after.terminated), controllerExits: c.controller.exits.filter((e) => e.at >= tDown).length };
 }
 
 // ---------------------------------------------------------------- main
@@ -834,6 +855,8 @@ function growth(figs: RunFigures[]): void {
     ['cold start → block in cache p99', 'cold.cacheP99', ms],
     ['cold start → block in cache max', 'cold.cacheMax', ms],
     ['cold start duplicates / lost', 'cold.duplicates', (v) => String(v)],
+    ['cold start watchers terminated (BlockRequest)', 'cold.terminated.blockrequests', (v) => String(v)],
+    ['cold start watchers terminated (AddressBlock)', 'cold.terminated.addressblocks', (v) => String(v)],
     ['churn BlockRequest → block created p50', 'churn.completeP50', ms],
     ['churn BlockRequest → block created p99', 'churn.completeP99', ms],
     ['churn BlockRequest → block in node cache p99', 'churn.answeredP99', ms],
