@@ -162,7 +162,8 @@ function sampler(pid: () => number | undefined) {
 
 /** Sum and count of the controller's blockrequest reconcile time and queue wait (its /metrics). */
 async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number }> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => '');
+  // '' (NaN figures) while the controller is not there to answer.
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
   const v = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
   return {
     reconcileSum: v(/^controller_runtime_reconcile_time_seconds_sum\{controller="blockrequest"\} (\S+)$/m),
