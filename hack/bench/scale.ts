@@ -562,10 +562,12 @@ const MUTATING = /^(POST|PUT|PATCH|DELETE|APPLY) /;
 const MUTATING_COIL = /^(POST|PUT|PATCH|DELETE|APPLY) (addressblocks|blockrequests|addresspools)/;
 
 /** Blocks of the observer cache by node, and requests answered by more than one block. */
-function blockCensus(c: Cluster): { byNode: Map<string, AddressBlock[]>; doubled: number; total: number } {
+async function blockCensus(c: Cluster): Promise<{ byNode: Map<string, AddressBlock[]>; doubled: number; total: number }> {
   const byNode = new Map<string, AddressBlock[]>();
   const byReq = new Map<string, number>();
-  const all = c.blocks.list();
+  // A fresh list, not the benchmark's own watch: at 2,000 nodes the apiserver closes that watcher
+  // too in the cold start, and its cache lagged by hundreds of blocks when read.
+  const all = await retried(() => c.client.list(Kinds.AddressBlock));
   for (const b of all) {
     const node = b.metadata?.labels?.[LABEL_NODE] ?? '';
     byNode.set(node, [...(byNode.get(node) ?? []), b]);
@@ -596,7 +598,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
   for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
   await sleep(2000);
-  const census = blockCensus(c);
+  const census = await blockCensus(c);
   const after = await serverCounts(c.cp);
   const inCache = outcomes.filter((o) => o.kind === 'allocated').map((o) => o.ms);
   const notAllocated = outcomes.filter((o) => o.kind !== 'allocated');
@@ -668,7 +670,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const added = c.events.added.slice(markAdd).map((e) => e.ms);
   const failed = c.events.addFailed.slice(markFail);
   const nodeRate = total(dn) / elapsed / c.nodes.size;
-  const census = blockCensus(c);
+  const census = await blockCensus(c);
   print(`steady churn (${ops} pod creates/deletes in ${elapsed.toFixed(0)} s across ${c.nodes.size} nodes, ${pods0} pods at the start)`, [
     [`fill before the churn: ${c.s['pods-per-node']} Pods on every node`, `${fillS.toFixed(1)} s, ${fillBlocks} blocks created`],
     ['BlockRequest create → its AddressBlock created (the bench\'s watch)', dist(complete)],
@@ -725,7 +727,7 @@ async function handover(c: Cluster, print: Print): Promise<object> {
   abort.abort();
   await churning;
   await sleep(3000);
-  const census = blockCensus(c);
+  const census = await blockCensus(c);
   print('leader handover under churn (coil-controller SIGKILLed, a new one started at once)', [
     ['new controller ready (webhooks, caches)', ms(readyMs)],
     ['first BlockRequest answered after the kill', ms(firstMs)],
