@@ -59,7 +59,9 @@ test('the CNI shim imports only node: built-ins, its own files and the shared pr
  * hack/ tooling may read what programs declare (as controller-gen reads markers): their
  * registries and rbac modules, and the lab and hack/bench/pod-network.ts may reuse coild's
  * PodNetwork (to inspect nodes, to time its setup); hack/bench/recovery.ts times coild's
- * recovery and GC over the parts of its ipam/ and podnet/ rooms.
+ * recovery and GC over the parts of its ipam/ and podnet/ rooms, and hack/bench/scale-node.ts, the
+ * scale benchmark's coild stand-in, is made of those parts so that what it asks of the apiserver
+ * is what coild asks.
  */
 const TOOLING_MAY_IMPORT = [/^src\/controller\/[a-z-]+-registry\.js$/, /^src\/[a-z-]+\/rbac\.js$/, /^src\/node-agent\/podnet\/pod-network(-[a-z0-9]+)?\.js$/];
 const BENCH_MAY_IMPORT = /^src\/node-agent\/(ipam|podnet)\/[a-z-]+\.js$/;

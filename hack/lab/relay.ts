@@ -19,7 +19,16 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
+/**
+ * Pipes two sockets both ways. TCP_NODELAY on both (a no-op on a UNIX socket): a relay forwards
+ * whatever it reads at once, so a message its sender wrote in two pieces (an HTTP/2 HEADERS then
+ * DATA frame, say) arrives in two reads; with Nagle the second write waits for the ACK of the
+ * first, which the peer delays ≈ 40 ms — a small API request from a node stalled so about one time
+ * in three (test/lab-relay.test.ts).
+ */
 function pipe(a: Socket, b: Socket): void {
+  a.setNoDelay(true);
+  b.setNoDelay(true);
   a.pipe(b);
   b.pipe(a);
   const close = () => {

@@ -10,7 +10,9 @@
  *   tests do — never meets a 409 caused by us;
  * - it is written only when the apiserver serves `addresspools/status` (API discovery, asked again
  *   every `crdProbeIntervalMs`): on Coil's CRD, left in place by `helm install` over Coil, a
- *   status write is a 404, which would otherwise be retried forever. Gauges work either way.
+ *   status write is a 404, which would otherwise be retried forever. Gauges work either way;
+ * - it is written at most once per `poolStatusIntervalMs` per pool: every coild watches every
+ *   AddressPool, so each write is an event sent to every node.
  *
  * @see docs/compatibility.md "AddressPool status"
  */
@@ -34,12 +36,6 @@ import { PoolManager } from './pool-manager.js';
 
 /** While a block of a deleting pool is still being created (not yet cached), look again this soon. */
 const PENDING_RECHECK_MS = 1_000;
-/**
- * At most one status write per pool per this period. Every block event re-enqueues the pool, so a
- * burst of 100 allocations would otherwise cost 100 status writes, each making the next one's
- * cached resourceVersion stale (409). The gauges are updated on every reconcile regardless.
- */
-const STATUS_MIN_INTERVAL_MS = 1_000;
 
 /**
  * Reconciles one AddressPool. Triggered by the pool and by its AddressBlocks (pool label), so a
@@ -112,7 +108,7 @@ export class AddressPoolReconciler implements Reconcile {
     const now = Date.now();
     const settledAt = this.settledAt(name, pool.metadata?.generation ?? 0, now);
     if (pool.status?.allocatedBlocks === status.allocatedBlocks && pool.status?.maxBlocks === status.maxBlocks) return {};
-    const wait = Math.max(settledAt, (this.statusWrittenAt.get(name) ?? 0) + STATUS_MIN_INTERVAL_MS) - now;
+    const wait = Math.max(settledAt, (this.statusWrittenAt.get(name) ?? 0) + this.options.poolStatusIntervalMs) - now;
     if (wait > 0) return { requeueAfterMs: wait };
     if (!(await this.statusServed(now))) return { requeueAfterMs: this.options.crdProbeIntervalMs };
     this.statusWrittenAt.set(name, now);

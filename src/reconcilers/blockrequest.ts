@@ -19,7 +19,7 @@ import { describeHolders, podIpIndex, podsHoldingBlock } from './pod-addresses.j
 import { Cache } from '../runtime/cache.js';
 import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
-import { isAlreadyExists, PermanentError, TransientError, type Result } from '../runtime/errors.js';
+import { isAlreadyExists, isNotFound, PermanentError, TransientError, type Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
 import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
 import { Kinds, timeMs } from '../api/v2/kinds.js';
@@ -43,7 +43,9 @@ const POOL_MISSING_RETRY_MS = 5_000;
  *   index is free and the node's live Pods prove it, else `Failed` (reason `claim refused`);
  * - else create `<pool>-<index>` at the lowest free index whose addresses no live Pod of another
  *   node holds (docs/ipam-recovery.md); an AlreadyExists (the cache lagged,
- *   #152) marks that index taken and tries the next one instead of failing.
+ *   #152) marks that index taken and tries the next one instead of failing;
+ * - a request deleted before its answer is written (its node found the block first and consumed
+ *   it) is done: the 404 of the status write is not an error.
  * Errors are thrown, never swallowed (Coil returns nil after a failed List).
  *
  * Leader-only; runs 16 keys at once (each waits on two API round trips) — safe because {@link PoolManager.allocate} is synchronous.
@@ -226,14 +228,25 @@ export class BlockRequestReconciler implements Reconcile {
     const now = new Date().toISOString();
     let conditions = setCondition(br.status?.conditions, { type: COND_COMPLETE, status: 'True', reason: 'completed with failure', message: 'completed with failure' }, now);
     conditions = setCondition(conditions, { type: COND_FAILED, status: 'True', reason: REASON_OUT_OF_BLOCKS, message }, now);
-    await this.writeStatus(br, { conditions });
-    this.events.event(br as BlockRequest, 'Warning', 'OutOfBlocks', message);
+    if (await this.writeStatus(br, { conditions })) this.events.event(br as BlockRequest, 'Warning', 'OutOfBlocks', message);
     return {};
   }
 
-  /** Guarded by the resourceVersion the decision was made on, so a request is answered only once. */
-  private async writeStatus(br: Readonly<BlockRequest>, status: BlockRequestStatus): Promise<void> {
-    await this.client.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, status, { resourceVersion: br.metadata!.resourceVersion! });
+  /**
+   * Guarded by the resourceVersion the decision was made on, so a request is answered only once.
+   * A request deleted meanwhile (404) is done, not a failure: its node saw the block labelled with
+   * its UID in its cache before this answer, consumed it and deleted the request — routine under
+   * load, and at thousands of nodes a warning per request would bury the real ones.
+   * @returns false when the request was gone
+   */
+  private async writeStatus(br: Readonly<BlockRequest>, status: BlockRequestStatus): Promise<boolean> {
+    try {
+      await this.client.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, status, { resourceVersion: br.metadata!.resourceVersion! });
+      return true;
+    } catch (e) {
+      if (isNotFound(e)) return false;
+      throw e;
+    }
   }
 
   /**

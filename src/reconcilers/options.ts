@@ -44,6 +44,15 @@ export interface IpamOptions {
    */
   readonly poolStatusSettleMs: number;
   /**
+   * At most one status write per pool per this period (ms). Every coild watches every AddressPool,
+   * so each status write is an event sent to every node: under churn a write a second cost each
+   * node one event a second, and the apiserver N of them (docs/performance.md#scale). Every block
+   * event re-enqueues the pool, so without a floor a burst of 100 allocations would also cost 100
+   * writes, each making the next one's cached resourceVersion stale (409). The gauges are updated
+   * on every reconcile regardless. Default 10 000 ms.
+   */
+  readonly poolStatusIntervalMs: number;
+  /**
    * How long the answer to "does the apiserver serve `addresspools/status`?" is trusted before
    * discovery is asked again (ms). Coil's AddressPool CRD has no status subresource, and Helm never
    * upgrades a chart's CRDs, so after installing over Coil the status cannot be written until the
@@ -71,6 +80,7 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   reclaimRecheckMs: 60_000,
   blockRequestTtlMs: 300_000,
   poolStatusSettleMs: 5_000,
+  poolStatusIntervalMs: 10_000,
   crdProbeIntervalMs: 300_000,
   findingThresholds: DEFAULT_THRESHOLDS,
   findingsRecomputeMs: 60_000,

@@ -4,7 +4,8 @@
  *   that way — meets no 409 from the controller's status write;
  * - on Coil's CRD (no status subresource; what `helm install` over Coil leaves in place), the
  *   controller allocates and exports its gauges without a single failing status write, and starts
- *   writing status once the CRDs are upgraded.
+ *   writing status once the CRDs are upgraded;
+ * - under churn the status is written at most once per interval: every coild watches every pool.
  */
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
@@ -18,7 +19,10 @@ import { coilCrds } from '../../src/api/v2/crd.js';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { addIpam } from '../../src/controller/ipam-registry.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
+import { ApiTransport } from '../../src/runtime/api-transport.js';
 import type { Client } from '../../src/runtime/client.js';
+import { Informer } from '../../src/runtime/informer.js';
+import { silentLogger } from '../../src/runtime/logging.js';
 import { isConflict } from '../../src/runtime/errors.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { Registry } from '../../src/runtime/registry.js';
@@ -72,6 +76,30 @@ describe('AddressPool status and clients that update what create returned', () =
     assert.equal(conflicts, 0);
     // The status still comes, once the spec settled: 2 subnets of 2 blocks each.
     await eventually(async () => (await client.get(Kinds.AddressPool, { name: 'append-19' }))?.status?.maxBlocks === '4');
+  });
+
+  test('allocations under churn write the status at most once per poolStatusIntervalMs: each write is an event to every coild', async () => {
+    await createPool(client, 'churned', { blockSizeBits: 2, subnets: [{ ipv4: '10.72.0.0/24' }] });
+    await eventually(async () => (await client.get(Kinds.AddressPool, { name: 'churned' }))?.status?.allocatedBlocks === 0);
+    const writes: number[] = [];
+    const watch = new Informer(Kinds.AddressPool, new ApiTransport(cp.kubeConfig), silentLogger());
+    watch.onEvent((e) => {
+      if (e.object.metadata?.name === 'churned' && e.type === 'MODIFIED' && e.old?.status?.allocatedBlocks !== e.object.status?.allocatedBlocks) writes.push(Date.now());
+    });
+    watch.start();
+    await watch.waitForSync();
+    try {
+      // 15 requests, one every 300 ms: a write a second would be 4 or 5 in these 4.5 s.
+      for (let i = 0; i < 15; i++) {
+        await createRequest(client, 'churned', `n${i}`);
+        await sleep(300);
+      }
+      assert.ok(writes.length <= 1, `${writes.length} status writes in 4.5 s of allocations`);
+      // The status still catches up, one interval later.
+      await eventually(async () => (await client.get(Kinds.AddressPool, { name: 'churned' }))?.status?.allocatedBlocks === 15, { timeoutMs: 20_000 });
+    } finally {
+      await watch.stop();
+    }
   });
 });
 

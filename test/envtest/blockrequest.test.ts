@@ -3,7 +3,8 @@
  * Coil's labels, finalizer and ownerReference; a burst of 100 requests from 50 nodes; an exhausted
  * pool; a block created before a crash is reused; a name collision (Coil #152) moves on; a pool
  * being deleted allocates nothing; a controller restart in the middle of a burst leaves every
- * request answered exactly once with no duplicate or leaked block.
+ * request answered exactly once with no duplicate or leaked block; a request its node consumed and
+ * deleted before the answer was written is done, not a failed reconcile.
  */
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
@@ -20,6 +21,7 @@ import { Informer } from '../../src/runtime/informer.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import type { Manager } from '../../src/runtime/manager.js';
 import { ControlPlane, eventually } from './control-plane.js';
+import { recordingLogger } from './runtime-support.js';
 import { adminClient, createPool, createRequest, ipamManager } from './controller-support.js';
 
 /** Records every answer each request receives, to prove none is answered twice. */
@@ -185,5 +187,28 @@ describe('BlockRequest reconciler', () => {
     assert.equal(new Set(answeredBlocks).size, 80, 'two requests got the same block');
     assert.deepEqual(blocks.map((b) => b.metadata!.name!).sort(), [...answeredBlocks].sort(), 'blocks differ from answered requests (leak or duplicate)');
     assert.deepEqual(checkNoOverlap(blocks.map((b) => ({ label: b.metadata!.name!, cidr: b.ipv4! }))), []);
+  });
+
+  test('a request its node consumed and deleted before the status write is done: no 404 warning, no retry', async () => {
+    await mgr.stop({ releaseLease: false });
+    const rec = recordingLogger('ipam-consumed');
+    mgr = await ipamManager(cp, { addressPool: true, blockRequest: true }, {}, 'ipam-test-4', { logger: rec.logger });
+    // The node's side of the race: its cache shows the block (labelled with the request's UID)
+    // before the controller's status write, so coild consumes the request and deletes it.
+    const mgrClient = mgr.client as unknown as { create: (kind: unknown, obj: AddressBlock) => Promise<unknown> };
+    const create = mgrClient.create.bind(mgr.client);
+    mgrClient.create = async (kind, obj) => {
+      const made = await create(kind, obj);
+      if (kind === Kinds.AddressBlock) await client.delete(Kinds.BlockRequest, { name: 'req-consumed-n1' });
+      return made;
+    };
+    await mgr.start();
+    await createPool(client, 'consumed', { subnets: [{ ipv4: '10.7.0.0/24' }] });
+    await createRequest(client, 'consumed', 'n1');
+    await eventually(async () => (await client.get(Kinds.BlockRequest, { name: 'req-consumed-n1' })) === undefined);
+    const ofRequest = () => rec.records.filter((r) => r.object === 'req-consumed-n1');
+    await eventually(() => ofRequest().some((r) => r.msg === 'reconciled' || r.level >= 40));
+    assert.deepEqual(ofRequest().filter((r) => r.level >= 40).map((r) => `${r.msg}: ${r.err?.message}`), []);
+    assert.deepEqual((await blocksOf(client, 'consumed')).map((b) => b.metadata!.name), ['consumed-0']);
   });
 });

@@ -66,6 +66,11 @@ export class FakeCoildCache {
     this.backoffs.set(kindId(kind), relist);
   }
 
+  /** The informer of `kind`, as much of it as BlockRequester reads: whether it backs off. */
+  informer(kind: KindDescriptor): { readonly backingOff: boolean } {
+    return { backingOff: this.backoffs.has(kindId(kind)) };
+  }
+
   /** Kinds whose backoff {@link retryNow} cut short, in order. */
   readonly retried: string[] = [];
 

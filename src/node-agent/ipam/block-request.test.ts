@@ -87,6 +87,45 @@ describe('BlockRequester after an API server outage', () => {
     r.stop();
   });
 
+  it('backs off its own hurry while the server stays down: not a list of both informers every poll on every waiting node', async () => {
+    // An ADD waits on a request created just before the outage. Each hurried list fails again (the
+    // informer backs off anew); hurrying each poll would make every waiting node of the cluster
+    // list twice a poll for the whole outage (hack/bench/scale.ts: 2 LISTs/s per node).
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient();
+    for (const kind of [Kinds.AddressBlock, Kinds.BlockRequest]) {
+      const down = (): void => cache.backOff(kind, down);
+      down();
+    }
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
+    r.start();
+    assert.equal((await r.request('p', 640)).kind, 'timeout');
+    r.stop();
+    const perKind = cache.retried.filter((k) => k === 'AddressBlock').length;
+    // 63 polls; hurries 10, 20, 40, 80, 160, 320 ms apart (±50 %) come to about 6.
+    assert.ok(perKind >= 2 && perKind <= 12, `${perKind} hurried lists of AddressBlocks in 640 ms of 10 ms polls`);
+  });
+
+  it('hurries again at once after a recovered informer backs off in a later outage', async () => {
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient();
+    let outage = true;
+    const down = (): void => (outage ? cache.backOff(Kinds.AddressBlock, down) : undefined);
+    down();
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
+    r.start();
+    const waiting = r.request('p', 2_000);
+    await new Promise((res) => setTimeout(res, 300));
+    outage = false; // the next hurried list succeeds: the informer watches again
+    await new Promise((res) => setTimeout(res, 400));
+    const before = cache.retried.length;
+    cache.backOff(Kinds.AddressBlock, () => undefined); // a new outage
+    await new Promise((res) => setTimeout(res, 60));
+    assert.equal(cache.retried.length, before + 1, 'the first hurry of a new outage waits one poll, not the last outage\'s interval');
+    r.stop();
+    assert.equal((await waiting).kind, 'timeout');
+  });
+
   it('leaves the backoff alone while nobody waits (a timed-out request stays outstanding)', async () => {
     const cache = new FakeCoildCache();
     const client = new FakeBlockClient();

@@ -37,6 +37,7 @@ import { systemClock, type Clock } from '../../runtime/clock.js';
 import { every } from '../../runtime/periodic.js';
 import type { Runnable } from '../../runtime/runnable.js';
 import { Kinds } from '../../api/v2/kinds.js';
+import type { KindDescriptor } from '../../runtime/kind.js';
 
 /** How one wait for a block ended. */
 export type BlockRequestOutcome =
@@ -71,6 +72,13 @@ interface Waiter {
   reject(err: unknown): void;
   timer: NodeJS.Timeout;
 }
+
+/**
+ * Longest wait between two hurried lists of one informer while an ADD waits (see
+ * BlockRequester.hurryCache): well below the informers' own 30 s cap, so an ADD waiting through an
+ * outage still sees its block within seconds of the server's return.
+ */
+const HURRY_MAX_MS = 8_000;
 
 /** How long an `allocated` answer may precede its block in the cache before the request counts as lost. */
 const ANSWERED_BLOCK_WAIT_MS = 10_000;
@@ -107,6 +115,8 @@ export class BlockRequester implements Runnable {
   /** UIDs of requests deleted (or found gone) that the cache may still show until the watch catches up. */
   private readonly deleted = new Set<string>();
   private readonly unsubscribe: (() => void)[] = [];
+  /** Per informer kind: the hurry's own backoff ({@link hurryCache}). */
+  private readonly hurry = new Map<string, { intervalMs: number; notBeforeMs: number }>();
   /** The stop signal of a {@link start} by hand. */
   private byHand: AbortController | undefined;
   private readonly now: () => number;
@@ -232,16 +242,36 @@ export class BlockRequester implements Runnable {
    * While an ADD has waited a whole poll for its block, the informers it reads must not sit out a
    * backoff: after an API server or etcd outage their retry delay has doubled to seconds, and the
    * controller often answers (the block exists) long before they list again — the ADD would time
-   * out on a block the server already holds. So each poll with such a waiter cuts the backoff of
-   * the two informers short. At most one extra list per kind per poll, and only on nodes that are
-   * waiting for a block, so a recovering API server is not flooded by every node at once.
+   * out on a block the server already holds. So a poll with such a waiter cuts the backoff of the
+   * two informers short, and only on nodes that are waiting for a block.
+   *
+   * The hurry backs off too: while the server stays down each hurried list fails and the informer
+   * backs off anew, and a hurry every poll would have every waiting node of the cluster list both
+   * kinds every second for the whole outage, defeating the informers' backoff (hack/bench/scale.ts
+   * measured 2 LISTs/s per waiting node, 90 % of the nodes' lists, against a dead apiserver). After
+   * a hurry that found its informer backing off, the next one waits twice as long (±50 % jitter, so
+   * the nodes spread out), up to {@link HURRY_MAX_MS}; a poll that finds the informer healthy again
+   * (its list worked) starts over at one poll.
    */
   private hurryCache(): void {
-    const waitedMs = this.o.pollMs ?? 1_000;
+    const pollMs = this.o.pollMs ?? 1_000;
     const now = this.now();
-    const waiting = [...this.outstanding.values()].filter((o) => o.waiters.size > 0 && now - o.createdAtMs >= waitedMs);
+    const waiting = [...this.outstanding.values()].filter((o) => o.waiters.size > 0 && now - o.createdAtMs >= pollMs);
     if (waiting.length === 0) return;
-    const hurried = [this.o.cache.retryNow(Kinds.BlockRequest) && 'BlockRequest', this.o.cache.retryNow(Kinds.AddressBlock) && 'AddressBlock'].filter(Boolean);
+    const hurried: string[] = [];
+    for (const kind of [Kinds.BlockRequest, Kinds.AddressBlock] as KindDescriptor[]) {
+      const h = this.hurry.get(kind.kind) ?? { intervalMs: pollMs, notBeforeMs: 0 };
+      this.hurry.set(kind.kind, h);
+      if (!this.o.cache.informer(kind).backingOff) {
+        h.intervalMs = pollMs;
+        h.notBeforeMs = 0;
+        continue;
+      }
+      if (now < h.notBeforeMs || !this.o.cache.retryNow(kind)) continue;
+      hurried.push(kind.kind);
+      h.intervalMs = Math.min(HURRY_MAX_MS, h.intervalMs * 2);
+      h.notBeforeMs = now + h.intervalMs * (0.5 + Math.random());
+    }
     if (hurried.length > 0) {
       this.o.logger.info({ pools: waiting.map((o) => o.pool), informers: hurried }, 'an ADD waits for a block while the cache backs off: listing again now');
     }

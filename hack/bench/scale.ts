@@ -1,0 +1,913 @@
+/**
+ * Benchmark (not a test): coil's control side against the real control plane at N simulated
+ * nodes, for each N of `--nodes` — the growth curve, not one point (docs/performance.md#scale).
+ *
+ * Per N, a fresh etcd + kube-apiserver + kube-controller-manager (test/envtest/control-plane.ts;
+ * KCM's garbage collector removes the BlockRequests of a deleted Node), coil-controller as
+ * shipped (hack/image/entrypoint.sh under the name coil-controller: the image's node flags; leader
+ * election on; webhooks served and registered, the AddressPool created through them), and N
+ * nodes:
+ * - Node objects kept Ready the way kubelets do it: a Ready condition once, then a Lease in
+ *   `kube-node-lease` renewed every `--heartbeat` (kwok is not used: building it costs more than
+ *   this machine has to spare; the apiserver sees the same writes a kubelet's heartbeat makes);
+ * - per node a coild stand-in (hack/bench/scale-node.ts): coild's cache with coild's selectors,
+ *   BlockRequester, NodeIpam, BlockReleaser and NodeGc over the node's own connections;
+ * - Pods as API objects bound to the nodes (no containers); each node's stand-in allocates on its
+ *   own Pod watch and writes the Pod's IP (kubelet), and frees on delete.
+ *
+ * Phases, each printed as a table:
+ * 1. start: N coilds list and watch at once (time until every cache synced);
+ * 2. cold start: every node asks for its first block at once → to `Complete` (seen in the node's
+ *    cache) and to the block in the node's cache, p50/p99/max; duplicate and lost blocks;
+ * 3. steady churn: `--churn-rate` pod creates/deletes per second across the nodes for
+ *    `--churn` → BlockRequest latency, ADD latency, API requests per second by verb and resource
+ *    (server side: apiserver_request_total; the nodes' own share counted client side), watches
+ *    open, coil-controller RSS and CPU;
+ * 4. leader handover: coil-controller SIGKILLed under churn and started again (its Lease must
+ *    expire first) → time until BlockRequests are answered again; no request answered by two blocks;
+ * 5. scale-down: 20 % of the Nodes deleted at once (their coilds stopped first) → time until
+ *    every block of theirs is gone; blocks of live nodes touched (must be 0);
+ * 6. apiserver restart with every node waiting: the apiserver stopped for `--outage`, every live
+ *    node starts an ADD (retried every second as a kubelet would), the apiserver comes back →
+ *    time until all are served, LISTs during the recovery, and the retryNow hurry's share of them.
+ *
+ * Usage: node dist/hack/bench/scale.js [--nodes=100,500,1000] [--churn=60s] [--churn-rate=20] …
+ *        (--help lists the flags). Run under `flock /tmp/coil-heavy.lock` on a shared machine.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, open, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import 'reflect-metadata';
+import type { AddressBlock } from '../../src/api/v2/addressblock.js';
+import { coilCrds } from '../../src/api/v2/crd.js';
+import { LABEL_NODE, LABEL_REQUEST } from '../../src/api/v2/keys.js';
+import { Kinds } from '../../src/api/v2/kinds.js';
+import { addEgress } from '../../src/controller/egress-registry.js';
+import { addIpam } from '../../src/controller/ipam-registry.js';
+import { ApiTransport } from '../../src/runtime/api-transport.js';
+import { Client } from '../../src/runtime/client.js';
+import { ConfigError } from '../../src/runtime/flags.js';
+import { defineFlags, HelpRequested } from '../../src/runtime/flag-table.js';
+import { Informer } from '../../src/runtime/informer.js';
+import { silentLogger } from '../../src/runtime/logging.js';
+import { Registry } from '../../src/runtime/registry.js';
+import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
+import { registerWebhooks } from '../../test/envtest/controller-support.js';
+import { CountingTransport, diff, durationQuantile, rateLines, serverCounts, total, type Counts, type ServerCounts } from './api-counts.js';
+import { SimNode, type SimNodeSettings } from './scale-node.js';
+
+const FLAGS = defineFlags('scale', {
+  nodes: { kind: 'string', default: '100', help: 'comma-separated node counts, one run each (e.g. 100,500,1000)' },
+  phases: { kind: 'string', default: 'cold,churn,handover,scaledown,apiserver', help: 'phases to run after the start, in this order' },
+  churn: { kind: 'duration', default: '60s', help: 'length of the steady-churn phase' },
+  'churn-rate': { kind: 'int', default: 20, min: 1, help: 'pod creates + deletes per second across all nodes (Kubernetes\' steady-state limit is 20)' },
+  'pods-per-node': { kind: 'int', default: 6, min: 1, help: 'mean pods per node the churn hovers around' },
+  'block-size-bits': { kind: 'int', default: 2, max: 10, help: 'the AddressPool\'s blockSizeBits (small blocks: more BlockRequests per pod)' },
+  'low-water-mark': { kind: 'int', default: 1, help: 'coild --low-water-mark of the stand-ins' },
+  'cooling-period': { kind: 'duration', default: '30s', help: 'coild --cooling-period of the stand-ins' },
+  'block-release-grace': { kind: 'duration', default: '20s', help: 'coild --block-release-grace of the stand-ins' },
+  'alloc-timeout': { kind: 'duration', default: '60s', help: 'how long the benchmark\'s ADDs wait for a block (coild: --alloc-timeout 30s; Coil 10s)' },
+  'node-gc-interval': { kind: 'duration', default: '5m', help: 'coild --addressblock-gc-interval of the stand-ins' },
+  'gc-interval': { kind: 'duration', default: '1h', help: 'coil-controller --gc-interval' },
+  heartbeat: { kind: 'duration', default: '10s', help: 'node Lease renewal interval (kubelet: 10s); 0 = none' },
+  outage: { kind: 'duration', default: '10s', help: 'how long the apiserver stays down in the apiserver phase' },
+  'start-concurrency': { kind: 'int', default: 100, min: 1, help: 'node stand-ins starting at once' },
+  out: { kind: 'string', default: '', help: 'append each run\'s figures as one JSON line to this file' },
+});
+
+type Settings = ReturnType<typeof FLAGS.parse>;
+const POOL = 'default';
+const NS = 'scale';
+const SYSTEM_NS = 'kube-system';
+
+// ---------------------------------------------------------------- small helpers
+
+/** Nearest-rank percentile of `values` (unsorted), NaN when empty. */
+function pct(values: readonly number[], q: number): number {
+  if (values.length === 0) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.max(1, Math.ceil(q * s.length)) - 1]!;
+}
+
+function ms(v: number): string {
+  return Number.isNaN(v) ? '—' : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${v.toFixed(0)} ms`;
+}
+
+function dist(values: readonly number[]): string {
+  return `n=${values.length} p50 ${ms(pct(values, 0.5))} p99 ${ms(pct(values, 0.99))} max ${ms(pct(values, 1))}`;
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+async function pool<T>(items: readonly T[], limit: number, fn: (item: T, i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      await fn(items[i]!, i);
+    }
+  }));
+}
+
+const sleep = (t: number) => new Promise((r) => setTimeout(r, t));
+
+/** `fn`, tried again (up to 5 times, 1 s apart) when the loaded apiserver drops the call. */
+async function retried<T>(fn: () => Promise<T>): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= 5) throw err;
+      await sleep(1000);
+    }
+  }
+}
+
+/** RSS (MB) and CPU seconds (user + system) of `pid`. */
+async function procStats(pid: number): Promise<{ rssMb: number; cpuS: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
+  const stat = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  // Fields 14 and 15 (utime, stime), counted from field 3 after the comm: indices 11 and 12.
+  return { rssMb: rss, cpuS: (Number(stat[11]) + Number(stat[12])) / 100 };
+}
+
+/** Samples `pid`'s RSS every second until stopped; returns max and last, and CPU used. */
+function sampler(pid: () => number | undefined) {
+  const rss: number[] = [];
+  let cpu0: number | undefined;
+  let cpu1 = 0;
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const p = pid();
+      if (p) {
+        try {
+          const s = await procStats(p);
+          rss.push(s.rssMb);
+          cpu0 ??= s.cpuS;
+          cpu1 = s.cpuS;
+        } catch { /* restarting */ }
+      }
+      await sleep(1000);
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+    return { rssMax: Math.max(0, ...rss), rssLast: rss[rss.length - 1] ?? NaN, cpuS: cpu1 - (cpu0 ?? cpu1) };
+  };
+}
+
+/** Sum and count of the controller's blockrequest reconcile time and queue wait (its /metrics). */
+async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number }> {
+  // '' (NaN figures) while the controller is not there to answer.
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
+  const v = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+  return {
+    reconcileSum: v(/^controller_runtime_reconcile_time_seconds_sum\{controller="blockrequest"\} (\S+)$/m),
+    reconcileCount: v(/^controller_runtime_reconcile_time_seconds_count\{controller="blockrequest"\} (\S+)$/m),
+    queueSum: v(/^workqueue_queue_duration_seconds_sum\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
+    queueCount: v(/^workqueue_queue_duration_seconds_count\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
+  };
+}
+
+/** Mean reconcile time and queue wait of the blockrequest controller between two scrapes. */
+function meanTimes(before: Awaited<ReturnType<typeof controllerTimes>>, b: Awaited<ReturnType<typeof controllerTimes>>): string {
+  // Before its first reconcile the controller exports no series for it: zero.
+  const a = Object.fromEntries(Object.entries(before).map(([k, v]) => [k, Number.isNaN(v) ? 0 : v])) as typeof before;
+  const r = (b.reconcileSum - a.reconcileSum) / (b.reconcileCount - a.reconcileCount);
+  const q = (b.queueSum - a.queueSum) / (b.queueCount - a.queueCount);
+  return `${b.reconcileCount - a.reconcileCount} reconciles, mean ${(r * 1000).toFixed(0)} ms each after a mean ${(q * 1000).toFixed(0)} ms in the queue`;
+}
+
+/** Pids of the control plane's processes, found by their command lines. */
+async function planePids(cp: ControlPlane): Promise<Record<'apiserver' | 'etcd' | 'kcm', number | undefined>> {
+  const out: Record<'apiserver' | 'etcd' | 'kcm', number | undefined> = { apiserver: undefined, etcd: undefined, kcm: undefined };
+  for (const d of await readdir('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const cmd = await readFile(`/proc/${d}/cmdline`, 'utf8').catch(() => '');
+    if (cmd.includes('kube-apiserver') && cmd.includes(`--secure-port=${cp.apiPort}`)) out.apiserver = Number(d);
+    else if (cmd.includes('etcd') && cmd.includes(`--listen-client-urls=${cp.etcdEndpoint}`)) out.etcd = Number(d);
+    else if (cmd.includes('kube-controller-manager') && cmd.includes(cp.kubeconfigPath)) out.kcm = Number(d);
+  }
+  return out;
+}
+
+/** CPU seconds used by each process of the run between {@link start} and {@link stop}. */
+class CpuWindow {
+  private before = new Map<string, number>();
+  private t0 = 0;
+  private self0 = process.cpuUsage();
+
+  constructor(private readonly cp: ControlPlane, private readonly controllerPid: () => number | undefined) {}
+
+  private async read(): Promise<Map<string, number>> {
+    const pids = { ...(await planePids(this.cp)), controller: this.controllerPid() };
+    const out = new Map<string, number>();
+    for (const [k, pid] of Object.entries(pids)) if (pid) out.set(k, await procStats(pid).then((x) => x.cpuS, () => NaN));
+    return out;
+  }
+
+  async start(): Promise<void> {
+    this.before = await this.read();
+    this.t0 = performance.now();
+    this.self0 = process.cpuUsage();
+  }
+
+  /** Cores used by each (a process restarted meanwhile counts from its start) and by this process (the stand-ins). */
+  async stop(): Promise<string> {
+    const after = await this.read();
+    const secs = (performance.now() - this.t0) / 1000;
+    const self = process.cpuUsage(this.self0);
+    const parts = [...after].map(([k, v]) => `${k} ${((v - (this.before.get(k) ?? 0) > 0 && this.before.has(k) ? v - this.before.get(k)! : v) / secs).toFixed(2)}`);
+    parts.push(`stand-ins (this process) ${((self.user + self.system) / 1e6 / secs).toFixed(2)}`);
+    return `${parts.join(', ')} core; load average ${loadavg()[0]!.toFixed(1)}`;
+  }
+}
+
+// ---------------------------------------------------------------- the cluster
+
+/** coil-controller as shipped: the image's entrypoint script under the name coil-controller. */
+class Controller {
+  proc: ChildProcess | undefined;
+  readonly ports = { metrics: 0, health: 0, webhook: 0 };
+  private starts = 0;
+  /** Exits the benchmark did not cause (e.g. the Lease lost while the apiserver was down), each restarted after 1 s as its Deployment's kubelet would. */
+  readonly exits: { at: number; code: number | null; signal: string | null }[] = [];
+  private killing = false;
+  private stopped = false;
+
+  constructor(private readonly cp: ControlPlane, private readonly dir: string, private readonly settings: Settings) {}
+
+  async prepare(): Promise<void> {
+    this.ports.metrics = await freePort();
+    this.ports.health = await freePort();
+    this.ports.webhook = await freePort();
+    await symlink(join(REPO_ROOT, 'hack/image/entrypoint.sh'), join(this.dir, 'coil-controller'));
+    const cert = await this.cp.newServingCert();
+    await writeFile(join(this.dir, 'tls.crt'), cert.certPem);
+    await writeFile(join(this.dir, 'tls.key'), cert.keyPem, { mode: 0o600 });
+  }
+
+  async start(): Promise<void> {
+    const env: NodeJS.ProcessEnv = { ...process.env, NODE_ENV: 'production', COIL_ROOT: REPO_ROOT, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}` };
+    for (const k of Object.keys(env)) if (k === 'NODE_OPTIONS' || k.startsWith('MALLOC_')) delete env[k];
+    const log = await open(join(this.dir, `controller-${++this.starts}.log`), 'w');
+    this.proc = spawn(join(this.dir, 'coil-controller'), [
+      `--kubeconfig=${this.cp.kubeconfigPath}`,
+      `--cert-dir=${this.dir}`,
+      `--webhook-addr=127.0.0.1:${this.ports.webhook}`,
+      `--metrics-addr=127.0.0.1:${this.ports.metrics}`,
+      `--health-addr=127.0.0.1:${this.ports.health}`,
+      `--leader-election-namespace=${SYSTEM_NS}`,
+      `--gc-interval=${this.settings['gc-interval']}ms`,
+      '--log-level=info',
+    ], { env, stdio: ['ignore', log.fd, log.fd] });
+    const proc = this.proc;
+    proc.once('exit', (code, signal) => {
+      void log.close();
+      if (this.killing || this.stopped || this.proc !== proc) return;
+      this.exits.push({ at: performance.now(), code, signal });
+      setTimeout(() => void (this.stopped || this.proc !== proc ? undefined : this.start()), 1000);
+    });
+  }
+
+  async ready(): Promise<void> {
+    await eventually(async () => (await fetch(`http://127.0.0.1:${this.ports.health}/readyz`)).status === 200, { timeoutMs: 180_000, intervalMs: 200 });
+  }
+
+  /** Kills it (the benchmark's doing: not restarted); `final` also stops any restart for good. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL', final = false): Promise<void> {
+    if (final) this.stopped = true;
+    const p = this.proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    this.killing = true;
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill(signal);
+    await exited;
+    this.killing = false;
+  }
+
+  /** Warnings and errors in all of its logs so far, by message. */
+  async warnings(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for (let i = 1; i <= this.starts; i++) {
+      const text = await readFile(join(this.dir, `controller-${i}.log`), 'utf8').catch(() => '');
+      for (const line of text.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const r = JSON.parse(line) as { level: number; msg: string; err?: { message?: string } };
+          if (r.level < 40) continue;
+          const key = `${r.msg}${r.err?.message ? `: ${r.err.message.replace(/req-[\w.-]+/g, 'req-…').slice(0, 120)}` : ''}`;
+          out.set(key, (out.get(key) ?? 0) + 1);
+        } catch { /* not a log record */ }
+      }
+    }
+    return out;
+  }
+}
+
+/** Keeps Node Leases renewed, as kubelets do; at most 32 renewals in flight. */
+class Heartbeats {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly alive = new Set<string>();
+  private busy = false;
+
+  constructor(private readonly client: Client, private readonly intervalMs: number) {}
+
+  add(node: string): void {
+    this.alive.add(node);
+  }
+
+  drop(node: string): void {
+    this.alive.delete(node);
+  }
+
+  start(): void {
+    if (this.intervalMs <= 0) return;
+    this.timer = setInterval(() => {
+      if (this.busy) return;
+      this.busy = true;
+      const now = new Date().toISOString().replace('Z', '000Z');
+      void pool([...this.alive], 32, async (node) => {
+        await this.client.mergePatch(Kinds.Lease, { namespace: 'kube-node-lease', name: node }, { spec: { renewTime: now } }).catch(() => undefined);
+      }).finally(() => (this.busy = false));
+    }, this.intervalMs);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
+
+/** Everything of one run. */
+class Cluster {
+  readonly nodes = new Map<string, SimNode>();
+  readonly nodeCounts: Counts = new Map();
+  /** Watch events the stand-ins' caches delivered, by kind. */
+  readonly watchEvents: Counts = new Map();
+  readonly messages = new Map<string, number>();
+  /** retryNow hurries: informers listed again because an ADD waited. */
+  hurriedLists = 0;
+  readonly events = { complete: [] as { node: string; at: number; ms: number }[], created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>() };
+  /** Pods per node (what the benchmark created and has not deleted). */
+  readonly pods = new Map<string, string[]>();
+  blocks!: Informer<AddressBlock>;
+  heartbeats!: Heartbeats;
+  controller!: Controller;
+  client!: Client;
+  transport!: ApiTransport;
+  private podSeq = 0;
+
+  constructor(readonly cp: ControlPlane, readonly dir: string, readonly n: number, readonly s: Settings) {}
+
+  count(msg: string, rec?: { informers?: unknown[] }): void {
+    this.messages.set(msg, (this.messages.get(msg) ?? 0) + 1);
+    if (rec?.informers) this.hurriedLists += rec.informers.length;
+  }
+
+  nodeSettings(): SimNodeSettings {
+    const s = this.s;
+    return {
+      pool: POOL, allocTimeoutMs: s['alloc-timeout'], coolingMs: s['cooling-period'], blockReleaseGraceMs: s['block-release-grace'],
+      lowWaterMark: s['low-water-mark'], gcIntervalMs: s['node-gc-interval'], namespace: SYSTEM_NS,
+    };
+  }
+
+  newNode(name: string): SimNode {
+    const t = new CountingTransport(this.cp.kubeConfig, this.nodeCounts);
+    const ev = this.events;
+    return new SimNode(name, t, this.nodeSettings(), {
+      onComplete: (node, _req, ms) => ev.complete.push({ node, at: performance.now(), ms }),
+      onAnswered: (node, result, ms) => ev.answered.push({ node, at: performance.now(), ms, result }),
+      onReleased: (_node, names) => names.forEach((b) => ev.released.add(b)),
+      onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),
+      onWatchEvent: (kind) => this.watchEvents.set(kind, (this.watchEvents.get(kind) ?? 0) + 1),
+      onAddFailed: (_node, _pod, err) => ev.addFailed.push({ at: performance.now(), err: String((err as Error)?.message ?? err).slice(0, 100) }),
+    }, (msg, rec) => this.count(msg, rec as { informers?: unknown[] }), this.client);
+  }
+
+  /** Creates a Pod on `node` (bound: no scheduler). */
+  async createPod(node: string): Promise<void> {
+    const name = `p${++this.podSeq}-${node}`;
+    const list = this.pods.get(node) ?? [];
+    list.push(name);
+    this.pods.set(node, list);
+    await this.client.create(Kinds.Pod, { metadata: { name, namespace: NS }, spec: { nodeName: node, containers: [{ name: 'c', image: 'none' }] } } as V1Pod).catch(() => {
+      list.splice(list.indexOf(name), 1);
+    });
+  }
+
+  /** Deletes a random Pod of `node` at once (no kubelet confirms a graceful delete here). */
+  async deletePod(node: string): Promise<void> {
+    const list = this.pods.get(node) ?? [];
+    if (list.length === 0) return;
+    const name = list.splice(Math.floor(Math.random() * list.length), 1)[0]!;
+    await this.transport.request({ method: 'DELETE', path: `/api/v1/namespaces/${NS}/pods/${name}`, body: { gracePeriodSeconds: 0 } }).catch(() => undefined);
+  }
+
+  /** Churn at `rate` ops/s across the live nodes until `signal` aborts. */
+  async churn(rate: number, signal: AbortSignal): Promise<number> {
+    const target = this.s['pods-per-node'];
+    const names = () => [...this.nodes.keys()];
+    let ops = 0;
+    const inflight = new Set<Promise<void>>();
+    const t0 = performance.now();
+    while (!signal.aborted) {
+      const all = names();
+      const node = all[Math.floor(Math.random() * all.length)]!;
+      const have = this.pods.get(node)?.length ?? 0;
+      const create = have === 0 || (have < 2 * target && Math.random() < 0.5 + (target - have) / (4 * target));
+      const p = (create ? this.createPod(node) : this.deletePod(node)).finally(() => inflight.delete(p));
+      inflight.add(p);
+      ops++;
+      const due = t0 + (ops * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+    }
+    await Promise.all(inflight);
+    return ops;
+  }
+}
+
+// ---------------------------------------------------------------- one run
+
+interface RunFigures {
+  n: number;
+  [k: string]: unknown;
+}
+
+/** Stops what a run started when the benchmark is interrupted (Ctrl-C, SIGTERM, timeout). */
+let cleanup: (() => Promise<void>) | undefined;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    console.error(`${sig}: stopping the control plane and the controller`);
+    void (cleanup?.() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
+
+async function run(n: number, s: Settings): Promise<RunFigures> {
+  const fig: RunFigures = { n };
+  const dir = await mkdtemp(join(tmpdir(), 'coil-scale-'));
+  const cp = await ControlPlane.start({ crds: coilCrds(), controllerManager: true });
+  cleanup = async () => {
+    await c.controller?.kill('SIGKILL', true);
+    await cp.stop();
+    await rm(dir, { recursive: true, force: true });
+  };
+  const c = new Cluster(cp, dir, n, s);
+  const adminTransport = new ApiTransport(cp.kubeConfig);
+  c.transport = adminTransport;
+  c.client = new Client(adminTransport, 'scale-bench');
+  const client = c.client;
+  const print = (title: string, rows: [string, string][]) => {
+    console.log(`\n### N=${n}: ${title}`);
+    console.log('| figure | value |\n|---|---|');
+    for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
+  };
+  try {
+    // --- control side
+    c.controller = new Controller(cp, dir, s);
+    await c.controller.prepare();
+    const registry = addEgress(addIpam(new Registry(), { addressPool: false, blockRequest: false, gc: false }), { egress: false, access: false });
+    await registerWebhooks(cp, registry, c.controller.ports.webhook, 'coilv2');
+    await c.controller.start();
+    await c.controller.ready();
+    await client.create(Kinds.AddressPool, { metadata: { name: POOL }, spec: { blockSizeBits: s['block-size-bits'], subnets: [{ ipv4: '10.128.0.0/9' }] } });
+    await client.create(Kinds.Namespace, { metadata: { name: NS } });
+
+    // --- nodes: objects, Ready, Leases
+    const names = Array.from({ length: n }, (_, i) => `node-${String(i).padStart(5, '0')}`);
+    const tNodes = performance.now();
+    const nowIso = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    c.heartbeats = new Heartbeats(client, s.heartbeat);
+    await pool(names, 32, async (name) => {
+      await retried(() => client.create(Kinds.Node, { metadata: { name, labels: { 'kubernetes.io/hostname': name } } }));
+      await retried(() => client.patchStatus(Kinds.Node, { name }, { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'stand-in', lastHeartbeatTime: nowIso, lastTransitionTime: nowIso }] }));
+      await retried(() => client.create(Kinds.Lease, { metadata: { name, namespace: 'kube-node-lease' }, spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new Date().toISOString().replace('Z', '000Z') } }));
+      c.heartbeats.add(name);
+    });
+    c.heartbeats.start();
+    const nodesS = (performance.now() - tNodes) / 1000;
+
+    // Observer of every block (one more watch on the apiserver, the benchmark's).
+    c.blocks = new Informer(Kinds.AddressBlock, new ApiTransport(cp.kubeConfig), silentLogger());
+    c.blocks.onEvent((e) => {
+      if (e.type !== 'ADDED') return;
+      const node = e.object.metadata?.labels?.[LABEL_NODE] ?? '';
+      const sent = c.nodes.get(node)?.client.sentAt.get(e.object.metadata?.labels?.[LABEL_REQUEST] ?? '');
+      const at = performance.now();
+      c.events.created.push({ node, at, ms: sent === undefined ? NaN : at - sent });
+    });
+    c.blocks.start();
+    await c.blocks.waitForSync();
+
+    // --- phase: start (N coilds list and watch)
+    const before0 = await serverCounts(cp);
+    const tStart = performance.now();
+    const syncMs: number[] = [];
+    await pool(names, s['start-concurrency'], async (name) => {
+      const node = c.newNode(name);
+      c.nodes.set(name, node);
+      const t0 = performance.now();
+      await node.start();
+      syncMs.push(performance.now() - t0);
+    });
+    const startS = (performance.now() - tStart) / 1000;
+    const after0 = await serverCounts(cp);
+    fig.start = { nodesCreatedS: nodesS, allSyncedS: startS, syncP50: pct(syncMs, 0.5), syncP99: pct(syncMs, 0.99), watches: after0.watches };
+    print('start', [
+      ['Node objects + Ready + Lease created', `${nodesS.toFixed(1)} s`],
+      [`coild stand-ins started, ${s['start-concurrency']} at a time, until every cache synced`, `${startS.toFixed(1)} s (per node ${dist(syncMs)})`],
+      ['watches open (apiserver)', `${after0.watches} (${(after0.watches / n).toFixed(1)} per node)`],
+      ['LISTs during the start (apiserver)', `${total(diff(after0.requests, before0.requests), /^LIST /)}`],
+    ]);
+
+    for (const phase of s.phases.split(',').map((p) => p.trim()).filter(Boolean)) {
+      if (phase === 'cold') fig.cold = await coldStart(c, print);
+      else if (phase === 'churn') fig.churn = await steadyChurn(c, print);
+      else if (phase === 'handover') fig.handover = await handover(c, print);
+      else if (phase === 'scaledown') fig.scaledown = await scaleDown(c, print);
+      else if (phase === 'apiserver') fig.apiserver = await apiserverRestart(c, print);
+      else throw new ConfigError(`--phases: unknown phase ${phase}`);
+    }
+    const warnings = await c.controller.warnings();
+    fig.controllerWarnings = Object.fromEntries(warnings);
+    print('coil-controller warnings and errors over the whole run', [...warnings].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, v]) => [k.replace(/\|/g, '/'), String(v)]));
+    const nodeWarn = [...c.messages].filter(([k]) => !/^(requested a new address block|block request answered|an ADD waits)/.test(k)).sort((a, b) => b[1] - a[1]).slice(0, 12);
+    print('coild stand-ins: other log messages (info and above)', nodeWarn.map(([k, v]) => [k, String(v)]));
+    return fig;
+  } finally {
+    c.heartbeats?.stop();
+    await Promise.allSettled([...c.nodes.values()].map((x) => x.stop()));
+    await c.blocks?.stop();
+    await c.controller?.kill('SIGTERM', true);
+    await cp.stop();
+    if (!process.env.COIL_SCALE_KEEP) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+type Print = (title: string, rows: [string, string][]) => void;
+
+/** Watchers the apiserver terminated between two scrapes, by resource. */
+function terminatedText(after: ServerCounts, before: ServerCounts): string {
+  const d = diff(after.terminated, before.terminated);
+  return total(d) === 0 ? '0' : [...d].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(', ');
+}
+
+/** Mutating calls (the SLO's: p99 ≤ 1 s), all and coil's kinds only. */
+const MUTATING = /^(POST|PUT|PATCH|DELETE|APPLY) /;
+const MUTATING_COIL = /^(POST|PUT|PATCH|DELETE|APPLY) (addressblocks|blockrequests|addresspools)/;
+
+/** Blocks of the observer cache by node, and requests answered by more than one block. */
+async function blockCensus(c: Cluster): Promise<{ byNode: Map<string, AddressBlock[]>; doubled: number; total: number }> {
+  const byNode = new Map<string, AddressBlock[]>();
+  const byReq = new Map<string, number>();
+  // A fresh list, not the benchmark's own watch: at 2,000 nodes the apiserver closes that watcher
+  // too in the cold start, and its cache lagged by hundreds of blocks when read.
+  const all = await retried(() => c.client.list(Kinds.AddressBlock));
+  for (const b of all) {
+    const node = b.metadata?.labels?.[LABEL_NODE] ?? '';
+    byNode.set(node, [...(byNode.get(node) ?? []), b]);
+    const req = b.metadata?.labels?.[LABEL_REQUEST];
+    if (req) byReq.set(req, (byReq.get(req) ?? 0) + 1);
+  }
+  return { byNode, doubled: [...byReq.values()].filter((v) => v > 1).length, total: all.length };
+}
+
+async function coldStart(c: Cluster, print: Print): Promise<object> {
+  const before = await serverCounts(c.cp);
+  const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
+  await cpu.start();
+  const times0 = await controllerTimes(c.controller.ports.metrics);
+  const firstComplete = new Map<string, number>();
+  const mark = c.events.created.length;
+  const t0 = performance.now();
+  const outcomes = await Promise.all([...c.nodes.values()].map(async (node) => {
+    try {
+      const o = await node.requestBlock(c.s['alloc-timeout']);
+      return { node: node.name, kind: o.kind, ms: performance.now() - t0 };
+    } catch (err) {
+      return { node: node.name, kind: `error ${(err as Error).message.slice(0, 60)}`, ms: performance.now() - t0 };
+    }
+  }));
+  const wallMs = performance.now() - t0;
+  const cpuText = await cpu.stop();
+  const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
+  for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
+  await sleep(2000);
+  const census = await blockCensus(c);
+  const after = await serverCounts(c.cp);
+  const inCache = outcomes.filter((o) => o.kind === 'allocated').map((o) => o.ms);
+  const notAllocated = outcomes.filter((o) => o.kind !== 'allocated');
+  const kinds = new Map<string, number>();
+  for (const o of notAllocated) kinds.set(o.kind, (kinds.get(o.kind) ?? 0) + 1);
+  const dup = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) > 1).length;
+  const missing = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) === 0).length;
+  const completeMs = [...firstComplete.values()];
+  const over10 = inCache.filter((v) => v > 10_000).length;
+  const d = diff(after.requests, before.requests);
+  print(`cold start (${c.nodes.size} nodes ask for their first block at once)`, [
+    ['to the answer (its AddressBlock created; the bench\'s watch)', dist(completeMs)],
+    ['to the block in the node\'s cache', dist(inCache)],
+    ['all served after', ms(wallMs)],
+    ['not served', notAllocated.length === 0 ? '0' : [...kinds].map(([k, v]) => `${v} ${k}`).join(', ')],
+    ['served after more than 10 s (Coil\'s alloc timeout)', String(over10)],
+    ['nodes with more than one block (duplicates)', String(dup)],
+    ['nodes without a block (lost)', String(missing)],
+    ['requests answered by two blocks', String(census.doubled)],
+    ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
+    ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
+    ['watchers the apiserver closed for falling behind (apiserver_terminated_watchers_total)', terminatedText(after, before)],
+    ['coil-controller\'s blockrequest controller', timesText],
+    ['CPU while the nodes waited', cpuText],
+  ]);
+  return { terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+}
+
+async function steadyChurn(c: Cluster, print: Print): Promise<object> {
+  const seconds = c.s.churn / 1000;
+  const rate = c.s['churn-rate'];
+  // Fill: pods-per-node Pods on every node first (one round across all nodes at a time), so
+  // the churn starts from a populated cluster, not from empty nodes.
+  const tFill = performance.now();
+  const markFill = c.events.created.length;
+  for (let r = 0; r < c.s['pods-per-node']; r++) await pool([...c.nodes.keys()], 64, (node) => c.createPod(node));
+  await eventually(() => c.events.added.length >= c.s['pods-per-node'] * c.nodes.size * 0.99, { timeoutMs: 600_000, intervalMs: 500 }).catch(() => undefined);
+  const fillS = (performance.now() - tFill) / 1000;
+  const fillBlocks = c.events.created.length - markFill;
+  await sleep(3000);
+  const pods0 = [...c.pods.values()].reduce((a, l) => a + l.length, 0);
+  const before = await serverCounts(c.cp);
+  const nodeBefore = new Map(c.nodeCounts);
+  const eventsBefore = new Map(c.watchEvents);
+  const markC = c.events.created.length;
+  const markA = c.events.answered.length;
+  const markAdd = c.events.added.length;
+  const markFail = c.events.addFailed.length;
+  const stop = sampler(() => c.controller.proc?.pid);
+  const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
+  await cpu.start();
+  const times0 = await controllerTimes(c.controller.ports.metrics);
+  const abort = new AbortController();
+  const t0 = performance.now();
+  const churning = c.churn(rate, abort.signal);
+  await sleep(c.s.churn);
+  abort.abort();
+  const ops = await churning;
+  const elapsed = (performance.now() - t0) / 1000;
+  const cpuText = await cpu.stop();
+  const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
+  const after = await serverCounts(c.cp);
+  const ctl = await stop();
+  const d = diff(after.requests, before.requests);
+  const dn = diff(c.nodeCounts, nodeBefore);
+  const de = diff(c.watchEvents, eventsBefore);
+  const complete = c.events.created.slice(markC).map((e) => e.ms).filter((v) => !Number.isNaN(v));
+  const answered = c.events.answered.slice(markA).map((e) => e.ms);
+  const added = c.events.added.slice(markAdd).map((e) => e.ms);
+  const failed = c.events.addFailed.slice(markFail);
+  const nodeRate = total(dn) / elapsed / c.nodes.size;
+  const census = await blockCensus(c);
+  print(`steady churn (${ops} pod creates/deletes in ${elapsed.toFixed(0)} s across ${c.nodes.size} nodes, ${pods0} pods at the start)`, [
+    [`fill before the churn: ${c.s['pods-per-node']} Pods on every node`, `${fillS.toFixed(1)} s, ${fillBlocks} blocks created`],
+    ['BlockRequest create → its AddressBlock created (the bench\'s watch)', dist(complete)],
+    ['BlockRequest create → block in the node\'s cache', dist(answered)],
+    ['ADD (Pod seen → address)', dist(added)],
+    ['ADDs failed', `${failed.length}${failed.length ? ` (${failed[0]!.err})` : ''}`],
+    ['blocks at the end', `${census.total} (${(census.total / c.nodes.size).toFixed(2)} per node), requests answered twice: ${census.doubled}`],
+    ['coil-controller RSS max / at the end', `${ctl.rssMax.toFixed(0)} / ${ctl.rssLast.toFixed(0)} MB`],
+    ['coil-controller CPU', `${(ctl.cpuS / elapsed).toFixed(3)} core`],
+    ['watches open (apiserver)', String(after.watches)],
+    ['API requests, all clients (apiserver)', `${(total(d) / elapsed).toFixed(1)}/s`],
+    ['apiserver\'s own latency of mutating calls p99, coil\'s / all (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.99)} / ${durationQuantile(after, before, MUTATING, 0.99)} s`],
+    ['watchers the apiserver closed for falling behind', terminatedText(after, before)],
+    ['coil-controller\'s blockrequest controller', timesText],
+    ['CPU during the churn', cpuText],
+    ['API requests of the coild stand-ins (client side)', `${(total(dn) / elapsed).toFixed(2)}/s = ${nodeRate.toFixed(4)}/s per node`],
+    ['watch events the coild stand-ins received', `${(total(de) / elapsed).toFixed(1)}/s = ${(total(de) / elapsed / c.nodes.size).toFixed(3)}/s per node (AddressPool ${(((de.get('AddressPool') ?? 0) / elapsed) / c.nodes.size).toFixed(3)}/s per node)`],
+  ]);
+  console.log('\napiserver_request_total during the churn, by verb and resource (all clients):');
+  for (const l of rateLines(d, elapsed, 0.05)) console.log(`  ${l}`);
+  console.log('the coild stand-ins\' own calls (client side):');
+  for (const l of rateLines(dn, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
+  console.log('watch events the coild stand-ins received, by kind:');
+  for (const l of rateLines(de, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
+  return {
+    cpu: cpuText, mutatingP99S: durationQuantile(after, before, MUTATING, 0.99), fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
+    addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cpuS / elapsed, watches: after.watches,
+    nodeEventsPerSecPerNode: total(de) / elapsed / c.nodes.size, nodeEventsByKind: Object.fromEntries([...de].map(([k, v]) => [k, v / elapsed / c.nodes.size])),
+    apiPerSec: total(d) / elapsed, nodeApiPerSec: total(dn) / elapsed, nodeApiPerSecPerNode: nodeRate, blocks: census.total, doubled: census.doubled,
+    apiByKey: Object.fromEntries([...d].map(([k, v]) => [k, v / elapsed])), nodeApiByKey: Object.fromEntries([...dn].map(([k, v]) => [k, v / elapsed])),
+  };
+}
+
+async function handover(c: Cluster, print: Print): Promise<object> {
+  const abort = new AbortController();
+  const churning = c.churn(c.s['churn-rate'], abort.signal);
+  await sleep(5000);
+  const tKill = performance.now();
+  await c.controller.kill('SIGKILL');
+  await c.controller.start();
+  // Probes: 20 nodes (or all, if fewer) ask for a block right after the kill.
+  const probes = [...c.nodes.values()].slice(0, 20);
+  const probeMs: number[] = [];
+  const probing = Promise.all(probes.map(async (node) => {
+    const o = await node.requestBlock(120_000).catch(() => ({ kind: 'error' }));
+    if (o.kind === 'allocated') probeMs.push(performance.now() - tKill);
+  }));
+  const mark = c.events.created.length;
+  await c.controller.ready();
+  const readyMs = performance.now() - tKill;
+  await eventually(() => c.events.created.slice(mark).some((e) => e.at > tKill), { timeoutMs: 180_000, intervalMs: 100 });
+  const firstMs = c.events.created.slice(mark).find((e) => e.at > tKill)!.at - tKill;
+  await probing;
+  abort.abort();
+  await churning;
+  await sleep(3000);
+  const census = await blockCensus(c);
+  print('leader handover under churn (coil-controller SIGKILLed, a new one started at once)', [
+    ['new controller ready (webhooks, caches)', ms(readyMs)],
+    ['first BlockRequest answered after the kill', ms(firstMs)],
+    [`${probes.length} probe requests made at the kill, all answered after`, `${ms(pct(probeMs, 1))} (${probeMs.length} answered)`],
+    ['requests answered by two blocks', String(census.doubled)],
+  ]);
+  return { readyMs, firstAnswerMs: firstMs, probesAnsweredMs: pct(probeMs, 1), probesAnswered: probeMs.length, doubled: census.doubled };
+}
+
+async function scaleDown(c: Cluster, print: Print): Promise<object> {
+  await sleep(2000);
+  const all = [...c.nodes.keys()];
+  const victims = all.filter((_, i) => i % 5 === 4);
+  const victimSet = new Set(victims);
+  const live = (b: AddressBlock) => !victimSet.has(b.metadata?.labels?.[LABEL_NODE] ?? '');
+  const snapshot = new Map(c.blocks.list().filter(live).map((b) => [b.metadata!.name!, b.metadata!.uid!]));
+  const theirs = () => c.blocks.list().filter((b) => !live(b)).length;
+  const victimBlocks = theirs();
+  await Promise.all(victims.map(async (v) => {
+    c.heartbeats.drop(v);
+    await c.nodes.get(v)!.stop();
+    c.nodes.delete(v);
+  }));
+  const t0 = performance.now();
+  await pool(victims, 200, async (v) => void (await retried(() => c.client.delete(Kinds.Node, { name: v }))));
+  const deletedMs = performance.now() - t0;
+  await eventually(() => theirs() === 0, { timeoutMs: 600_000, intervalMs: 200 });
+  const goneMs = performance.now() - t0;
+  await sleep(2000);
+  let touched = 0;
+  const touchedNames: string[] = [];
+  for (const [name, uid] of snapshot) {
+    const now = c.blocks.get(name);
+    // Released by its own node (the releaser's report), before or after the snapshot: not touched.
+    if ((!now || now.metadata?.uid !== uid || now.metadata?.deletionTimestamp) && !c.events.released.has(name)) {
+      touched++;
+      touchedNames.push(`${name}${now ? ' (deleting)' : ' (gone)'}`);
+    }
+  }
+  if (touchedNames.length > 0) console.log(`touched: ${touchedNames.slice(0, 10).join(', ')}`);
+  for (const v of victims) c.pods.delete(v);
+  print(`scale-down (${victims.length} of ${all.length} Nodes deleted at once, ${victimBlocks} blocks of theirs)`, [
+    ['Node deletes sent (200 at a time)', ms(deletedMs)],
+    ['every block of theirs gone after', ms(goneMs)],
+    ['blocks of live nodes touched (not released by their own node)', String(touched)],
+  ]);
+  return { victims: victims.length, victimBlocks, deletesSentMs: deletedMs, goneMs, touched };
+}
+
+async function apiserverRestart(c: Cluster, print: Print): Promise<object> {
+  await sleep(2000);
+  const nodes = [...c.nodes.values()];
+  const hurried0 = c.hurriedLists;
+  const nodeBefore = new Map(c.nodeCounts);
+  const sentAt0 = nodes.reduce((a, x) => a + x.client.sentAt.size, 0);
+  const created = () => nodes.reduce((a, x) => a + x.client.sentAt.size, 0) - sentAt0;
+  // Every node starts an ADD that needs a new block; a failed one is retried each second (kubelet).
+  // The apiserver goes down once half of them have created their BlockRequest: those not answered
+  // yet wait through the outage, the others retry their create.
+  const served: number[] = [];
+  let up = Infinity;
+  let attempts = 0;
+  const adds = Promise.all(nodes.map(async (node) => {
+    const deadline = performance.now() + 600_000;
+    while (performance.now() < deadline) {
+      attempts++;
+      try {
+        const o = await node.requestBlock(c.s['alloc-timeout']);
+        if (o.kind === 'allocated') {
+          served.push(performance.now() - up);
+          return;
+        }
+      } catch { /* the apiserver is down: kubelet retries the ADD */ }
+      await sleep(1000);
+    }
+  }));
+  await eventually(() => created() >= nodes.length / 2, { timeoutMs: 60_000, intervalMs: 5 });
+  await c.cp.stopApiServer({ crash: true });
+  const tDown = performance.now();
+  const servedBefore = served.length;
+  const atDown = new Map(c.nodeCounts);
+  const hurriedAtDown = c.hurriedLists;
+  await sleep(c.s.outage);
+  const duringOutage = diff(c.nodeCounts, atDown);
+  const hurriedOutage = c.hurriedLists - hurriedAtDown;
+  const downS = (performance.now() - tDown) / 1000;
+  await c.cp.startApiServer();
+  up = performance.now();
+  await adds;
+  const allMs = performance.now() - up;
+  const after = await serverCounts(c.cp); // counters restarted with the apiserver: all since it came back
+  const dn = diff(c.nodeCounts, nodeBefore);
+  const lists = after.requests;
+  const nodeLists = total(dn, /^LIST (blockrequests|addressblocks)$/);
+  const outageLists = total(duringOutage, /^LIST (blockrequests|addressblocks)$/);
+  const hurried = c.hurriedLists - hurried0;
+  const afterServed = served.filter((v) => v >= 0);
+  print(`apiserver restart with every node waiting (${nodes.length} nodes each start an ADD, retried every second; the apiserver SIGKILLed once half had created their BlockRequest, down ${downS.toFixed(1)} s)`, [
+    ['served before the apiserver went down', String(servedBefore)],
+    ['all served after the apiserver came back', ms(allMs)],
+    ['served after it came back', dist(afterServed)],
+    ['ADD attempts (with the retries during the outage)', String(attempts)],
+    ['the nodes\' LIST attempts of BlockRequests + AddressBlocks during the outage', `${outageLists} (${(outageLists / downS).toFixed(1)}/s), of which the retryNow hurry's ${hurriedOutage}`],
+    ['LISTs since the apiserver came back (apiserver)', `${total(lists, /^LIST /)} (${rateLines(new Map([...lists].filter(([k]) => k.startsWith('LIST '))), 1, 1).slice(0, 7).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')})`],
+    ['the nodes\' LISTs of BlockRequests + AddressBlocks (client side, outage and after)', String(nodeLists)],
+    ['of which the retryNow hurry\'s (an ADD waited a poll while the informer backed off)', `${hurried} (${nodeLists ? ((100 * hurried) / nodeLists).toFixed(0) : 0} %)`],
+    ['watches open at the end', String(after.watches)],
+    ['watchers the apiserver closed for falling behind, since it came back', terminatedText(after, { ...after, terminated: new Map() })],
+    ['coil-controller exits during the phase (restarted after 1 s, as by its Deployment)', c.controller.exits.filter((e) => e.at >= tDown).map((e) => `code ${e.code}${e.signal ? ` ${e.signal}` : ''}`).join(', ') || '0'],
+  ]);
+  return { downS, servedBefore, allServedMs: allMs, servedP50: pct(afterServed, 0.5), servedP99: pct(afterServed, 0.99), served: served.length, lists: total(lists, /^LIST /), nodeLists, outageLists, outageListsPerS: outageLists / downS, hurriedOutage, hurried, watches: after.watches, terminated: Object.fromEntries(after.terminated), controllerExits: c.controller.exits.filter((e) => e.at >= tDown).length };
+}
+
+// ---------------------------------------------------------------- main
+
+function growth(figs: RunFigures[]): void {
+  if (figs.length < 2) return;
+  const get = (f: RunFigures, path: string): number => {
+    let v: unknown = f;
+    for (const p of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[p];
+    return typeof v === 'number' ? v : NaN;
+  };
+  const rows: [string, string, (v: number) => string][] = [
+    ['start: every cache synced', 'start.allSyncedS', (v) => `${v.toFixed(1)} s`],
+    ['watches per node', 'start.watches', (v) => v.toFixed(0)],
+    ['cold start → answered (block created) p99', 'cold.completeP99', ms],
+    ['cold start → block in cache p50', 'cold.cacheP50', ms],
+    ['cold start → block in cache p99', 'cold.cacheP99', ms],
+    ['cold start → block in cache max', 'cold.cacheMax', ms],
+    ['cold start duplicates / lost', 'cold.duplicates', (v) => String(v)],
+    ['cold start watchers terminated (BlockRequest)', 'cold.terminated.blockrequests', (v) => String(v)],
+    ['cold start watchers terminated (AddressBlock)', 'cold.terminated.addressblocks', (v) => String(v)],
+    ['churn BlockRequest → block created p50', 'churn.completeP50', ms],
+    ['churn BlockRequest → block created p99', 'churn.completeP99', ms],
+    ['churn BlockRequest → block in node cache p99', 'churn.answeredP99', ms],
+    ['churn controller RSS max (MB)', 'churn.rssMax', (v) => v.toFixed(0)],
+    ['churn controller CPU (core)', 'churn.cpuCores', (v) => v.toFixed(3)],
+    ['churn API requests/s, all', 'churn.apiPerSec', (v) => v.toFixed(1)],
+    ['churn coild requests/s per node', 'churn.nodeApiPerSecPerNode', (v) => v.toFixed(4)],
+    ['churn watch events/s per node', 'churn.nodeEventsPerSecPerNode', (v) => v.toFixed(3)],
+    ['handover: first answer after kill', 'handover.firstAnswerMs', ms],
+    ['scale-down: blocks gone after', 'scaledown.goneMs', ms],
+    ['scale-down: live blocks touched', 'scaledown.touched', (v) => String(v)],
+    ['apiserver restart: all served after', 'apiserver.allServedMs', ms],
+    ['apiserver restart: LISTs', 'apiserver.lists', (v) => String(v)],
+    ['apiserver restart: retryNow lists', 'apiserver.hurried', (v) => String(v)],
+    ['apiserver restart: node LIST attempts/s during the outage', 'apiserver.outageListsPerS', (v) => v.toFixed(1)],
+  ];
+  console.log(`\n### growth with N\n| figure | ${figs.map((f) => `N=${f.n}`).join(' | ')} |\n|---|${figs.map(() => '---|').join('')}`);
+  for (const [label, path, fmt] of rows) {
+    const vals = figs.map((f) => get(f, path));
+    if (vals.every((v) => Number.isNaN(v))) continue;
+    const shown = path === 'start.watches' ? figs.map((f) => (get(f, path) / f.n).toFixed(1)) : vals.map((v) => (Number.isNaN(v) ? '—' : fmt(v)));
+    console.log(`| ${label} | ${shown.join(' | ')} |`);
+  }
+}
+
+async function main(): Promise<void> {
+  let s: Settings;
+  try {
+    s = FLAGS.parse(process.argv.slice(2));
+  } catch (err) {
+    if (err instanceof HelpRequested) {
+      console.log(err.usage);
+      return;
+    }
+    throw err;
+  }
+  const ns = s.nodes.split(',').map((x) => Number(x.trim()));
+  if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
+  console.log(`# coil scale benchmark — ${new Date().toISOString()}; ${JSON.stringify(s)}`);
+  const figs: RunFigures[] = [];
+  for (const n of ns) {
+    const t0 = performance.now();
+    const f = await run(n, s);
+    f.wallS = (performance.now() - t0) / 1000;
+    figs.push(f);
+    if (s.out) await writeFile(s.out, `${JSON.stringify(f)}\n`, { flag: 'a' });
+    growth(figs);
+  }
+}
+
+await main();
