@@ -49,7 +49,8 @@ import { addIpam } from '../../src/controller/ipam-registry.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
 import { ConfigError } from '../../src/runtime/flags.js';
-import { defineFlags, HelpRequested } from '../../src/runtime/flag-table.js';
+import { defineFlags } from '../../src/runtime/flag-table.js';
+import { runBench } from './bench-flags.js';
 import { Informer } from '../../src/runtime/informer.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { Registry } from '../../src/runtime/registry.js';
@@ -885,17 +886,7 @@ function growth(figs: RunFigures[]): void {
   }
 }
 
-async function main(): Promise<void> {
-  let s: Settings;
-  try {
-    s = FLAGS.parse(process.argv.slice(2));
-  } catch (err) {
-    if (err instanceof HelpRequested) {
-      console.log(err.usage);
-      return;
-    }
-    throw err;
-  }
+async function main(s: Settings): Promise<void> {
   const ns = s.nodes.split(',').map((x) => Number(x.trim()));
   if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
   console.log(`# coil scale benchmark — ${new Date().toISOString()}; ${JSON.stringify(s)}`);
@@ -910,4 +901,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+await runBench(FLAGS, main);

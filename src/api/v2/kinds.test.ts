@@ -20,6 +20,7 @@ test('every kind addresses the resource the API server serves (group, version, p
     Deployment: 'apps/v1 Deployment deployments namespaced',
     DaemonSet: 'apps/v1 DaemonSet daemonsets namespaced',
     PodDisruptionBudget: 'policy/v1 PodDisruptionBudget poddisruptionbudgets namespaced',
+    EndpointSlice: 'discovery.k8s.io/v1 EndpointSlice endpointslices namespaced',
     ClusterRole: 'rbac.authorization.k8s.io/v1 ClusterRole clusterroles cluster',
     ClusterRoleBinding: 'rbac.authorization.k8s.io/v1 ClusterRoleBinding clusterrolebindings cluster',
     Lease: 'coordination.k8s.io/v1 Lease leases namespaced',
