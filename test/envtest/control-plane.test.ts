@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { access } from 'node:fs/promises';
+import { access, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -89,16 +89,18 @@ describe('envtest control plane', () => {
     const script = `
       const { ControlPlane } = await import(${JSON.stringify(join(REPO_ROOT, 'dist/test/envtest/control-plane.js'))});
       const cp = await ControlPlane.start();
-      console.log(JSON.stringify({ etcd: cp.etcdPort, api: cp.apiPort }));
+      console.log(JSON.stringify({ etcd: cp.etcdPort, api: cp.apiPort, dir: cp.dir }));
       setInterval(() => {}, 1000);`;
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const ports = await new Promise<{ etcd: number; api: number }>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as { etcd: number; api: number }));
+    const ports = await new Promise<{ etcd: number; api: number; dir: string }>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString()) as { etcd: number; api: number; dir: string }));
       child.on('exit', (code) => reject(new Error(`child exited early (${code})`)));
     });
     const pids = await descendants(new RegExp(`etcd.*${ports.etcd}|kube-apiserver.*${ports.api}`));
     assert.ok(pids.length >= 2, `found etcd and kube-apiserver (${pids.join(',')})`);
     child.kill('SIGKILL');
     await eventually(() => pids.every((pid) => !isAlive(pid)), { timeoutMs: 10_000 });
+    // What the killed process could not do: its plane's directory is the test's to remove.
+    await rm(ports.dir, { recursive: true, force: true });
   });
 });

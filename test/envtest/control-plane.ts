@@ -340,6 +340,21 @@ export class ControlPlane {
     return { ...pair, caPem: this.ca.caPem };
   }
 
+  /**
+   * {@link newServingCert} written as `tls.crt` and `tls.key` into a directory of the plane's own
+   * (removed with it by {@link stop}), as a webhook server's `--cert-dir` reads them.
+   */
+  async writeServingCert(): Promise<{ dir: string; certFile: string; keyFile: string }> {
+    const cert = await this.newServingCert();
+    const dir = join(this.dir, `webhook-certs-${this.webhookCerts}`);
+    await mkdir(dir, { recursive: true });
+    const certFile = join(dir, 'tls.crt');
+    const keyFile = join(dir, 'tls.key');
+    await writeFile(certFile, cert.certPem);
+    await writeFile(keyFile, cert.keyPem);
+    return { dir, certFile, keyFile };
+  }
+
   /** Stops every process it started (apiserver before etcd) and removes the directory. */
   async stop(): Promise<void> {
     await this.kcm?.stop();

@@ -3,9 +3,6 @@
  * (fresh Registry, own container with the PoolManager and options), webhook registration with the
  * apiserver, and builders for pools, nodes and requests.
  */
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { V1Node } from '@kubernetes/client-node';
 import { Container } from 'inversify';
 import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
@@ -32,11 +29,8 @@ export async function ipamManager(cp: ControlPlane, parts: IpamParts, options: P
   const container = bindIpam(new Container(), opts);
   let webhook;
   if (registry.webhooks.length > 0) {
-    const dir = await mkdtemp(join(tmpdir(), 'coil-webhook-'));
-    const cert = await cp.newServingCert();
-    await writeFile(join(dir, 'tls.crt'), cert.certPem);
-    await writeFile(join(dir, 'tls.key'), cert.keyPem);
-    webhook = { host: '127.0.0.1', port: 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
+    const { certFile, keyFile } = await cp.writeServingCert();
+    webhook = { host: '127.0.0.1', port: 0, certFile, keyFile };
   }
   const cache = { defaults: { initialBackoffMs: 100, maxBackoffMs: 2_000, transform: stripManagedFields }, kinds: ipamCache() };
   return testManager(cp, registry, { container, identity, name: 'coil-controller', cache, ...(webhook && { webhook }), ...extra });

@@ -6,8 +6,6 @@
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { blockRequestResult, isAnswered } from '../../src/api/v2/blockrequest.js';
@@ -42,10 +40,7 @@ describe('coil-controller entrypoint (child process)', () => {
   before(async () => {
     cp = await ControlPlane.start({ crds: coilCrds() });
     client = adminClient(cp);
-    const dir = await mkdtemp(join(tmpdir(), 'coil-controller-'));
-    const cert = await cp.newServingCert();
-    await writeFile(join(dir, 'tls.crt'), cert.certPem);
-    await writeFile(join(dir, 'tls.key'), cert.keyPem);
+    const { dir } = await cp.writeServingCert();
     ports.metrics = await freePort();
     ports.health = await freePort();
     ports.webhook = await freePort();

@@ -8,8 +8,6 @@
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { coilCrds } from '../../src/api/v2/crd.js';
@@ -38,10 +36,7 @@ describe('default AddressPool made by coil-controller (--default-pool)', () => {
   before(async () => {
     cp = await ControlPlane.start({ crds: coilCrds() });
     client = adminClient(cp);
-    certDir = await mkdtemp(join(tmpdir(), 'coil-default-pool-'));
-    const cert = await cp.newServingCert();
-    await writeFile(join(certDir, 'tls.crt'), cert.certPem);
-    await writeFile(join(certDir, 'tls.key'), cert.keyPem);
+    certDir = (await cp.writeServingCert()).dir;
     webhookPort = await freePort();
     // As the chart installs them: the webhook configurations exist before any controller serves.
     await registerWebhooks(cp, addIpam(new Registry(), { addressPool: false, blockRequest: false, gc: false }), webhookPort, 'coilv2-ipam');

@@ -5,8 +5,6 @@
  */
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -35,9 +33,8 @@ describe('Egress controller under the chart RBAC', () => {
     cp = await ControlPlane.start({ crds: coilCrds() });
     const port = await freePort();
     await applyChart(cp, join(REPO_ROOT, 'charts/coil'), `https://127.0.0.1:${port}`, cp.ca.caPem);
-    const dir = await mkdtemp(join(tmpdir(), 'coil-egress-rbac-'));
     const kc = new KubeConfig();
-    kc.loadFromFile(await serviceAccountKubeconfig(cp, 'coil-controller', cp.server, join(dir, 'controller.kubeconfig')));
+    kc.loadFromFile(await serviceAccountKubeconfig(cp, 'coil-controller', cp.server, join(cp.dir, 'controller.kubeconfig')));
     mgr = (await egressManager(cp, { webhooks: true, egress: true, access: true }, {}, { kubeConfig: kc, webhookPort: port })).mgr;
     await mgr.start();
     client = adminClient(cp);

@@ -2,9 +2,6 @@
  * Shared pieces of the Egress suites: a Manager holding only the chosen Egress parts (fresh
  * Registry, the options bound, the controller's cache selectors), and Egress builders.
  */
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Container } from 'inversify';
 import type { Egress, EgressSpec } from '../../src/api/v2/egress.js';
@@ -35,11 +32,8 @@ export async function egressManager(
   const container = bindEgress(new Container(), { ...TEST_EGRESS_OPTIONS, ...options });
   let webhook;
   if (registry.webhooks.length > 0) {
-    const dir = await mkdtemp(join(tmpdir(), 'coil-egress-webhook-'));
-    const cert = await cp.newServingCert();
-    await writeFile(join(dir, 'tls.crt'), cert.certPem);
-    await writeFile(join(dir, 'tls.key'), cert.keyPem);
-    webhook = { host: '127.0.0.1', port: extra.webhookPort ?? 0, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
+    const { certFile, keyFile } = await cp.writeServingCert();
+    webhook = { host: '127.0.0.1', port: extra.webhookPort ?? 0, certFile, keyFile };
   }
   const mgr = testManager(cp, registry, {
     container,
