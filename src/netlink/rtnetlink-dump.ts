@@ -17,58 +17,15 @@ import type { IpLink } from './link.js';
 import type { IpRoute } from './route.js';
 import type { IpRule } from './rule.js';
 import type { RtDump } from './rt-request.js';
-
-// include/uapi/linux/netlink.h, rtnetlink.h
-const NLM_F_REQUEST = 0x1;
-const NLM_F_DUMP = 0x300; // NLM_F_ROOT | NLM_F_MATCH
-export const RTM_NEWLINK = 16;
-export const RTM_GETLINK = 18;
-export const RTM_NEWADDR = 20;
-export const RTM_GETADDR = 22;
-export const RTM_NEWROUTE = 24;
-export const RTM_GETROUTE = 26;
-export const RTM_NEWRULE = 32;
-export const RTM_GETRULE = 34;
-const AF_UNSPEC = 0;
-const AF_INET = 2;
-const AF_INET6 = 10;
-// if_link.h
-const IFLA_ADDRESS = 1;
-const IFLA_IFNAME = 3;
-const IFLA_MTU = 4;
-const IFLA_LINK = 5;
-const IFLA_OPERSTATE = 16;
-const IFLA_LINKINFO = 18;
-const IFLA_IFALIAS = 20;
-const IFLA_GROUP = 27;
-const IFLA_EXT_MASK = 29;
-const IFLA_LINK_NETNSID = 37;
-const RTEXT_FILTER_VF = 1 << 0;
-const RTEXT_FILTER_SKIP_STATS = 1 << 3;
-const IFLA_INFO_KIND = 1;
-// if_addr.h
-const IFA_ADDRESS = 1;
-const IFA_LOCAL = 2;
-const IFA_FLAGS = 8;
-const IFA_F_TENTATIVE = 0x40;
-// rtnetlink.h
-const RTA_DST = 1;
-const RTA_OIF = 4;
-const RTA_GATEWAY = 5;
-const RTA_PREFSRC = 7;
-const RTA_TABLE = 15;
-const RTM_F_CLONED = 0x200;
-const RTM_F_LOOKUP_TABLE = 0x1000;
-const RT_TABLE_MAIN = 254;
-const RTPROT_BOOT = 3;
-const RTN_UNICAST = 1;
-// fib_rules.h
-const FRA_SRC = 2;
-const FRA_PRIORITY = 6;
-const FRA_TABLE = 15;
-
-/** Size of struct nlmsghdr, bytes. */
-export const NLMSG_HDRLEN = 16;
+import {
+  NLM_F_REQUEST, RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE, AF_UNSPEC, AF_INET, AF_INET6,
+  IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_IFALIAS, IFLA_GROUP, IFLA_INFO_KIND,
+  IFF_UP, IFA_ADDRESS, IFA_LOCAL, RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_TABLE, RT_TABLE_MAIN,
+  RTPROT_BOOT, RTN_UNICAST, NLMSG_HDRLEN, NLM_F_DUMP, RTM_GETLINK, RTM_GETADDR, RTM_GETROUTE,
+  RTM_NEWRULE, RTM_GETRULE, IFLA_LINK, IFLA_OPERSTATE, IFLA_EXT_MASK, IFLA_LINK_NETNSID,
+  RTEXT_FILTER_VF, RTEXT_FILTER_SKIP_STATS, IFA_FLAGS, IFA_F_TENTATIVE, RTA_PREFSRC, RTM_F_CLONED,
+  RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE,
+} from './rtnetlink-uapi.js';
 
 /** One answer message: its type and its payload (after struct nlmsghdr). */
 export interface RawMessage {
@@ -323,7 +280,6 @@ const IFF_NAMES: ReadonlyArray<readonly [number, string]> = [
   [0x4000, 'AUTOMEDIA'], [0x2000, 'PORTSEL'], [0x20, 'NOTRAILERS'], [0x1, 'UP'], [0x10000, 'LOWER_UP'],
   [0x20000, 'DORMANT'], [0x40000, 'ECHO'],
 ];
-const IFF_UP = 0x1;
 const IFF_RUNNING = 0x40;
 
 /** RFC 2863 operational states (IF_OPER_*), as ip names them. */

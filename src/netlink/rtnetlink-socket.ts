@@ -18,7 +18,8 @@
  */
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
-import { DumpError, NLMSG_HDRLEN, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
+import { DumpError, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
+import { NLMSG_HDRLEN } from './rtnetlink-uapi.js';
 import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from './rt-request.js';
 
 const AF_NETLINK = 16;

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { formatRequest } from './rt-format.js';
 import { rt, type RtRequest } from './rt-request.js';
-import { buildRequest, kernelMessage, NLMSG_ERROR, parseAcks, RequestError, type ResolveContext } from './rtnetlink.js';
+import { buildRequest, kernelMessage, parseAcks, RequestError, type ResolveContext } from './rtnetlink.js';
+import { NLMSG_ERROR } from './rtnetlink-uapi.js';
 
 const ctx: ResolveContext = {
   ifindex: (name) => ({ h0: 7, eth0: 2 } as Record<string, number>)[name] ?? 0,

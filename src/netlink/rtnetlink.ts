@@ -14,54 +14,16 @@
 import { addressBytes, type IpAddress } from '../ipam/ip-address.js';
 import { splitPrefix } from './cidr.js';
 import type { RtRequest } from './rt-request.js';
+import {
+  NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE, NLMSG_ERROR, RTM_NEWLINK, RTM_DELLINK,
+  RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_DELROUTE, AF_UNSPEC, AF_INET, AF_INET6, IFLA_ADDRESS,
+  IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_IFALIAS, IFLA_GROUP, IFLA_NET_NS_FD, IFLA_INFO_KIND,
+  IFLA_INFO_DATA, VETH_INFO_PEER, IFF_UP, IFA_ADDRESS, IFA_LOCAL, IFA_F_NODAD, RTA_DST, RTA_OIF,
+  RTA_GATEWAY, RTA_TABLE, RT_TABLE_UNSPEC, RT_TABLE_MAIN, RTPROT_BOOT, RTN_UNICAST,
+  RT_SCOPE_NOWHERE, NLMSG_HDRLEN, IFNAMSIZ,
+} from './rtnetlink-uapi.js';
 
-// include/uapi/linux/netlink.h, rtnetlink.h
-const NLM_F_REQUEST = 0x1;
-const NLM_F_ACK = 0x4;
-const NLM_F_EXCL = 0x200;
-const NLM_F_CREATE = 0x400;
-/** nlmsghdr type of an error/ACK reply. */
-export const NLMSG_ERROR = 2;
-const RTM_NEWLINK = 16;
-const RTM_DELLINK = 17;
-const RTM_NEWADDR = 20;
-const RTM_DELADDR = 21;
-const RTM_NEWROUTE = 24;
-const RTM_DELROUTE = 25;
-const AF_UNSPEC = 0;
-const AF_INET = 2;
-const AF_INET6 = 10;
-// if_link.h
-const IFLA_ADDRESS = 1;
-const IFLA_IFNAME = 3;
-const IFLA_MTU = 4;
-const IFLA_LINKINFO = 18;
-const IFLA_IFALIAS = 20;
-const IFLA_GROUP = 27;
-const IFLA_NET_NS_FD = 28;
-const IFLA_INFO_KIND = 1;
-const IFLA_INFO_DATA = 2;
-const VETH_INFO_PEER = 1;
-const IFF_UP = 0x1;
-// if_addr.h
-const IFA_ADDRESS = 1;
-const IFA_LOCAL = 2;
-const IFA_F_NODAD = 0x02;
-// rtnetlink.h
-const RTA_DST = 1;
-const RTA_OIF = 4;
-const RTA_GATEWAY = 5;
-const RTA_TABLE = 15;
-const RT_TABLE_UNSPEC = 0;
-const RT_TABLE_MAIN = 254;
-const RTPROT_BOOT = 3;
-const RTN_UNICAST = 1;
 const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
-const RT_SCOPE_NOWHERE = 255;
-
-/** Size of struct nlmsghdr, bytes. */
-const NLMSG_HDRLEN = 16;
-const IFNAMSIZ = 16;
 
 /** A request with its values decoded (addresses as numbers, MACs as bytes), ready to encode. */
 type RtOp =

@@ -1,0 +1,75 @@
+/**
+ * The kernel ABI numbers of rtnetlink that coil's encoder (rtnetlink.ts, writes) and decoder
+ * (rtnetlink-dump.ts, reads) both use: message types and flags, attribute types and values, from
+ * include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,fib_rules}.h and socket.h. One place,
+ * so a request and the reading of its answer cannot disagree on a number.
+ */
+// netlink.h
+export const NLM_F_REQUEST = 0x1;
+export const NLM_F_ACK = 0x4;
+export const NLM_F_EXCL = 0x200;
+export const NLM_F_CREATE = 0x400;
+/** nlmsghdr type of an error/ACK reply. */
+export const NLMSG_ERROR = 2;
+/** Size of struct nlmsghdr, bytes. */
+export const NLMSG_HDRLEN = 16;
+export const NLM_F_DUMP = 0x300; // NLM_F_ROOT | NLM_F_MATCH
+// rtnetlink.h
+export const RTM_NEWLINK = 16;
+export const RTM_DELLINK = 17;
+export const RTM_NEWADDR = 20;
+export const RTM_DELADDR = 21;
+export const RTM_NEWROUTE = 24;
+export const RTM_DELROUTE = 25;
+export const RTA_DST = 1;
+export const RTA_OIF = 4;
+export const RTA_GATEWAY = 5;
+export const RTA_TABLE = 15;
+export const RT_TABLE_UNSPEC = 0;
+export const RT_TABLE_MAIN = 254;
+export const RTPROT_BOOT = 3;
+export const RTN_UNICAST = 1;
+export const RT_SCOPE_NOWHERE = 255;
+export const RTM_GETLINK = 18;
+export const RTM_GETADDR = 22;
+export const RTM_GETROUTE = 26;
+export const RTM_NEWRULE = 32;
+export const RTM_GETRULE = 34;
+export const RTEXT_FILTER_VF = 1 << 0;
+export const RTEXT_FILTER_SKIP_STATS = 1 << 3;
+export const RTA_PREFSRC = 7;
+export const RTM_F_CLONED = 0x200;
+export const RTM_F_LOOKUP_TABLE = 0x1000;
+// socket.h
+export const AF_UNSPEC = 0;
+export const AF_INET = 2;
+export const AF_INET6 = 10;
+// if_link.h
+export const IFLA_ADDRESS = 1;
+export const IFLA_IFNAME = 3;
+export const IFLA_MTU = 4;
+export const IFLA_LINKINFO = 18;
+export const IFLA_IFALIAS = 20;
+export const IFLA_GROUP = 27;
+export const IFLA_NET_NS_FD = 28;
+export const IFLA_INFO_KIND = 1;
+export const IFLA_INFO_DATA = 2;
+export const IFLA_LINK = 5;
+export const IFLA_OPERSTATE = 16;
+export const IFLA_EXT_MASK = 29;
+export const IFLA_LINK_NETNSID = 37;
+// if.h
+export const IFF_UP = 0x1;
+export const IFNAMSIZ = 16;
+// veth.h
+export const VETH_INFO_PEER = 1;
+// if_addr.h
+export const IFA_ADDRESS = 1;
+export const IFA_LOCAL = 2;
+export const IFA_F_NODAD = 0x02;
+export const IFA_FLAGS = 8;
+export const IFA_F_TENTATIVE = 0x40;
+// fib_rules.h
+export const FRA_SRC = 2;
+export const FRA_PRIORITY = 6;
+export const FRA_TABLE = 15;
