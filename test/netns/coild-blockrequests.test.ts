@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
-import { NodeLab, labSkipReason, type LabNode } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode } from './node-lab.js';
 
 describe('coild under a controller that never deletes BlockRequests', { skip: labSkipReason() }, () => {
   let lab: NodeLab;
   let node: LabNode;
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
 
   before(async () => {
     lab = await NodeLab.start({ controllerArgs: ['--blockrequest-ttl=0'] });
@@ -23,22 +23,17 @@ describe('coild under a controller that never deletes BlockRequests', { skip: la
     await lab.startCoild(node, ['--low-water-mark=0', '--cooling-period=0s']);
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
 
   it('every request is answered and then deleted by coild; none is left', async () => {
-    try {
-      for (let i = 0; i < 5; i++) {
-        const pod = await lab.createPod(node, 'lab', `p${i}`);
-        const r = await lab.runCoil(node, 'ADD', pod);
-        assert.equal(r.code, 0, r.stdout);
-      }
-      assert.ok((await lab.blocksOf(node)).length >= 3, 'the pods needed several blocks');
-      await eventually(async () => (await lab.admin.list(Kinds.BlockRequest)).length === 0, { timeoutMs: 15_000 });
-    } catch (e) {
-      failed = true;
-      throw e;
+    for (let i = 0; i < 5; i++) {
+      const pod = await lab.createPod(node, 'lab', `p${i}`);
+      const r = await lab.runCoil(node, 'ADD', pod);
+      assert.equal(r.code, 0, r.stdout);
     }
+    assert.ok((await lab.blocksOf(node)).length >= 3, 'the pods needed several blocks');
+    await eventually(async () => (await lab.admin.list(Kinds.BlockRequest)).length === 0, { timeoutMs: 15_000 });
   });
 });

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../envtest/control-plane.js';
-import { NodeLab, labSkipReason, type CoilRun, type LabNode, type LabPod } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type CoilRun, type LabNode, type LabPod } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 const COILD_ARGS = ['--cooling-period=1s', '--block-release-grace=1s', '--addressblock-gc-interval=1h'];
@@ -24,7 +24,7 @@ describe('coild burst and crash on a fresh node', { skip: prerequisite(labSkipRe
   let node: LabNode;
   const pods: LabPod[] = [];
   const addressOf = new Map<string, string>();
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
 
   before(async () => {
     lab = await NodeLab.start();
@@ -34,17 +34,9 @@ describe('coild burst and crash on a fresh node', { skip: prerequisite(labSkipRe
     await lab.startCoild(node, COILD_ARGS);
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
-  const track = <T>(fn: () => Promise<T>) => async () => {
-    try {
-      return await fn();
-    } catch (e) {
-      failed = true;
-      throw e;
-    }
-  };
 
   /** coild's allocations equal the coil veths on the node, key by key and address by address. */
   const assertHostMatchesIpam = async (): Promise<void> => {
@@ -54,7 +46,7 @@ describe('coild burst and crash on a fresh node', { skip: prerequisite(labSkipRe
     assert.equal(new Set(ipam.map((x) => x.split('=')[1])).size, ipam.length, 'an address is held twice');
   };
 
-  it('110 concurrent ADDs on a fresh node all succeed with distinct addresses', track(async () => {
+  it('110 concurrent ADDs on a fresh node all succeed with distinct addresses', async () => {
     for (let i = 0; i < 110; i++) pods.push(await lab.createPod(node, 'burst', `p-${i}`));
     assert.deepEqual(await lab.blocksOf(node), []);
     const start = performance.now();
@@ -68,9 +60,9 @@ describe('coild burst and crash on a fresh node', { skip: prerequisite(labSkipRe
     process.stdout.write(`# 110 concurrent ADDs on a fresh node: ${ms.toFixed(0)} ms wall, slowest ADD ${Math.max(...runs.map((r) => r.ms)).toFixed(0)} ms, ${blocks.length} blocks\n`);
     assert.ok(blocks.length >= 4 && blocks.length <= 5, `blocks: ${blocks.join(', ')}`);
     await assertHostMatchesIpam();
-  }));
+  });
 
-  it('coild killed during a burst and restarted: no address twice, none leaked, allocations recovered', track(async () => {
+  it('coild killed during a burst and restarted: no address twice, none leaked, allocations recovered', async () => {
     const more: LabPod[] = [];
     for (let i = 0; i < 40; i++) more.push(await lab.createPod(node, 'burst', `q-${i}`));
     // Killed once a quarter of the burst has succeeded: the rest is in flight or queued.
@@ -102,13 +94,13 @@ describe('coild burst and crash on a fresh node', { skip: prerequisite(labSkipRe
     pods.push(...more);
     assert.equal(new Set(addressOf.values()).size, pods.length);
     await assertHostMatchesIpam();
-  }));
+  });
 
-  it('DEL of every pod leaves no veth, no allocation and, after grace, no block', track(async () => {
+  it('DEL of every pod leaves no veth, no allocation and, after grace, no block', async () => {
     const runs = await Promise.all(pods.map((p) => lab.runCoil(node, 'DEL', p)));
     assert.deepEqual(runs.filter((r) => r.code !== 0).map((r) => r.stdout), []);
     assert.deepEqual(await lab.hostPods(node), []);
     assert.deepEqual((await lab.snapshot(node)).allocations, []);
     await eventually(async () => (await lab.blocksOf(node)).length === 0, { timeoutMs: 20_000 });
-  }));
+  });
 });

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
-import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 interface ResultIp { address: string }
@@ -20,7 +20,7 @@ describe('coild after its AddressBlocks were lost while its pods run', { skip: p
   let lab: NodeLab;
   let a: LabNode;
   let b: LabNode;
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
   const pods: { pod: LabPod; ip: string }[] = [];
 
   before(async () => {
@@ -33,17 +33,9 @@ describe('coild after its AddressBlocks were lost while its pods run', { skip: p
     await lab.startCoild(b, ['--low-water-mark=0']);
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
-  const track = <T>(fn: () => Promise<T>) => async () => {
-    try {
-      return await fn();
-    } catch (e) {
-      failed = true;
-      throw e;
-    }
-  };
 
   /** ADD through the coil executable, then the Pod status kubelet would write. */
   const add = async (node: LabNode, name: string): Promise<string> => {
@@ -56,7 +48,7 @@ describe('coild after its AddressBlocks were lost while its pods run', { skip: p
     return ip;
   };
 
-  it('node-a\'s pods keep their network and addresses; node-b never gets their block', track(async () => {
+  it('node-a\'s pods keep their network and addresses; node-b never gets their block', async () => {
     const ipA1 = await add(a, 'a1');
     const ipA2 = await add(a, 'a2');
     assert.deepEqual(await lab.blocksOf(a), ['default-0']);
@@ -86,5 +78,5 @@ describe('coild after its AddressBlocks were lost while its pods run', { skip: p
     const ipA3 = await add(a, 'a3');
     assert.ok(![ipA1, ipA2, ipB].includes(ipA3), `node-a's next pod got ${ipA3}`);
     assert.deepEqual((await lab.hostPods(a)).length, 3);
-  }));
+  });
 });

@@ -16,7 +16,7 @@ import type { V1DaemonSet } from '@kubernetes/client-node';
 import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
-import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 interface ResultIp { address: string }
@@ -29,7 +29,7 @@ describe('uninstall, clean-up and reinstall of coil while pods run', { skip: pre
   let lab: NodeLab;
   let a: LabNode;
   let b: LabNode;
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
   const pods = new Map<string, { pod: LabPod; ip: string; node: LabNode }>();
   let generation = 0;
 
@@ -60,7 +60,7 @@ describe('uninstall, clean-up and reinstall of coil while pods run', { skip: pre
     await install();
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
 
@@ -78,45 +78,40 @@ describe('uninstall, clean-up and reinstall of coil while pods run', { skip: pre
   const t116 = (node: LabNode) => lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '116']);
 
   it('running pods keep their network and their addresses; no address is given twice', async () => {
-    try {
-      await add(a, 'a1');
-      await add(a, 'a2');
-      await add(b, 'b1');
-      await ping('a1', 'a2');
+    await add(a, 'a1');
+    await add(a, 'a2');
+    await add(b, 'b1');
+    await ping('a1', 'a2');
 
-      // helm uninstall: the DaemonSet goes, coild stops and sees it gone.
-      await lab.admin.delete(Kinds.DaemonSet, { namespace: SYSTEM, name: 'coild' });
-      await lab.stopCoild(a, 'SIGTERM');
-      await lab.stopCoild(b, 'SIGTERM');
-      assert.deepEqual((await t116(a)).map((r) => r.dst).sort(), [pods.get('a1')!.ip, pods.get('a2')!.ip].sort(), 'node-a keeps its pods\' routes');
-      await ping('a1', 'a2');
-      // The post-delete hook releases the finalizers; the README's clean-up deletes blocks and pools.
-      for (const blk of await lab.admin.list(Kinds.AddressBlock)) {
-        await lab.admin.removeFinalizer(Kinds.AddressBlock, blk, FIN_COIL);
-        await lab.admin.delete(Kinds.AddressBlock, { name: blk.metadata!.name! });
-      }
-      const pool = (await lab.admin.get(Kinds.AddressPool, { name: 'default' }))!;
-      await lab.admin.removeFinalizer(Kinds.AddressPool, pool, FIN_COIL);
-      await lab.admin.delete(Kinds.AddressPool, { name: 'default' });
-      await eventually(async () => (await lab.admin.list(Kinds.AddressBlock)).length === 0 && !(await lab.admin.get(Kinds.AddressPool, { name: 'default' })));
-
-      // Installed again, and new pods start on both nodes.
-      await lab.createPool('default', POOL);
-      await install();
-      await eventually(async () => {
-        const [sa, sb] = [await lab.snapshot(a), await lab.snapshot(b)];
-        return sa.allocations.length === 2 && sb.allocations.length === 1 && sa.orphans.length === 0 && sb.orphans.length === 0;
-      }, { timeoutMs: 30_000 });
-      for (let i = 2; i <= 4; i++) await add(b, `b${i}`);
-      for (let i = 3; i <= 4; i++) await add(a, `a${i}`);
-      const ips = [...pods.values()].map((p) => p.ip);
-      assert.equal(new Set(ips).size, ips.length, `no address twice: ${JSON.stringify(Object.fromEntries([...pods].map(([n, p]) => [n, p.ip])))}`);
-      assert.deepEqual((await lab.hostPods(a)).length, 4);
-      await ping('a1', 'a2');
-      await ping('a3', 'a1');
-    } catch (e) {
-      failed = true;
-      throw e;
+    // helm uninstall: the DaemonSet goes, coild stops and sees it gone.
+    await lab.admin.delete(Kinds.DaemonSet, { namespace: SYSTEM, name: 'coild' });
+    await lab.stopCoild(a, 'SIGTERM');
+    await lab.stopCoild(b, 'SIGTERM');
+    assert.deepEqual((await t116(a)).map((r) => r.dst).sort(), [pods.get('a1')!.ip, pods.get('a2')!.ip].sort(), 'node-a keeps its pods\' routes');
+    await ping('a1', 'a2');
+    // The post-delete hook releases the finalizers; the README's clean-up deletes blocks and pools.
+    for (const blk of await lab.admin.list(Kinds.AddressBlock)) {
+      await lab.admin.removeFinalizer(Kinds.AddressBlock, blk, FIN_COIL);
+      await lab.admin.delete(Kinds.AddressBlock, { name: blk.metadata!.name! });
     }
+    const pool = (await lab.admin.get(Kinds.AddressPool, { name: 'default' }))!;
+    await lab.admin.removeFinalizer(Kinds.AddressPool, pool, FIN_COIL);
+    await lab.admin.delete(Kinds.AddressPool, { name: 'default' });
+    await eventually(async () => (await lab.admin.list(Kinds.AddressBlock)).length === 0 && !(await lab.admin.get(Kinds.AddressPool, { name: 'default' })));
+
+    // Installed again, and new pods start on both nodes.
+    await lab.createPool('default', POOL);
+    await install();
+    await eventually(async () => {
+      const [sa, sb] = [await lab.snapshot(a), await lab.snapshot(b)];
+      return sa.allocations.length === 2 && sb.allocations.length === 1 && sa.orphans.length === 0 && sb.orphans.length === 0;
+    }, { timeoutMs: 30_000 });
+    for (let i = 2; i <= 4; i++) await add(b, `b${i}`);
+    for (let i = 3; i <= 4; i++) await add(a, `a${i}`);
+    const ips = [...pods.values()].map((p) => p.ip);
+    assert.equal(new Set(ips).size, ips.length, `no address twice: ${JSON.stringify(Object.fromEntries([...pods].map(([n, p]) => [n, p.ip])))}`);
+    assert.deepEqual((await lab.hostPods(a)).length, 4);
+    await ping('a1', 'a2');
+    await ping('a3', 'a1');
   });
 });

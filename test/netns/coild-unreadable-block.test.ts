@@ -10,13 +10,13 @@ import { after, before, describe, it } from 'node:test';
 import { FIN_COIL, LABEL_NODE, LABEL_POOL, LABEL_RESERVED } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
-import { NodeLab, labSkipReason, type LabNode } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 describe('coild with a block it cannot read', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
 
   before(async () => {
     lab = await NodeLab.start();
@@ -34,33 +34,28 @@ describe('coild with a block it cannot read', { skip: prerequisite(labSkipReason
     await lab.startCoild(node, ['--low-water-mark=0', '--block-release-grace=1h']);
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
 
   it('reads the mapped block, skips and reports the unreadable ones, and serves ADDs from the others', async () => {
-    try {
-      const snap = await lab.snapshot(node);
-      const mapped = snap.blocks.find((b) => b.name === 'mapped-0');
-      assert.deepEqual([mapped?.size, mapped?.ipv6], [8, '10.9.0.0/29'], 'the IPv4-form ipv6 is 8 addresses, as Coil reads it');
-      assert.deepEqual(snap.unreadableBlocks.map((b) => b.name), ['default-6', 'default-7']);
-      const t119 = await lab.ipJson<{ dst: string }[]>(node.ns, ['-6', 'route', 'show', 'table', '119']);
-      assert.ok(t119.some((r) => r.dst === '::ffff:10.9.0.0/125'), `exported as the IPv4-mapped prefix: ${JSON.stringify(t119)}`);
-      assert.deepEqual((await lab.blocksOf(node)).filter((n) => n.startsWith('default-')), ['default-6', 'default-7'], 'unreadable blocks are never released by coild');
-      assert.match(snap.unreadableBlocks[1]!.reason, /not-a-cidr/);
-      const pod = await lab.createPod(node, 'lab', 'web');
-      const r = await lab.runCoil(node, 'ADD', pod);
-      assert.equal(r.code, 0, r.stdout);
-      assert.match(r.stdout, /10\.100\.0\./);
-      await eventually(async () => {
-        const res = await lab.cp.request('GET', '/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Ddefault-7');
-        return (JSON.parse(res.body) as { items: { reason: string }[] }).items.some((e) => e.reason === 'UnreadableBlock');
-      });
-      const metrics = await (await fetch(`http://127.0.0.1:${node.metricsPort}/metrics`)).text();
-      assert.match(metrics, /coil_coild_unreadable_blocks\{pool="default"\} 2/);
-    } catch (e) {
-      failed = true;
-      throw e;
-    }
+    const snap = await lab.snapshot(node);
+    const mapped = snap.blocks.find((b) => b.name === 'mapped-0');
+    assert.deepEqual([mapped?.size, mapped?.ipv6], [8, '10.9.0.0/29'], 'the IPv4-form ipv6 is 8 addresses, as Coil reads it');
+    assert.deepEqual(snap.unreadableBlocks.map((b) => b.name), ['default-6', 'default-7']);
+    const t119 = await lab.ipJson<{ dst: string }[]>(node.ns, ['-6', 'route', 'show', 'table', '119']);
+    assert.ok(t119.some((r) => r.dst === '::ffff:10.9.0.0/125'), `exported as the IPv4-mapped prefix: ${JSON.stringify(t119)}`);
+    assert.deepEqual((await lab.blocksOf(node)).filter((n) => n.startsWith('default-')), ['default-6', 'default-7'], 'unreadable blocks are never released by coild');
+    assert.match(snap.unreadableBlocks[1]!.reason, /not-a-cidr/);
+    const pod = await lab.createPod(node, 'lab', 'web');
+    const r = await lab.runCoil(node, 'ADD', pod);
+    assert.equal(r.code, 0, r.stdout);
+    assert.match(r.stdout, /10\.100\.0\./);
+    await eventually(async () => {
+      const res = await lab.cp.request('GET', '/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Ddefault-7');
+      return (JSON.parse(res.body) as { items: { reason: string }[] }).items.some((e) => e.reason === 'UnreadableBlock');
+    });
+    const metrics = await (await fetch(`http://127.0.0.1:${node.metricsPort}/metrics`)).text();
+    assert.match(metrics, /coil_coild_unreadable_blocks\{pool="default"\} 2/);
   });
 });

@@ -12,7 +12,7 @@ import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
-import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 interface ResultIp { address: string; gateway?: string; version?: string; interface?: number }
@@ -25,7 +25,7 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
   let lab: NodeLab;
   let node: LabNode;
   const added: { pod: LabPod; ipv4: string; ipv6: string }[] = [];
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
 
   before(async () => {
     lab = await NodeLab.start();
@@ -38,20 +38,12 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     await lab.startCoild(node, ['--cooling-period=1s', '--block-release-grace=1s', '--addressblock-gc-interval=1s', '--low-water-mark=4']);
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
-  const track = <T>(fn: () => Promise<T>) => async () => {
-    try {
-      return await fn();
-    } catch (e) {
-      failed = true;
-      throw e;
-    }
-  };
 
   for (const cniVersion of ['0.4.0', '1.0.0', '1.1.0']) {
-    it(`ADD with cniVersion ${cniVersion} gives the pod the address its result names`, track(async () => {
+    it(`ADD with cniVersion ${cniVersion} gives the pod the address its result names`, async () => {
       const pod = await lab.createPod(node, 'lab', `web-${cniVersion.replaceAll('.', '')}`);
       const r = await lab.runCoil(node, 'ADD', pod, { cniVersion });
       assert.equal(r.code, 0, r.stdout);
@@ -85,10 +77,10 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
       const t119 = await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '119']);
       assert.ok(t119.some((x) => x.dst === block.ipv4 && x.dev === 'lo'), JSON.stringify(t119));
       added.push({ pod, ipv4, ipv6 });
-    }));
+    });
   }
 
-  it('two pods on the node ping each other over IPv4 and IPv6', track(async () => {
+  it('two pods on the node ping each other over IPv4 and IPv6', async () => {
     const [a, b] = added;
     assert.ok(a && b);
     // -w 5: probe once a second until one reply (a veth's first packet may be dropped while
@@ -96,16 +88,16 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     await lab.ip.exec(['ping', '-c1', '-w5', b.ipv4], { netns: a.pod.ns.path });
     await lab.ip.exec(['ping', '-c1', '-w5', a.ipv4], { netns: b.pod.ns.path });
     await lab.ip.exec(['ping', '-6', '-c1', '-w5', b.ipv6], { netns: a.pod.ns.path });
-  }));
+  });
 
-  it('ADD repeated for the same container returns the same address', track(async () => {
+  it('ADD repeated for the same container returns the same address', async () => {
     const a = added[0]!;
     const r = await lab.runCoil(node, 'ADD', a.pod, { cniVersion: '1.0.0' });
     assert.equal(r.code, 0, r.stdout);
     assert.ok((r.json!.ips as ResultIp[]).some((i) => i.address === `${a.ipv4}/32`));
-  }));
+  });
 
-  it('CHECK passes on a wired pod and fails once its host veth is deleted', track(async () => {
+  it('CHECK passes on a wired pod and fails once its host veth is deleted', async () => {
     const pod = await lab.createPod(node, 'lab', 'checked');
     assert.equal((await lab.runCoil(node, 'ADD', pod)).code, 0);
     assert.equal((await lab.runCoil(node, 'CHECK', pod)).code, 0);
@@ -115,9 +107,9 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     assert.notEqual(r.code, 0);
     assert.match(String(r.json?.msg), /check failed/);
     assert.equal((await lab.runCoil(node, 'DEL', pod)).code, 0);
-  }));
+  });
 
-  it('DEL removes veth, routes and allocation; a second DEL succeeds', track(async () => {
+  it('DEL removes veth, routes and allocation; a second DEL succeeds', async () => {
     const a = added.pop()!;
     assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
     assert.ok(!(await lab.hostPods(node)).some((e) => e.containerId === a.pod.containerId));
@@ -129,16 +121,16 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
     const never = await lab.createPod(node, 'lab', 'never-added');
     assert.equal((await lab.runCoil(node, 'DEL', never)).code, 0);
-  }));
+  });
 
-  it('GC frees the address of a pod whose veth is gone', track(async () => {
+  it('GC frees the address of a pod whose veth is gone', async () => {
     const pod = await lab.createPod(node, 'lab', 'vanished');
     assert.equal((await lab.runCoil(node, 'ADD', pod)).code, 0);
     await lab.ip.exec([lab.ip.ipPath, 'netns', 'del', pod.ns.name]);
     await eventually(async () => !(await lab.snapshot(node)).allocations.some((a) => a.containerId === pod.containerId), { timeoutMs: 15_000 });
-  }));
+  });
 
-  it('BlockRequests are owned by the Node (Kubernetes GC removes one whose coild is gone), and coild deletes each it consumed', track(async () => {
+  it('BlockRequests are owned by the Node (Kubernetes GC removes one whose coild is gone), and coild deletes each it consumed', async () => {
     // coild deletes a request as soon as its block arrives, so its creation is watched for.
     const seen: BlockRequest[] = [];
     const stop = new AbortController();
@@ -161,9 +153,9 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
       stop.abort();
       await watching;
     }
-  }));
+  });
 
-  it('metrics: addresses per pool, block requests with wait time, ADD/DEL latency', track(async () => {
+  it('metrics: addresses per pool, block requests with wait time, ADD/DEL latency', async () => {
     const text = await (await fetch(`http://127.0.0.1:${node.metricsPort}/metrics`)).text();
     const value = (re: RegExp): number => Number(re.exec(text)?.[1]);
     assert.equal(value(/^coil_coild_allocated_addresses\{pool="default"\} (\d+)/m), added.length);
@@ -172,9 +164,9 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     assert.ok(value(/^coil_coild_block_request_wait_seconds_count\{pool="default"\} (\d+)/m) >= 1);
     assert.ok(value(/^coil_coild_cni_duration_seconds_count\{command="ADD",result="success"\} (\d+)/m) >= 3);
     assert.ok(value(/^coil_coild_cni_duration_seconds_count\{command="DEL",result="success"\} (\d+)/m) >= 1);
-  }));
+  });
 
-  it('GC (CNI 1.1) releases every attachment the runtime no longer lists', track(async () => {
+  it('GC (CNI 1.1) releases every attachment the runtime no longer lists', async () => {
     const keep = added[0]!.pod;
     const stray = await lab.createPod(node, 'lab', 'stray');
     assert.equal((await lab.runCoil(node, 'ADD', stray, { cniVersion: '1.1.0' })).code, 0);
@@ -184,18 +176,18 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     assert.ok(!(await lab.snapshot(node)).allocations.some((a) => a.containerId === stray.containerId));
     assert.ok(!(await lab.hostPods(node)).some((e) => e.containerId === stray.containerId));
     assert.ok((await lab.snapshot(node)).allocations.some((a) => a.containerId === keep.containerId));
-  }));
+  });
 
-  it('STATUS (CNI 1.1) reports ready', track(async () => {
+  it('STATUS (CNI 1.1) reports ready', async () => {
     const r = await lab.runCoil(node, 'STATUS', added[0]!.pod, { cniVersion: '1.1.0' });
     assert.equal(r.code, 0, r.stdout);
-  }));
+  });
 
-  it('coild ipam-status prints blocks and allocations with pod names', track(async () => {
+  it('coild ipam-status prints blocks and allocations with pod names', async () => {
     const { stdout } = await promisify(execFile)(join(REPO_ROOT, 'node_modules/.bin/node'), [join(REPO_ROOT, 'dist/src/node-agent/main.js'), 'ipam-status', '--health-addr', `127.0.0.1:${node.healthPort}`]);
     assert.match(stdout, /POOL\s+BLOCKS/);
     assert.match(stdout, new RegExp(`lab\\s+${added[0]!.pod.name}\\s`));
-  }));
+  });
 
   describe('bad input: a clear CNI error and nothing leaked', () => {
     const state = async () => ({ host: (await lab.hostPods(node)).length, allocs: (await lab.snapshot(node)).allocations.length, blocks: await lab.blocksOf(node) });
@@ -206,26 +198,26 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
       ['unknown cniVersion', (pod) => lab.runCoil(node, 'ADD', pod, { cniVersion: '9.9.9' }), 1, /incompatible CNI versions/],
     ];
     for (const [name, run, code, msg] of cases) {
-      it(name, track(async () => {
+      it(name, async () => {
         const pod = await lab.createPod(node, 'lab', `bad-${name.replaceAll(/[^a-z]/g, '')}`);
         const before = await state();
         const r = await run(pod);
         assert.equal(r.json?.code, code, JSON.stringify(r.json));
         assert.match(String(r.json?.msg), msg);
         assert.deepEqual(await state(), before);
-      }));
+      });
     }
 
-    it('a namespace pointing at a pool that does not exist', track(async () => {
+    it('a namespace pointing at a pool that does not exist', async () => {
       const pod = await lab.createPod(node, 'nopool', 'orphan');
       const before = await state();
       const r = await lab.runCoil(node, 'ADD', pod);
       assert.equal(r.json?.code, 7, JSON.stringify(r.json));
       assert.match(String(r.json?.msg), /AddressPool "no-such-pool" does not exist/);
       assert.deepEqual(await state(), before);
-    }));
+    });
 
-    it('a pool out of blocks', track(async () => {
+    it('a pool out of blocks', async () => {
       const first = await lab.createPod(node, 'tinyns', 'first');
       assert.equal((await lab.runCoil(node, 'ADD', first)).code, 0);
       const pod = await lab.createPod(node, 'tinyns', 'second');
@@ -239,18 +231,18 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
         return /AddressPoolExhausted/.test(res.body);
       }, { timeoutMs: 10_000 });
       assert.equal((await lab.runCoil(node, 'DEL', first)).code, 0);
-    }));
+    });
   });
 
-  it('once every pod is gone, the node releases its blocks after cooling and grace', track(async () => {
+  it('once every pod is gone, the node releases its blocks after cooling and grace', async () => {
     for (const a of added) assert.equal((await lab.runCoil(node, 'DEL', a.pod)).code, 0);
     await eventually(async () => (await lab.blocksOf(node)).length === 0, { timeoutMs: 20_000 });
     await eventually(async () => (await lab.ipJson<Route[]>(node.ns, ['-4', 'route', 'show', 'table', '119'])).length === 0, { timeoutMs: 5_000 });
     assert.deepEqual(await lab.hostPods(node), []);
-  }));
+  });
 
   // Last: it stops the controller.
-  it('with --clear-routes-on-shutdown, coild stopping after its Node was deleted flushes table 119 (Coil #370)', track(async () => {
+  it('with --clear-routes-on-shutdown, coild stopping after its Node was deleted flushes table 119 (Coil #370)', async () => {
     const other = await lab.addNode('node-c', '10.250.0.3');
     await lab.startCoild(other, ['--clear-routes-on-shutdown']);
     assert.equal((await lab.runCoil(other, 'ADD', await lab.createPod(other, 'lab', 'on-c'))).code, 0);
@@ -260,5 +252,5 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
     await lab.admin.delete(Kinds.Node, { name: 'node-c' });
     await lab.stopCoild(other, 'SIGTERM');
     assert.deepEqual(await t119(), []);
-  }));
+  });
 });

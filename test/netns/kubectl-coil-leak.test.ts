@@ -20,7 +20,7 @@ import { Kinds } from '../../src/api/v2/kinds.js';
 import type { IpamReport } from '../../src/kubectl-coil/report.js';
 import { REPO_ROOT } from '../envtest/control-plane.js';
 import { prerequisite } from '../support/prerequisite.js';
-import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
 
 const run = promisify(execFile);
 const TOOL = join(REPO_ROOT, 'dist/src/kubectl-coil/main.js');
@@ -31,7 +31,7 @@ describe('kubectl coil against a real coild: a leaked address found and released
   let node: LabNode;
   let dir = '';
   const address = `198.18.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
 
   const tool = async (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
     try {
@@ -65,51 +65,46 @@ describe('kubectl coil against a real coild: a leaked address found and released
     await lab.admin.patchStatus(Kinds.Pod, { namespace: 'kube-system', name: 'coild-node-a' }, { phase: 'Running', podIP: address, podIPs: [{ ip: address }] });
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
     await run('ip', ['addr', 'del', `${address}/32`, 'dev', 'lo']).catch(() => undefined);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('check finds the leak only, release clears it through coild, the running pod keeps its network', async () => {
-    try {
-      const web = await lab.createPod(node, 'lab', 'web');
-      const gone = await lab.createPod(node, 'lab', 'gone');
-      await wire(web);
-      const leaked = await wire(gone);
-      assert.equal((await tool('ipam', 'check')).code, 0, 'clean before the fault');
+    const web = await lab.createPod(node, 'lab', 'web');
+    const gone = await lab.createPod(node, 'lab', 'gone');
+    await wire(web);
+    const leaked = await wire(gone);
+    assert.equal((await tool('ipam', 'check')).code, 0, 'clean before the fault');
 
-      // Deleted (no kubelet here: it stays Terminating, its sandbox may still run) is not a leak yet.
-      await lab.admin.delete(Kinds.Pod, { namespace: 'lab', name: 'gone' });
-      assert.equal((await tool('ipam', 'check')).code, 0, 'a Terminating pod still owns its address');
-      // Force-deleted without a DEL reaching coild: its veth and address stay on the node.
-      const res = await lab.cp.request('DELETE', '/api/v1/namespaces/lab/pods/gone?gracePeriodSeconds=0');
-      assert.equal(res.status, 200, res.body);
-      const reports: string[] = [];
-      for (const name of ['r1', 'r2']) {
-        const r = await tool('ipam', 'check', '-o', 'json');
-        assert.equal(r.code, 3, r.stderr);
-        const report = JSON.parse(r.stdout) as IpamReport;
-        assert.deepEqual(report.nodesChecked, ['node-a']);
-        assert.deepEqual(report.findings.map((f) => [f.kind, f.addresses]), [['leaked-address', [leaked]]]);
-        assert.equal(report.findings[0]!.allocation?.containerId, gone.containerId);
-        await writeFile(join(dir, name), r.stdout);
-        reports.push('--from-report', join(dir, name));
-      }
-      assert.ok((await lab.hostPods(node)).some((p) => p.containerId === gone.containerId), 'the leaked veth is on the node');
-
-      const released = await tool('ipam', 'release', ...reports);
-      assert.equal(released.code, 0, released.stdout + released.stderr);
-      assert.match(released.stdout, new RegExp(`done\\s+leaked-address\\s+coild coild-node-a released ${leaked.replaceAll('.', '\\.')}`));
-      const host = await lab.hostPods(node);
-      assert.ok(!host.some((p) => p.containerId === gone.containerId), 'the leaked veth was torn down');
-      assert.ok(host.some((p) => p.containerId === web.containerId), "the running pod's veth stays");
-      assert.ok(!(await lab.snapshot(node)).allocations.some((a) => a.containerId === gone.containerId));
-      const after = await tool('ipam', 'check');
-      assert.equal(after.code, 0, after.stdout);
-    } catch (e) {
-      failed = true;
-      throw e;
+    // Deleted (no kubelet here: it stays Terminating, its sandbox may still run) is not a leak yet.
+    await lab.admin.delete(Kinds.Pod, { namespace: 'lab', name: 'gone' });
+    assert.equal((await tool('ipam', 'check')).code, 0, 'a Terminating pod still owns its address');
+    // Force-deleted without a DEL reaching coild: its veth and address stay on the node.
+    const res = await lab.cp.request('DELETE', '/api/v1/namespaces/lab/pods/gone?gracePeriodSeconds=0');
+    assert.equal(res.status, 200, res.body);
+    const reports: string[] = [];
+    for (const name of ['r1', 'r2']) {
+      const r = await tool('ipam', 'check', '-o', 'json');
+      assert.equal(r.code, 3, r.stderr);
+      const report = JSON.parse(r.stdout) as IpamReport;
+      assert.deepEqual(report.nodesChecked, ['node-a']);
+      assert.deepEqual(report.findings.map((f) => [f.kind, f.addresses]), [['leaked-address', [leaked]]]);
+      assert.equal(report.findings[0]!.allocation?.containerId, gone.containerId);
+      await writeFile(join(dir, name), r.stdout);
+      reports.push('--from-report', join(dir, name));
     }
+    assert.ok((await lab.hostPods(node)).some((p) => p.containerId === gone.containerId), 'the leaked veth is on the node');
+
+    const released = await tool('ipam', 'release', ...reports);
+    assert.equal(released.code, 0, released.stdout + released.stderr);
+    assert.match(released.stdout, new RegExp(`done\\s+leaked-address\\s+coild coild-node-a released ${leaked.replaceAll('.', '\\.')}`));
+    const host = await lab.hostPods(node);
+    assert.ok(!host.some((p) => p.containerId === gone.containerId), 'the leaked veth was torn down');
+    assert.ok(host.some((p) => p.containerId === web.containerId), "the running pod's veth stays");
+    assert.ok(!(await lab.snapshot(node)).allocations.some((a) => a.containerId === gone.containerId));
+    const after = await tool('ipam', 'check');
+    assert.equal(after.code, 0, after.stdout);
   });
 });

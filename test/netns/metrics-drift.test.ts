@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually, freePort } from '../envtest/control-plane.js';
 import { PROMETHEUS_SERIES, queriedMetricNames } from '../support/promql.js';
-import { NodeLab, coilEgressCommand, labSkipReason, type LabNode } from './node-lab.js';
+import { NodeLab, labLogsOnFailure, coilEgressCommand, labSkipReason, type LabNode } from './node-lab.js';
 import { wire } from './egress-peer.js';
 
 /** Metric family names of a /metrics text (histogram series as `_bucket`, `_sum`, `_count`). */
@@ -36,7 +36,7 @@ describe('dashboard and alerts query only what the programs export', { skip: lab
   let lab: NodeLab;
   let node: LabNode;
   const controllerMetrics = { port: 0 };
-  let failed = false;
+  const printLogsIfFailed = labLogsOnFailure();
 
   before(async () => {
     controllerMetrics.port = await freePort();
@@ -48,30 +48,25 @@ describe('dashboard and alerts query only what the programs export', { skip: lab
     await lab.startCoild(node, ['--low-water-mark=0']);
   });
   after(async () => {
-    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+    await printLogsIfFailed(lab);
     await lab?.stop();
   });
 
   it('every queried metric is exported by coil-controller, coild or coil-egress', async () => {
-    try {
-      for (let i = 0; i < 2; i++) {
-        const pod = await lab.createPod(node, 'lab', `m${i}`);
-        const r = await lab.runCoil(node, 'ADD', pod);
-        assert.equal(r.code, 0, r.stdout);
-        assert.equal((await lab.runCoil(node, 'DEL', pod)).code, 0);
-      }
-      await lab.admin.create(Kinds.Egress, { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0'], replicas: 2, sessionAffinity: 'ClientIP' } });
-      await eventually(async () => (await lab.admin.get(Kinds.Deployment, { namespace: 'internet', name: 'nat' })) !== undefined);
-
-      const egressMetrics = await egressAgentMetrics(lab);
-      const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      const have = new Set([...exported(await scrape(controllerMetrics.port)), ...exported(await scrape(node.metricsPort)), ...exported(egressMetrics)]);
-      const missing = (await queriedMetricNames()).filter((n) => !have.has(n) && !PROMETHEUS_SERIES.has(n) && !NEEDS_AN_EGRESS_CLIENT.has(n));
-      assert.deepEqual(missing, [], 'queried by the dashboard or an alert, exported by no program');
-    } catch (e) {
-      failed = true;
-      throw e;
+    for (let i = 0; i < 2; i++) {
+      const pod = await lab.createPod(node, 'lab', `m${i}`);
+      const r = await lab.runCoil(node, 'ADD', pod);
+      assert.equal(r.code, 0, r.stdout);
+      assert.equal((await lab.runCoil(node, 'DEL', pod)).code, 0);
     }
+    await lab.admin.create(Kinds.Egress, { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0'], replicas: 2, sessionAffinity: 'ClientIP' } });
+    await eventually(async () => (await lab.admin.get(Kinds.Deployment, { namespace: 'internet', name: 'nat' })) !== undefined);
+
+    const egressMetrics = await egressAgentMetrics(lab);
+    const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const have = new Set([...exported(await scrape(controllerMetrics.port)), ...exported(await scrape(node.metricsPort)), ...exported(egressMetrics)]);
+    const missing = (await queriedMetricNames()).filter((n) => !have.has(n) && !PROMETHEUS_SERIES.has(n) && !NEEDS_AN_EGRESS_CLIENT.has(n));
+    assert.deepEqual(missing, [], 'queried by the dashboard or an alert, exported by no program');
   });
 });
 

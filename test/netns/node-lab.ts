@@ -8,6 +8,7 @@
  *
  * {@link NodeLab.stop} removes every process, netns and temp dir, also after a failure.
  */
+import { afterEach } from 'node:test';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
@@ -86,6 +87,22 @@ export interface CoilRun {
   readonly stdout: string;
   readonly json: Record<string, unknown> | undefined;
   readonly ms: number;
+}
+
+/**
+ * Watches the tests of the enclosing suite (node:test's `t.passed`, read in an afterEach hook) and
+ * returns what the suite's `after` hook calls before stopping the lab: the lab's logs (coild,
+ * apiserver, controller) on stderr when one of the tests failed, nothing otherwise.
+ */
+export function labLogsOnFailure(): (lab: NodeLab | undefined) => Promise<void> {
+  let failed = false;
+  afterEach((t) => {
+    // Node 24 sets `passed` on a finished test's context; @types/node declares it on suites only.
+    if ((t as { passed?: boolean }).passed === false) failed = true;
+  });
+  return async (lab) => {
+    if (failed && lab) process.stderr.write(`${await lab.logs()}\n`);
+  };
 }
 
 /** Why this tier cannot run here, or undefined. */
