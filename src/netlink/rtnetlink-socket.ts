@@ -19,7 +19,7 @@
 import { dlopen, FFIType, ptr, read } from 'bun:ffi';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
 import { DumpError, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
-import { NLMSG_HDRLEN } from './rtnetlink-uapi.js';
+import { NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_DUMP_INTR, NLM_F_MULTI } from './rtnetlink-uapi.js';
 import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from './rt-request.js';
 
 const AF_NETLINK = 16;
@@ -86,16 +86,30 @@ const hostSocket = openNetlink();
 const recvBuf = new Uint8Array(65536);
 let lastSeq = 0;
 
-/** Sends request number `seq` and waits for its ACK: the kernel's errno (0 = applied) and message. */
-function transact(fd: number, request: Uint8Array, seq: number): Ack {
+/** Sends one netlink message. @throws SyscallError when send(2) fails */
+function send(fd: number, request: Uint8Array): void {
   if (Number(libc.send(fd, ptr(request), request.length, 0)) < 0) throw new SyscallError('send', errno());
+}
+
+/**
+ * Receives the next datagram into `recvBuf` (retried on EINTR).
+ * @returns its length in bytes
+ * @throws SyscallError when recv(2) fails (EAGAIN after SO_RCVTIMEO)
+ */
+function receive(fd: number): number {
   for (;;) {
     const n = Number(libc.recv(fd, ptr(recvBuf), recvBuf.length, 0));
-    if (n < 0) {
-      const e = errno();
-      if (e === 4) continue; // EINTR
-      throw new SyscallError('recv', e);
-    }
+    if (n >= 0) return n;
+    const e = errno();
+    if (e !== 4) throw new SyscallError('recv', e); // 4: EINTR
+  }
+}
+
+/** Sends request number `seq` and waits for its ACK: the kernel's errno (0 = applied) and message. */
+function transact(fd: number, request: Uint8Array, seq: number): Ack {
+  send(fd, request);
+  for (;;) {
+    const n = receive(fd);
     for (const ack of parseAcks(recvBuf, n)) if (ack.seq === seq) return ack;
   }
 }
@@ -177,10 +191,6 @@ function runBatch(req: RtBatch): RtBatchResult {
   return { ...r, exitCode: r.failures.length > 0 ? 1 : 0 };
 }
 
-const NLMSG_ERROR = 2;
-const NLMSG_DONE = 3;
-const NLM_F_MULTI = 0x2;
-const NLM_F_DUMP_INTR = 0x10;
 const SIOCGIFNAME = 0x8910;
 const ifreq = new Uint8Array(40); // struct ifreq: ifr_name[16], then ifr_ifindex
 const ifreqView = new DataView(ifreq.buffer);
@@ -204,17 +214,11 @@ function ifnameOf(fd: number, index: number): string | undefined {
  */
 function query(fd: number, type: number, isDump: boolean, body: Uint8Array): RawMessage[] {
   const seq = (lastSeq = (lastSeq + 1) >>> 0);
-  const request = requestMessage(type, isDump, body, seq);
-  if (Number(libc.send(fd, ptr(request), request.length, 0)) < 0) throw new SyscallError('send', errno());
+  send(fd, requestMessage(type, isDump, body, seq));
   const out: RawMessage[] = [];
   let isInterrupted = false;
   for (;;) {
-    const n = Number(libc.recv(fd, ptr(recvBuf), recvBuf.length, 0));
-    if (n < 0) {
-      const e = errno();
-      if (e === 4) continue; // EINTR
-      throw new SyscallError('recv', e);
-    }
+    const n = receive(fd);
     const view = new DataView(recvBuf.buffer, 0, n);
     for (let off = 0; off + NLMSG_HDRLEN <= n;) {
       const len = view.getUint32(off, true);

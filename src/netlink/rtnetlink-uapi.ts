@@ -1,16 +1,22 @@
 /**
- * The kernel ABI numbers of rtnetlink that coil's encoder (rtnetlink.ts, writes) and decoder
- * (rtnetlink-dump.ts, reads) both use: message types and flags, attribute types and values, from
- * include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,fib_rules}.h and socket.h. One place,
- * so a request and the reading of its answer cannot disagree on a number.
+ * The kernel ABI numbers of rtnetlink that coil's encoder (rtnetlink.ts, writes), decoder
+ * (rtnetlink-dump.ts, reads) and socket (rtnetlink-socket.ts) share: message types and flags,
+ * attribute types and values, from include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,
+ * fib_rules}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
+ * on a number.
  */
 // netlink.h
 export const NLM_F_REQUEST = 0x1;
+export const NLM_F_MULTI = 0x2;
 export const NLM_F_ACK = 0x4;
+/** A dump whose table changed while it was read. */
+export const NLM_F_DUMP_INTR = 0x10;
 export const NLM_F_EXCL = 0x200;
 export const NLM_F_CREATE = 0x400;
 /** nlmsghdr type of an error/ACK reply. */
 export const NLMSG_ERROR = 2;
+/** End of a multipart (dump) answer. */
+export const NLMSG_DONE = 3;
 /** Size of struct nlmsghdr, bytes. */
 export const NLMSG_HDRLEN = 16;
 export const NLM_F_DUMP = 0x300; // NLM_F_ROOT | NLM_F_MATCH
