@@ -10,6 +10,10 @@
  *
  *   flock /tmp/coil-heavy.lock node dist/hack/bench/egress-k8s-delays.js [-k KINDS] [-n RUNS=3]
  *
+ * Its lab is `coilbench-` in /tmp/coil-bench (pod-startup.ts's place); it is torn down when the
+ * runs end, fail or are interrupted (SIGINT, SIGTERM). After a SIGKILL of this process:
+ * `COIL_LAB_PREFIX=coilbench- COIL_LAB_DIR=/tmp/coil-bench node dist/hack/lab.js down`.
+ *
  * Kinds of loss (`-k`, comma-separated, default all, run in this order):
  *   sigkill    the NAT pod's main process SIGKILLed on its node (kubelet restarts the container);
  *   sigstop    the process stopped (SIGSTOP) until its endpoint is not ready, then SIGCONT;
@@ -507,14 +511,19 @@ async function main(values: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const cluster = await Cluster.up({ ...PLACE, nodes: 3, log: (m) => console.error(`  lab: ${m} (${((performance.now() - t0) / 1000).toFixed(1)} s)`) });
   let bench: Bench | undefined;
   const view = new SliceView(cluster.cp.kubeConfig);
+  // One teardown, whether the runs end, fail or are interrupted: a lost node thawed first (a
+  // frozen process handles no signal), then the lab stopped and checked.
+  let teardown: Promise<void> | undefined;
+  const tearDown = () => (teardown ??= (async () => {
+    await bench?.restore();
+    view.stop();
+    await cluster.stop();
+    const left = await Cluster.leftovers(PLACE);
+    if (Object.values(left).some((v) => (Array.isArray(v) ? v.length > 0 : v))) console.error(`left on the machine: ${JSON.stringify(left)}`);
+  })());
   const onSignal = (signal: NodeJS.Signals) => {
     console.error(`${signal}: tearing the lab down`);
-    void (async () => {
-      await bench?.restore();
-      view.stop();
-      await cluster.stop().catch((err: unknown) => console.error(String(err)));
-      process.exit(130);
-    })();
+    void tearDown().catch((err: unknown) => console.error(String(err))).finally(() => process.exit(130));
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -549,11 +558,7 @@ async function main(values: FlagValues<typeof FLAGS.specs>): Promise<void> {
     console.log(`\nSUMMARY (${runs} runs of each kind, load at the end ${load()})\n${table(bench.results, runs)}`);
     if (bench.missing.size) console.log(`not seen within the wait: ${[...bench.missing].map(([m, n]) => `${m} (${n})`).join('; ')}`);
   } finally {
-    await bench?.restore();
-    view.stop();
-    await cluster.stop();
-    const left = await Cluster.leftovers(PLACE);
-    if (Object.values(left).some((v) => (Array.isArray(v) ? v.length > 0 : v))) console.error(`left on the machine: ${JSON.stringify(left)}`);
+    await tearDown();
   }
 }
 
