@@ -108,7 +108,7 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
       assert.equal(after.watches, 1, `BlockRequest watches open with ${K} coilds running: only the controller's (a coild watching them makes it ${K + 1})`);
       assert.equal(grew(after.requests, before.requests, 'WATCH'), 0, 'no coild opened a BlockRequest watch during the cold start');
       // Each node created its request, read it by name only while it waited longer than a poll
-      // (first after 1 s, then 2, 4 … s apart), and deleted it.
+      // (first 1–2 s after creating it, then 2, 4 … s apart), and deleted it.
       assert.equal(grew(after.requests, before.requests, 'POST'), K);
       assert.equal(grew(after.requests, before.requests, 'DELETE'), K);
       const reads = grew(after.requests, before.requests, 'GET');

@@ -155,14 +155,14 @@ describe('BlockRequester: where the answer comes from', () => {
     r.stop();
   });
 
-  it('reads an unanswered request on a doubling backoff: one poll after its creation, then 2, 4, 8 … polls apart', async () => {
+  it('reads an unanswered request on a doubling backoff: a whole poll after its creation at least, then 2, 4, 8 … polls apart', async () => {
     const cache = new FakeCoildCache();
     const client = new FakeBlockClient();
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
     r.start();
     assert.equal((await r.request('p', 320)).kind, 'timeout');
     r.stop();
-    // About 32 polls: reads at polls 1, 3, 7, 15, 31 (a tick that overruns is dropped, never doubled).
+    // About 32 polls: reads at polls 2, 4, 8, 16, 32 (a tick that overruns is dropped, never doubled).
     assert.ok(client.reads.length >= 3 && client.reads.length <= 6, `${client.reads.length} reads in 32 polls`);
   });
 

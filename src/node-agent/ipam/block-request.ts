@@ -19,8 +19,9 @@
  * it creates with the request's UID (`coil.cybozu.com/request`, as Coil's does since 2.0.14), so
  * the block's arrival in the node's AddressBlock cache is the answer. What a block cannot tell —
  * a `Failed` answer, or the answer of a controller that does not label its blocks — is read with
- * a GET of the request by name, first one poll after its creation, then 2, 4, … polls apart, at
- * most {@link READ_MAX_POLLS}: a request answered through its block costs no read at all.
+ * a GET of the request by name, first one to two polls after its creation, then 2, 4, … polls
+ * apart, at most {@link READ_MAX_POLLS}: a request answered through its block within a poll costs
+ * no read at all.
  *
  * Naming: each request gets a unique name from `generateName: req-<pool>-<node>-`. Coil's fixed
  * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the
@@ -110,12 +111,13 @@ const ANSWERED_BLOCK_WAIT_MS = 10_000;
 const READ_MAX_POLLS = 16;
 
 /**
- * When to read a request (or list the node's requests) next: one poll after it starts, then 2,
- * 4, … polls apart, at most {@link READ_MAX_POLLS}; never two reads of one thing in flight.
+ * When to read a request (or list the node's requests) next: at the second poll after it starts
+ * (one to two polls later: the first tick may come at once), then 2, 4, … polls apart, at most
+ * {@link READ_MAX_POLLS}; never two reads of one thing in flight.
  */
 class ReadBackoff {
   private intervalPolls = 1;
-  private left = 1;
+  private left = 2;
   inFlight = false;
 
   /** Counts one poll. @returns true when a read is due now (the next is scheduled) */
