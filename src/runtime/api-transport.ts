@@ -87,6 +87,11 @@ export class ApiTransport {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   }
 
+  /** Whether HTTP/2 is tried (ApiTransportOptions.http2; a server without `h2` still gets HTTP/1.1). */
+  get http2(): boolean {
+    return this.options.http2 ?? true;
+  }
+
   /**
    * Closes the HTTP/2 connection gracefully (open streams finish); a later call opens a new one.
    * HTTP/1.1 keep-alive sockets need no closing: idle ones do not hold the process.
@@ -166,7 +171,7 @@ export class ApiTransport {
       // would then be taken for the next request on the kept connection.
       headers['Content-Length'] = String(Buffer.byteLength(payload));
     }
-    if ((this.options.http2 ?? true) && url.protocol === 'https:' && !cluster.proxyUrl) {
+    if (this.http2 && url.protocol === 'https:' && !cluster.proxyUrl) {
       if (this.h2?.identity !== identity) {
         // A rotated certificate or switched context: the old session's streams run to their end.
         this.h2?.connection.close();

@@ -9,12 +9,12 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdir, readFile, readlink } from 'node:fs/promises';
 import { connect } from 'node:http2';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
 import { coilCrds } from '../../src/api/v2/crd.js';
+import { tcpConnections } from '../support/tcp-connections.js';
 import { ControlPlane, eventually, REPO_ROOT } from './control-plane.js';
 
 const NODE = 'conn-node';
@@ -46,28 +46,6 @@ class CoildClient {
     this.child.stdin!.end();
     await exited;
   }
-}
-
-/** Established TCP connections from process `pid` to 127.0.0.1:`port`, from /proc. */
-async function connectionsTo(pid: number, port: number): Promise<number> {
-  const inodes = new Set<string>();
-  for (const fd of await readdir(`/proc/${pid}/fd`)) {
-    const link = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
-    const m = /^socket:\[(\d+)\]$/.exec(link);
-    if (m) inodes.add(m[1]!);
-  }
-  let n = 0;
-  for (const table of ['tcp', 'tcp6']) {
-    const lines = (await readFile(`/proc/${pid}/net/${table}`, 'utf8')).split('\n').slice(1);
-    for (const line of lines) {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 10) continue;
-      const remotePort = parseInt(f[2]!.split(':')[1]!, 16);
-      // st 01 = ESTABLISHED; field 9 is the inode.
-      if (remotePort === port && f[3] === '01' && inodes.has(f[9]!)) n++;
-    }
-  }
-  return n;
 }
 
 let cp: ControlPlane;
@@ -110,7 +88,7 @@ test('a coild holds one HTTP/2 connection to the apiserver, on Node and on Bun, 
   assert.equal(created.status, 201, created.body);
   await eventually(() => all.every((c) => c.saw('Pod', 'before-restart')), { timeoutMs: 30_000 });
 
-  const count = async (): Promise<number[]> => Promise.all(all.map((c) => connectionsTo(c.child.pid!, cp.apiPort)));
+  const count = async (): Promise<number[]> => Promise.all(all.map((c) => tcpConnections(c.child.pid!, [cp.apiPort])));
   // A finished HTTP/1.1 request's socket may linger a moment: counted once settled.
   await eventually(async () => {
     const [n2, b2, n1] = await count();
