@@ -122,15 +122,16 @@ export class Http2Connection {
     });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => socket.destroy(new Error(`connect timed out after ${this.health.connectTimeoutMs} ms`)), this.health.connectTimeoutMs);
-      socket.once('secureConnect', () => {
-        clearTimeout(timer);
-        socket.off('error', reject);
-        resolve();
-      });
-      socket.once('error', (err) => {
+      const failed = (err: Error): void => {
         clearTimeout(timer);
         reject(err);
+      };
+      socket.once('secureConnect', () => {
+        clearTimeout(timer);
+        socket.off('error', failed);
+        resolve();
       });
+      socket.once('error', failed);
     });
     if (socket.alpnProtocol !== 'h2') {
       this.http1 = true;
@@ -192,7 +193,8 @@ export class Http2Connection {
       const early = (why: string) => (): void => reject(signal.aborted ? signal.reason : new Http2StreamError(`${why} before response headers (HTTP/2 ${rstName(stream)})`));
       const onClose = early('stream closed');
       stream.once('close', onClose);
-      stream.once('error', (err) => reject(signal.aborted ? signal.reason : err));
+      // `on`, not `once`: the body's reader sees later errors as a cut-off stream (body below).
+      stream.on('error', (err) => reject(signal.aborted ? signal.reason : err));
       stream.once('response', (h: IncomingHttpHeaders) => {
         stream.off('close', onClose);
         health?.read();

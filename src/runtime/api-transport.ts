@@ -182,11 +182,11 @@ export class ApiTransport {
         }) };
       }
       if (!this.h2.connection.speaksHttp1) {
-        if (typeof opts.auth === 'string') headers['Authorization'] = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
+        // node:https turns `auth` (a kubeconfig's username and password) into this header itself.
+        const h2Headers = typeof opts.auth === 'string' ? { ...headers, Authorization: `Basic ${Buffer.from(opts.auth).toString('base64')}` } : headers;
         try {
-          const res = await this.h2.connection.send({ method: req.method, url, headers, payload, signal });
+          const res = await this.h2.connection.send({ method: req.method, url, headers: h2Headers, payload, signal });
           if (res) return { status: res.status, body: bodyOfChunks(res.chunks) };
-          delete headers['Authorization'];
         } catch (cause) {
           throw networkError(req, signal, cause);
         }
