@@ -103,7 +103,7 @@ export class Coild {
     const cfg = o.config;
     const log = o.logger;
     this.manager = new Manager({
-      kubeConfig: o.kubeConfig, registry: new Registry(), name: 'coild', identity: cfg.nodeName, logger: log,
+      kubeConfig: o.kubeConfig, transport: { http2: cfg.apiHttp2 }, registry: new Registry(), name: 'coild', identity: cfg.nodeName, logger: log,
       ...(cfg.metricsAddr && { metricsBindAddress: cfg.metricsAddr }),
       gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
     });
