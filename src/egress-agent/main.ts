@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const cfg = parseOrExit('coil-egress', () => parseEgressConfig(process.argv.slice(2), process.env), EGRESS_FLAGS.usage());
   const log = createLogger({ name: 'coil-egress', level: cfg.logLevel });
   const agent = new EgressAgent({ config: cfg, kubeConfig: loadKubeConfig(cfg.kubeconfig), log });
-  stopOnSignals(agent, { log, timeoutMs: GRACEFUL_SHUTDOWN_MS, drainOnSigterm: () => agent.drain() });
+  stopOnSignals(agent, { log, timeoutMs: GRACEFUL_SHUTDOWN_MS, ...(cfg.drainTimeoutMs > 0 && { drainOnSigterm: () => agent.drain() }) });
   await startOrExit(agent, log);
   log.info({ ports: agent.ports, egress: `${cfg.namespace}/${cfg.egressName}` }, 'coil-egress started');
 }
