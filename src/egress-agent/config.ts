@@ -5,7 +5,7 @@
  */
 import { ConfigError, parseBindAddress } from '../runtime/flags.js';
 import { defineFlags } from '../runtime/flag-table.js';
-import { DEFAULT_NETFILTER_BACKEND, FOU_PORT, NETFILTER_BACKENDS, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
+import { DEFAULT_NETFILTER_BACKEND, DEFAULT_TERMINATION_GRACE_S, egressDrainSeconds, FOU_PORT, NETFILTER_BACKENDS, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coil-egress process. */
@@ -42,10 +42,24 @@ export interface EgressConfig {
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
   /** `--metrics-interval` (ours), default 30 000 ms as Coil's collector: conntrack and nft reads. */
   readonly metricsIntervalMs: number;
+  /**
+   * `--drain-timeout` (ours; Coil has none), default 25 000 ms: after SIGTERM, how long at most
+   * the NAT pod keeps its data path for its established client flows before it exits; 0 exits at
+   * once as Coil's does. Must fit the pod's `terminationGracePeriodSeconds` with the 5 s of the
+   * shutdown after it (default grace 30 s; the controller derives the flag from a template's grace
+   * period, src/reconcilers/egress-objects.ts). @see docs/egress-failover.md#draining
+   */
+  readonly drainTimeoutMs: number;
 }
 
 /** A flag or environment value coil-egress cannot use (the runtime's ConfigError, under coil-egress's name). */
 export { ConfigError as EgressConfigError };
+
+/**
+ * Default of `--drain-timeout`: what fits Kubernetes' default `terminationGracePeriodSeconds`
+ * (30 s) with coil-egress's shutdown after it (keys.ts egressDrainSeconds): 25 s.
+ */
+export const DEFAULT_DRAIN_TIMEOUT = `${egressDrainSeconds(DEFAULT_TERMINATION_GRACE_S)}s`;
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
 
@@ -61,6 +75,7 @@ export const EGRESS_FLAGS = defineFlags('coil-egress', {
   'api-http2': { kind: 'bool', default: true, help: 'speak HTTP/2 to the API server, every call and watch over one connection (false: HTTP/1.1, a connection per watch)' },
   'log-level': { kind: 'enum', values: LOG_LEVELS, default: 'info', help: 'log level' },
   'metrics-interval-seconds': { kind: 'string', default: '30', help: 'seconds between conntrack and nft reads for the metrics' },
+  'drain-timeout': { kind: 'duration', default: DEFAULT_DRAIN_TIMEOUT, help: 'after SIGTERM, keep the data path until the established client flows end, at most this long; 0 exits at once' },
 });
 
 /**
@@ -94,6 +109,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
     apiHttp2: values['api-http2'],
     logLevel: values['log-level'],
     metricsIntervalMs: Math.round(intervalS * 1000),
+    drainTimeoutMs: values['drain-timeout'],
   };
 }
 

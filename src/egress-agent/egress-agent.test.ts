@@ -16,6 +16,7 @@ describe('coil-egress config', () => {
     assert.deepEqual({ ...c, metricsAddr: c.metricsAddr?.port, healthAddr: c.healthAddr?.port }, {
       namespace: 'internet', egressName: 'nat', podAddresses: ['10.1.0.5', 'fd00::5'], podName: 'nat-0', metricsAddr: 8080, healthAddr: 8081,
       fouPort: 5555, isSourcePortAuto: false, backend: 'iptables', outInterface: 'eth0', logLevel: 'info', metricsIntervalMs: 30_000, apiHttp2: true,
+      drainTimeoutMs: 25_000,
     });
     assert.equal(parseEgressConfig(['--api-http2=false'], env).apiHttp2, false);
     assert.equal(parseEgressConfig(['--enable-sport-auto=true', '--fou-port=6000'], env).fouPort, 6000);
@@ -27,6 +28,13 @@ describe('coil-egress config', () => {
     assert.throws(() => parseEgressConfig(['--fou-port=0'], env), EgressConfigError);
     assert.throws(() => parseEgressConfig(['--backend=ipfw'], env), /--backend: expected "iptables" or "nftables", got "ipfw"/);
     assert.equal(parseEgressConfig(['--backend=nftables'], env).backend, 'nftables');
+  });
+
+  test('--drain-timeout: a Go duration, 0 = no drain; anything else refused by name', () => {
+    assert.equal(parseEgressConfig(['--drain-timeout=90s'], env).drainTimeoutMs, 90_000);
+    assert.equal(parseEgressConfig(['--drain-timeout=0'], env).drainTimeoutMs, 0);
+    assert.equal(parseEgressConfig(['--drain-timeout=1m30s'], env).drainTimeoutMs, 90_000);
+    for (const bad of ['-5s', '30', 'soon', '']) assert.throws(() => parseEgressConfig([`--drain-timeout=${bad}`], env), /--drain-timeout: invalid duration/);
   });
 });
 

@@ -21,6 +21,7 @@ import { RunnableSupervisor } from '../runtime/runnable.js';
 import { ClientPodSource } from './client-pod-source.js';
 import { ClientWatcher } from './client-watcher.js';
 import type { EgressConfig } from './config.js';
+import { NatDrain, type DrainOutcome } from './drain.js';
 import { EgressMetrics } from './egress-metrics.js';
 import { FouServer } from './fou-server.js';
 import type { NatBackend } from './nat.js';
@@ -125,6 +126,16 @@ export class EgressAgent {
     } catch (err) {
       this.o.log.warn({ err, backend: this.o.config.backend }, 'cannot read the NAT rule counters');
     }
+  }
+
+  /**
+   * The drain before a graceful stop (SIGTERM): everything keeps running — data path, watcher,
+   * endpoints, readiness — until the established client flows through this pod ended or
+   * `--drain-timeout` passed (drain.ts); resolves at once with `--drain-timeout=0`. Never throws.
+   */
+  async drain(signal?: AbortSignal): Promise<DrainOutcome> {
+    const c = this.o.config;
+    return new NatDrain({ ip: this.ip, log: this.o.log.child({ component: 'drain' }), families: this.server.families(), timeoutMs: c.drainTimeoutMs }).run(signal);
   }
 
   /** Stops the watcher and the servers; the kernel state stays (a restarted agent adopts it). */

@@ -1,8 +1,11 @@
 /**
  * coil-egress, the agent inside each Egress pod: `node main.js [flags]` (see config.ts).
- * Exit codes: 0 after a graceful shutdown (SIGTERM/SIGINT, 5 s as Coil's), 1 on a start-up
- * failure, 2 on a bad flag or environment.
- * @see docs/compatibility.md#coil-egress-flags, docs/compatibility.md#the-nat-pod
+ * Exit codes: 0 after a graceful shutdown (5 s as Coil's), 1 on a start-up failure, 2 on a bad
+ * flag or environment. SIGTERM (Kubernetes deleting the pod) first drains — the data path stays
+ * until the established client flows ended or `--drain-timeout` passed (drain.ts) —, SIGINT
+ * (interactive) stops at once, as Coil's does on both.
+ * @see docs/compatibility.md#coil-egress-flags, docs/compatibility.md#the-nat-pod,
+ *   docs/egress-failover.md#draining
  */
 import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
@@ -17,7 +20,7 @@ async function main(): Promise<void> {
   const cfg = parseOrExit('coil-egress', () => parseEgressConfig(process.argv.slice(2), process.env), EGRESS_FLAGS.usage());
   const log = createLogger({ name: 'coil-egress', level: cfg.logLevel });
   const agent = new EgressAgent({ config: cfg, kubeConfig: loadKubeConfig(cfg.kubeconfig), log });
-  stopOnSignals(agent, { log, timeoutMs: GRACEFUL_SHUTDOWN_MS });
+  stopOnSignals(agent, { log, timeoutMs: GRACEFUL_SHUTDOWN_MS, ...(cfg.drainTimeoutMs > 0 && { drainOnSigterm: () => agent.drain() }) });
   await startOrExit(agent, log);
   log.info({ ports: agent.ports, egress: `${cfg.namespace}/${cfg.egressName}` }, 'coil-egress started');
 }

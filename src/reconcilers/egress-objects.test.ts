@@ -86,6 +86,17 @@ describe('desiredDeployment', () => {
     assert.deepEqual(c.ports, [{ name: 'metrics', containerPort: 9999 }, { name: 'health', containerPort: 8081, protocol: 'TCP' }]);
   });
 
+  test("the drain fits the template's grace period: --drain-timeout is the grace less 5 s, at least 0; none without a grace period", () => {
+    const args = (spec: EgressSpec['template']) => desiredDeployment(egress({ template: spec }), opts).spec!.template.spec!.containers[0]!.args;
+    assert.deepEqual(args({ spec: { containers: [], terminationGracePeriodSeconds: 120 } }), ['--fou-port=6000', '--backend=iptables', '--drain-timeout=115s']);
+    assert.deepEqual(args({ spec: { containers: [], terminationGracePeriodSeconds: 3 } }), ['--fou-port=6000', '--backend=iptables', '--drain-timeout=0s']);
+    assert.deepEqual(args({ spec: { containers: [], terminationGracePeriodSeconds: 0 } }), ['--fou-port=6000', '--backend=iptables', '--drain-timeout=0s']);
+    // Without one, the pod has Kubernetes' 30 s and coil-egress's default 25 s fits it.
+    assert.deepEqual(args({ spec: { containers: [] } }), ['--fou-port=6000', '--backend=iptables']);
+    // The user's args are the user's: nothing is added to them.
+    assert.deepEqual(args({ spec: { containers: [{ name: 'egress', args: ['--x'] }], terminationGracePeriodSeconds: 120 } }), ['--x']);
+  });
+
   test('the input Egress is not modified', () => {
     const e = egress({ template: { spec: { containers: [{ name: 'egress' }] } } });
     const before = structuredClone(e);

@@ -55,3 +55,32 @@ test('runMain keeps the process alive until main settles, even when main only wa
   assert.deepEqual({ stdout: r.stdout, status: r.status }, { stdout: 'done', status: 3 }, r.stderr);
 });
 
+
+test('drainOnSigterm: SIGTERM drains, then stops and exits 0; SIGINT stops at once; a second signal while draining exits 1', async () => {
+  const order: string[] = [];
+  const make = (drainMs: number) => {
+    const proc = new EventEmitter() as unknown as NodeJS.Process;
+    const codes: number[] = [];
+    let exited!: () => void;
+    const firstExit = new Promise<void>((r) => (exited = r));
+    stopOnSignals({ stop: async () => { order.push('stop'); } }, { log: silentLogger(), proc, timeoutMs: 10,
+      drainOnSigterm: async () => { order.push('drain'); await new Promise((r) => setTimeout(r, drainMs)); order.push('drained'); },
+      exit: (c) => { codes.push(c); exited(); } });
+    return { proc, codes, firstExit };
+  };
+  // The drain takes longer than the stop's timeout: that timeout counts from the stop only.
+  const term = make(50);
+  term.proc.emit('SIGTERM', 'SIGTERM');
+  await term.firstExit;
+  assert.deepEqual({ order, codes: term.codes }, { order: ['drain', 'drained', 'stop'], codes: [0] });
+  order.length = 0;
+  const int = make(50);
+  int.proc.emit('SIGINT', 'SIGINT');
+  await int.firstExit;
+  assert.deepEqual({ order, codes: int.codes }, { order: ['stop'], codes: [0] });
+  order.length = 0;
+  const twice = make(1_000);
+  twice.proc.emit('SIGTERM', 'SIGTERM');
+  twice.proc.emit('SIGINT', 'SIGINT');
+  assert.deepEqual(twice.codes, [1]);
+});

@@ -37,11 +37,17 @@ export interface StopOnSignalsOptions {
   readonly timeoutMs?: number;
   readonly exit?: (code: number) => void;
   readonly proc?: NodeJS.Process;
+  /**
+   * Run on SIGTERM before the stop (coil-egress's drain); SIGINT, interactive, stops at once. Its
+   * time does not count against `timeoutMs`; a second signal during it exits 1 as ever. Must not
+   * throw. The process is kept alive while it runs.
+   */
+  readonly drainOnSigterm?: () => Promise<unknown>;
 }
 
 /**
- * Stops `target` gracefully on SIGTERM/SIGINT, then calls `exit(0)`; `exit(1)` when the stop
- * fails, times out, or a second signal arrives. Only a program's main should call this.
+ * Stops `target` gracefully on SIGTERM/SIGINT (after `drainOnSigterm` on SIGTERM, when given),
+ * then calls `exit(0)`; `exit(1)` when the stop fails, times out, or a second signal arrives. Only a program's main should call this.
  * @returns a function removing the handlers
  */
 export function stopOnSignals(target: { stop(): Promise<void> }, o: StopOnSignalsOptions): () => void {
@@ -51,6 +57,14 @@ export function stopOnSignals(target: { stop(): Promise<void> }, o: StopOnSignal
   const handler = (signal: string): void => {
     if (received) return exit(1);
     received = true;
+    const drain = signal === 'SIGTERM' && o.drainOnSigterm ? o.drainOnSigterm : undefined;
+    if (!drain) return stop(signal);
+    o.log.info({ signal }, 'draining before the shutdown');
+    // Runtime timers are unref'd (clock.ts): keep the process alive through the drain's sleeps.
+    const alive = setInterval(() => undefined, 2 ** 30);
+    drain().finally(() => clearInterval(alive)).then(() => stop(signal), () => stop(signal));
+  };
+  const stop = (signal: string): void => {
     o.log.info({ signal }, 'shutting down');
     if (o.timeoutMs !== undefined) {
       setTimeout(() => {

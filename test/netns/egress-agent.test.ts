@@ -3,14 +3,21 @@
  * Egress (annotation added, edited, removed; a finished pod leaves through the field selector),
  * and the coil-egress program, run in an egress pod netns on this kernel without FoU, installs
  * its NAT table, exports `coil_egress_kernel_feature{feature="fou"} 0` and stays unready with the
- * reason in /readyz. Root only (netns); skipped with the reason otherwise.
+ * reason in /readyz; and on SIGTERM it drains: it stays, with its NAT rules and its endpoints, while
+ * a client flow through its NAT is established, and exits 0 when that flow ends or at
+ * `--drain-timeout`, at once with `--drain-timeout=0`. Root only (netns); skipped with the reason
+ * otherwise.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ClientPodSource } from '../../src/egress-agent/client-pod-source.js';
+import { countClientFlows } from '../../src/egress-agent/drain.js';
+import { readConntrack } from '../../src/netlink/conntrack.js';
 import { probeFeatures } from '../../src/netlink/features.js';
+import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
@@ -104,5 +111,147 @@ describe('coil-egress against a real API server', { skip: prerequisite(netnsSkip
       child.kill('SIGTERM');
       await new Promise((r) => child.on('exit', r));
     }
+  });
+});
+
+/** An echo server: every connection gets back what it sends, and is closed when its peer closes. */
+const ECHO_SERVER = `require('net').createServer((c)=>{c.on('error',()=>{});c.pipe(c)}).listen(+process.argv[2],process.argv[1],()=>console.log('ready'));`;
+/** A client holding one connection: a line on stdin is sent and its echo printed; stdin closed = connection closed. */
+const HOLDING_CLIENT = `const c=require('net').connect(+process.argv[2],process.argv[1],()=>console.log('connected'));c.on('data',(b)=>console.log('echo '+b));
+c.on('error',(e)=>{console.log('error '+e.code);process.exit(1)});process.stdin.on('data',(b)=>c.write(String(b).trim()));process.stdin.on('end',()=>c.end());c.on('close',()=>process.exit(0));`;
+
+describe('coil-egress drains on SIGTERM', { skip: prerequisite(netnsSkipReason()) }, () => {
+  let cp: ControlPlane;
+  const ip = new IpRunner();
+  const netns = new TestNetnsSet({ ip });
+  let c: TestNetns;
+  let e: TestNetns;
+  let x: TestNetns;
+  let server: ChildProcess;
+  const children: ChildProcess[] = [];
+
+  /** Lines a child printed, and a wait for one matching. */
+  const lines = (child: ChildProcess) => {
+    let text = '';
+    child.stdout!.on('data', (b: Buffer) => { text += b.toString(); });
+    return { get text() { return text; }, wait: (re: RegExp) => eventually(() => assert.match(text, re), { timeoutMs: 10_000 }) };
+  };
+
+  before(async () => {
+    cp = await ControlPlane.start();
+    [c, e, x] = [await netns.create('drain-c'), await netns.create('drain-e'), await netns.create('drain-x')];
+    // client (10.50.0.2) → egress pod (masquerades out of eth0 as 198.51.100.1) → target (198.51.100.2),
+    // routed directly: this kernel has NAT but no FoU.
+    await wire(ip, c, 'eth0', e, 'c0');
+    await wire(ip, e, 'eth0', x, 'eth0');
+    await ip.batch([['addr', 'add', '10.50.0.2/24', 'dev', 'eth0'], ['route', 'add', 'default', 'via', '10.50.0.1']], { netns: c.path });
+    await ip.batch([['addr', 'add', '10.50.0.1/24', 'dev', 'c0'], ['addr', 'add', '198.51.100.1/24', 'dev', 'eth0']], { netns: e.path });
+    await ip.batch([['addr', 'add', '198.51.100.2/24', 'dev', 'eth0']], { netns: x.path });
+    await writeSysctl(ip, 'net.ipv4.ip_forward', '1', { netns: e.path });
+    server = spawn('ip', ['netns', 'exec', x.name, process.execPath, '-e', ECHO_SERVER, '198.51.100.2', '8080'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    children.push(server);
+    await lines(server).wait(/ready/);
+  });
+  after(async () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await netns.cleanup();
+    await cp?.stop();
+  });
+
+  /** coil-egress in the egress netns as the image runs it, with `args`; resolves once its NAT rules are in. */
+  const startEgress = async (args: string[]) => {
+    const health = await freePort();
+    const egress = coilEgressCommand();
+    const child = spawn('ip', ['netns', 'exec', e.name, ...egress.argv, '--kubeconfig', cp.kubeconfigPath, '--metrics-addr=0', `--health-addr=:${health}`, '--backend=nftables', ...args], {
+      env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    children.push(child);
+    let log = '';
+    child.stderr!.on('data', (b: Buffer) => { log += b.toString(); });
+    const exited = once(child, 'exit').then(([code]) => ({ code: code as number | null, at: Date.now() }));
+    await eventually(async () => assert.match(await nft(), /masquerade/), { timeoutMs: 20_000 });
+    const get = async (path: string) => (await ip.exec(['ip', 'netns', 'exec', e.name, 'curl', '-s', `http://127.0.0.1:${health}${path}`]).catch((err: Error) => ({ stdout: `curl failed: ${err.message}` }))).stdout;
+    await eventually(async () => assert.match(await get('/healthz'), /ok/), { timeoutMs: 10_000 });
+    return { child, exited, get, log: () => log };
+  };
+  const nft = async () => (await ip.exec(['nft', 'list', 'table', 'ip', 'coil-egress'], { netns: e.path }).catch((err: Error) => ({ stdout: err.message }))).stdout;
+  /** A TCP connection from the client through the NAT to the target, held open until `close`. */
+  const openFlow = async () => {
+    const client = spawn('ip', ['netns', 'exec', c.name, process.execPath, '-e', HOLDING_CLIENT, '198.51.100.2', '8080'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    children.push(client);
+    const out = lines(client);
+    await out.wait(/connected/);
+    let n = 0;
+    return {
+      /** Sends a line and waits for its echo: the flow works through the NAT. */
+      echo: async () => { const m = `m${++n}`; client.stdin!.write(`${m}\n`); await out.wait(new RegExp(`echo ${m}\\b`)); },
+      close: async () => { client.stdin!.end(); await once(client, 'exit'); },
+    };
+  };
+  const clientFlows = async () => countClientFlows(await readConntrack(ip, 4, { netns: e.path }));
+
+  it('while a client flow is established it stays — NAT rules, endpoints, the flow working — and exits 0 once the flow ended', async () => {
+    const egress = await startEgress(['--drain-timeout=60s']);
+    const flow = await openFlow();
+    await flow.echo();
+    assert.equal(await clientFlows(), 1);
+    const readyBefore = await egress.get('/readyz');
+    egress.child.kill('SIGTERM');
+    const sigterm = Date.now();
+    await new Promise((r) => setTimeout(r, 3_000));
+    assert.equal(egress.child.exitCode, null, `exited at SIGTERM: ${egress.log()}`);
+    assert.match(await nft(), /oifname "eth0" ip saddr != 198\.51\.100\.1 counter packets \d+ bytes \d+ masquerade/);
+    assert.match(await egress.get('/healthz'), /ok/);
+    assert.equal(await egress.get('/readyz'), readyBefore, 'readiness is not changed by the drain (the slice keeps it serving)');
+    await flow.echo();
+    await flow.close();
+    const closed = Date.now();
+    const { code, at } = await egress.exited;
+    assert.equal(code, 0, egress.log());
+    assert.match(egress.log(), /drained: no established client flow left/);
+    // The drain ends 2 s (DRAIN_QUIET_MS) after the last flow, read every 0.5 s; far from 60 s.
+    assert.ok(at - closed < 10_000, `exited ${at - closed} ms after the flow ended`);
+    assert.ok(at - sigterm >= 3_000);
+  });
+
+  it('a flow that outlasts --drain-timeout: exits 0 at the deadline, the flow working until then', async () => {
+    const egress = await startEgress(['--drain-timeout=4s']);
+    const flow = await openFlow();
+    await flow.echo();
+    egress.child.kill('SIGTERM');
+    const sigterm = Date.now();
+    await new Promise((r) => setTimeout(r, 2_000));
+    assert.equal(egress.child.exitCode, null, `exited at SIGTERM: ${egress.log()}`);
+    await flow.echo();
+    const { code, at } = await egress.exited;
+    assert.equal(code, 0, egress.log());
+    assert.match(egress.log(), /drain ended with client flows left/);
+    assert.ok(at - sigterm >= 4_000 && at - sigterm < 10_000, `exited ${at - sigterm} ms after SIGTERM`);
+    await flow.close();
+  });
+
+  it("--drain-timeout=0 exits at once, flows or not (Coil's behaviour)", async () => {
+    const egress = await startEgress(['--drain-timeout=0']);
+    const flow = await openFlow();
+    await flow.echo();
+    egress.child.kill('SIGTERM');
+    const sigterm = Date.now();
+    const { code, at } = await egress.exited;
+    assert.equal(code, 0, egress.log());
+    assert.ok(at - sigterm < 2_000, `exited ${at - sigterm} ms after SIGTERM`);
+    assert.doesNotMatch(egress.log(), /draining/);
+    await flow.close();
+  });
+
+  it('a bad --drain-timeout is refused by name, exit 2', async () => {
+    const egress = coilEgressCommand();
+    const child = spawn(egress.argv[0]!, [...egress.argv.slice(1), '--drain-timeout=-5s'], {
+      env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
+    const [code] = await once(child, 'exit');
+    assert.equal(code, 2);
+    assert.match(err, /^coil-egress: --drain-timeout: invalid duration "-5s"/);
   });
 });

@@ -57,6 +57,18 @@ export const PROTOCOL_ID = 30;
 /** FoU UDP port of egress tunnels (coild `--egress-port`, coil-egress `--fou-port`). */
 export const FOU_PORT = 5555;
 
+/**
+ * Seconds of an Egress pod's termination grace period kept for coil-egress's shutdown after its
+ * drain (at most 5 s, as Coil's graceful shutdown): the drain gets the rest (docs/egress-failover.md#draining).
+ */
+export const EGRESS_DRAIN_MARGIN_S = 5;
+/** Kubernetes' default `terminationGracePeriodSeconds`. */
+export const DEFAULT_TERMINATION_GRACE_S = 30;
+/** Seconds an Egress pod may drain within a grace period of `graceS` seconds: the grace less the margin, at least 0. */
+export function egressDrainSeconds(graceS: number): number {
+  return Math.max(0, graceS - EGRESS_DRAIN_MARGIN_S);
+}
+
 /** Default gRPC UNIX socket of coild (coild `--socket`, netconf `socket`). */
 export const DEFAULT_SOCKET_PATH = '/run/coild.sock';
 
