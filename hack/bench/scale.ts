@@ -142,14 +142,14 @@ interface ProcFigures {
 
 /**
  * Samples the RSS of each process of `pids` every second until stopped; returns per process its
- * RSS max and last and the cores it used. A process restarted meanwhile (a new pid) adds the CPU
- * of each of its lives.
+ * RSS max and last and the cores it used. Resolves once the first sample is taken (the window
+ * starts there, not when the event loop, busy with the phase, gets to it); a process restarted
+ * meanwhile (a new pid) adds the CPU of each of its lives, a life begun in the window all of it.
  */
-function sampler(pids: () => Record<string, number | undefined> | Promise<Record<string, number | undefined>>): () => Promise<Record<string, ProcFigures>> {
+async function sampler(pids: () => Record<string, number | undefined> | Promise<Record<string, number | undefined>>): Promise<() => Promise<Record<string, ProcFigures>>> {
   const rss = new Map<string, number[]>();
   const cpu = new Map<string, Map<number, { first: number; last: number }>>();
-  const t0 = performance.now();
-  let stopped = false;
+  let first = true;
   const once = async () => {
     for (const [name, pid] of Object.entries(await pids())) {
       if (!pid) continue;
@@ -157,24 +157,28 @@ function sampler(pids: () => Record<string, number | undefined> | Promise<Record
         const s = await procStats(pid);
         rss.set(name, [...(rss.get(name) ?? []), s.rssMb]);
         const lives = cpu.get(name) ?? new Map<number, { first: number; last: number }>();
-        const life = lives.get(pid) ?? { first: s.cpuS, last: s.cpuS };
+        const life = lives.get(pid) ?? { first: first ? s.cpuS : 0, last: s.cpuS };
         life.last = s.cpuS;
         lives.set(pid, life);
         cpu.set(name, lives);
       } catch { /* restarting */ }
     }
+    first = false;
   };
+  await once();
+  const t0 = performance.now();
+  let stopped = false;
   const loop = (async () => {
     while (!stopped) {
-      await once();
       await sleep(1000);
+      if (!stopped) await once();
     }
   })();
   return async () => {
     stopped = true;
-    await loop;
     await once();
     const secs = (performance.now() - t0) / 1000;
+    await loop;
     const out: Record<string, ProcFigures> = {};
     for (const [name, values] of rss) {
       const used = [...(cpu.get(name)?.values() ?? [])].reduce((a, l) => a + l.last - l.first, 0);
@@ -497,7 +501,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     await eventually(async () => {
       const k = await kwokNodes();
       return k.ready === n && k.leases === n;
-    }, { timeoutMs: 600_000, intervalMs: 1000 }).catch(async (err) => {
+    }, { timeoutMs: 600_000, intervalMs: 2000 }).catch(async (err) => {
       throw new Error(`kwok did not make the ${n} Nodes Ready with a Lease (${JSON.stringify(await kwokNodes())}): ${String(err)}\n${await c.kwok.tail()}`);
     });
     const nodesS = (performance.now() - tNodes) / 1000;
@@ -517,7 +521,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     // --- phase: start (N coilds list and watch)
     const before0 = await serverCounts(cp);
     const tStart = performance.now();
-    const startRes = processSampler(c);
+    const startRes = await processSampler(c);
     const syncMs: number[] = [];
     await pool(names, s['start-concurrency'], async (name) => {
       const node = c.newNode(name);
@@ -540,7 +544,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     const phases: Record<string, (c: Cluster, print: Print) => Promise<object>> = { cold: coldStart, churn: steadyChurn, handover, scaledown: scaleDown, apiserver: apiserverRestart };
     for (const phase of s.phases.split(',').map((p) => p.trim()).filter(Boolean)) {
       if (!phases[phase]) throw new ConfigError(`--phases: unknown phase ${phase}`);
-      const res = processSampler(c);
+      const res = await processSampler(c);
       fig[phase] = await phases[phase](c, print);
       Object.assign(fig[phase] as object, { resources: await res(phase, print) });
     }
@@ -566,8 +570,8 @@ type Print = (title: string, rows: [string, string][]) => void;
  * Samples every process of the run during one phase; its stop prints and returns the Pods alive
  * at the end and each process's RSS max and cores (kwok apart: a cost the real cluster has not).
  */
-function processSampler(c: Cluster): (phase: string, print: Print) => Promise<object> {
-  const stop = sampler(async () => ({ ...c.pids(), ...(await planePids(c.cp)), 'bench (stand-ins)': process.pid }));
+async function processSampler(c: Cluster): Promise<(phase: string, print: Print) => Promise<object>> {
+  const stop = await sampler(async () => ({ ...c.pids(), ...(await planePids(c.cp)), 'bench (stand-ins)': process.pid }));
   return async (phase, print) => {
     const procs = await stop();
     const pods = c.podCount();
@@ -730,7 +734,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const markA = c.events.answered.length;
   const markAdd = c.events.added.length;
   const markFail = c.events.addFailed.length;
-  const stop = sampler(() => ({ controller: c.controller.proc?.pid }));
+  const stop = await sampler(() => ({ controller: c.controller.proc?.pid }));
   const cpu = new CpuWindow(c.cp, () => c.pids());
   await cpu.start();
   const times0 = await controllerTimes(c.controller.ports.metrics);
