@@ -2,7 +2,8 @@
  * ApiTransport keeps its connections: calls to the same server as the same TLS identity share one
  * connection instead of each opening its own (client-node 2.0.1 builds a new undici Agent per
  * call — 8 ms and a TLS context each), and a rotated client certificate is picked up by the next
- * call through a new connection. Against a local HTTPS server that demands client certificates
+ * call through a new connection. This is the HTTP/1.1 path (`http2: false`, and what a server
+ * without `h2` gets). Against a local HTTPS server that demands client certificates
  * and counts TLS handshakes; certificates from the envtest CA (openssl).
  */
 import assert from 'node:assert/strict';
@@ -54,7 +55,8 @@ after(async () => {
 });
 
 test('calls as the same identity share one TLS connection; a rotated client certificate gets a new one', async () => {
-  const transport = new ApiTransport(kc);
+  // The HTTP/1.1 pool (HTTP/2 has its own test: api-transport-http2.test.ts).
+  const transport = new ApiTransport(kc, { http2: false });
   // undici may open a second connection while the first is being returned to its pool; what
   // matters is that calls stop costing a handshake each (without reuse: 10 of them).
   for (let i = 0; i < 10; i++) assert.deepEqual(await transport.request({ method: 'GET', path: '/x' }), { user: 'alice' });
@@ -72,7 +74,7 @@ test('calls as the same identity share one TLS connection; a rotated client cert
 });
 
 test('after a call times out, the next call opens a new connection instead of trusting the pool', async () => {
-  const transport = new ApiTransport(kc, 300);
+  const transport = new ApiTransport(kc, { http2: false, requestTimeoutMs: 300 });
   for (let i = 0; i < 3; i++) await transport.request({ method: 'GET', path: '/x' });
   const opened = handshakes.length;
   await assert.rejects(transport.request({ method: 'GET', path: '/hang' }), (e: Error & { code?: number }) => e.code === 0);

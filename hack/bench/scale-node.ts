@@ -1,7 +1,7 @@
 /**
  * One simulated node of the scale benchmark (hack/bench/scale.ts): a coild STAND-IN made of
- * coild's own node-side parts — its informer cache with coild's kinds and selectors
- * (src/node-agent/rbac.ts, as coild.ts builds it), the BlockRequester, NodeIpam, the
+ * coild's own node-side parts — its informer cache with coild's kinds, selectors and index
+ * (declareCoildCache of src/node-agent/rbac.ts, which coild.ts calls too), the BlockRequester, NodeIpam, the
  * BlockReleaser and the periodic NodeGc — over its own API connections, so the requests, watches
  * and deletes reaching the apiserver are the ones a coild makes. What it leaves out is the host:
  * no gRPC server, no veths, no export table (the kernel parts are stand-ins holding the node's
@@ -15,14 +15,13 @@ import bunyan from 'bunyan';
 import type { CoildConfig } from '../../src/node-agent/config.js';
 import { BlockExport } from '../../src/node-agent/ipam/block-export.js';
 import { BlockReleaser } from '../../src/node-agent/ipam/block-release.js';
-import { BlockRequester, blockRequestUidOf, type BlockRequestOutcome } from '../../src/node-agent/ipam/block-request.js';
+import { BlockRequester, type BlockRequestOutcome } from '../../src/node-agent/ipam/block-request.js';
 import { NodeGc } from '../../src/node-agent/ipam/gc.js';
 import { NodeIpam } from '../../src/node-agent/ipam/node-ipam.js';
 import type { RouteExportChange, RouteExporter } from '../../src/node-agent/ipam/route-export.js';
 import { KeyedMutex } from '../../src/node-agent/podnet/keyed-mutex.js';
 import type { PodCheckOptions, PodNetwork, PodNetworkEntry, PodNetworkInitResult, PodNetworkResult } from '../../src/node-agent/podnet/pod-network.js';
-import { COILD_ACCESS, coildFeatures } from '../../src/node-agent/rbac.js';
-import { INDEX_BLOCK_BY_REQUEST } from '../../src/api/v2/keys.js';
+import { COILD_ACCESS, declareCoildCache } from '../../src/node-agent/rbac.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { Cache } from '../../src/runtime/cache.js';
 import { Client } from '../../src/runtime/client.js';
@@ -42,8 +41,6 @@ export interface SimNodeSettings {
 
 /** What the benchmark learns from one node. */
 export interface SimNodeObserver {
-  /** A BlockRequest of this node was seen `Complete` in the node's cache, `ms` after its create was sent. */
-  onComplete?(node: string, request: string, ms: number): void;
   /** The BlockRequester settled a request (the block is in the node's cache): `waitMs` since its creation. */
   onAnswered?(node: string, result: 'allocated' | 'failed', waitMs: number): void;
   /** The releaser gave blocks back. */
@@ -134,10 +131,7 @@ export class SimNode {
     this.cache = new Cache(transport, logger);
     this.client = new TimingClient(transport, 'coild');
     const config = { nodeName: name, pod: { namespace: settings.namespace, name: `coild-${name}` }, enableIpam: true, enableEgress: false } as unknown as CoildConfig;
-    for (const feature of coildFeatures(config)) {
-      for (const c of COILD_ACCESS[feature].caches) this.cache.ensure(c.kind, c.options?.(config));
-    }
-    this.cache.addIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+    declareCoildCache(this.cache, config);
     this.requester = new BlockRequester({
       cache: this.cache, client: this.client, nodeName: name, logger: logger.child({ logger: 'block-request' }),
       onAnswered: (_pool, result, waitMs) => observer.onAnswered?.(name, result, waitMs),
@@ -153,13 +147,6 @@ export class SimNode {
     });
     const exporter = new BlockExport({ cache: this.cache, exporter: this.host, logger: logger.child({ logger: 'route-exporter' }) });
     this.gc = new NodeGc({ ipam: this.ipam, podNetwork: this.host, releaser: this.releaser, exporter, locks: new KeyedMutex(), logger: logger.child({ logger: 'gc' }), intervalMs: settings.gcIntervalMs });
-    this.cache.onEvent(Kinds.BlockRequest, (e) => {
-      const br = e.object;
-      const done = (s: typeof br.status) => s?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True') ?? false;
-      if (e.type === 'DELETED' || !done(br.status) || (e.old && done(e.old.status))) return;
-      const sent = this.client.sentAt.get(br.metadata!.uid!);
-      if (sent !== undefined) observer.onComplete?.(name, br.metadata!.name!, performance.now() - sent);
-    });
     if (observer.onWatchEvent) {
       for (const c of COILD_ACCESS.common.caches.concat(COILD_ACCESS.ipam.caches)) this.cache.onEvent(c.kind, () => observer.onWatchEvent!(c.kind.kind));
     }

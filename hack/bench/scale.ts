@@ -385,7 +385,6 @@ class Cluster {
     const t = new CountingTransport(this.cp.kubeConfig, this.nodeCounts);
     const ev = this.events;
     return new SimNode(name, t, this.nodeSettings(), {
-      onComplete: (node, _req, ms) => ev.complete.push({ node, at: performance.now(), ms }),
       onAnswered: (node, result, ms) => ev.answered.push({ node, at: performance.now(), ms, result }),
       onReleased: (_node, names) => names.forEach((b) => ev.released.add(b)),
       onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),

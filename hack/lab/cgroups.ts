@@ -96,6 +96,17 @@ export async function destroyCgroup(path: string, timeoutMs = 20_000): Promise<v
   for (const h of await hierarchies()) await removeTree(join(h, path));
 }
 
+/**
+ * Freezes (`true`) or thaws (`false`) every process under `path` (freezer hierarchy, cgroup v1):
+ * a frozen process runs no instruction and answers nothing, as on a machine that stopped, while
+ * the kernel keeps its sockets and its network namespace forwarding. A frozen task handles no
+ * signal, SIGKILL included, until it is thawed.
+ * @throws Error when the freezer hierarchy has no such cgroup.
+ */
+export async function setFrozen(path: string, frozen: boolean): Promise<void> {
+  await writeFile(join(CGROUP_FS, 'freezer', path, 'freezer.state'), frozen ? 'FROZEN' : 'THAWED');
+}
+
 async function removeTree(dir: string): Promise<void> {
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => null);
   if (!entries) return;

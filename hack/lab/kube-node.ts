@@ -22,6 +22,7 @@ import type { ControlPlane } from '../../test/envtest/control-plane.js';
 import { REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { waitFor, type ManagedProcess } from '../../test/envtest/process.js';
 import { prepareBird } from './bird.js';
+import { setFrozen } from './cgroups.js';
 import { CONTAINERD_SOCKET, CRI_NAMESPACE, containerdConfig, criContainers, ctr } from './containerd.js';
 import { kubeletArgv, kubeletConfig, kubeProxyArgv } from './kubelet.js';
 import { NodeHost } from './node-host.js';
@@ -192,6 +193,22 @@ export class KubeNode {
     for (const c of found) await ctr(this.host, ['tasks', 'kill', '--signal', 'SIGKILL', c.id]).catch(() => undefined);
   }
 
+  /**
+   * The node lost (`true`) or back (`false`), as a machine that hangs and drops off the network:
+   * every process of the node (daemons and pods) frozen, and its `eth0` down, so neither kubelet
+   * nor the node's pods' kernels answer; back: the link up, then everything thawed. Its relay to
+   * the apiserver is one of the frozen processes, so kubelet's lease stops being renewed.
+   */
+  async setLost(lost: boolean): Promise<void> {
+    if (lost) {
+      await setFrozen(this.spec.cgroup, true);
+      await run('ip', ['-n', this.name, 'link', 'set', 'eth0', 'down']);
+    } else {
+      await run('ip', ['-n', this.name, 'link', 'set', 'eth0', 'up']);
+      await setFrozen(this.spec.cgroup, false);
+    }
+  }
+
   /** GET http://host:port/path inside the node; resolves with the body ('' on failure). */
   async http(hostname: string, port: number, path: string): Promise<string> {
     const script = `fetch('http://${hostname}:${port}${path}').then(async r=>{process.stdout.write((r.ok?'':'HTTP '+r.status+' ')+await r.text())}).catch(()=>{})`;
@@ -206,6 +223,8 @@ export class KubeNode {
 
   /** Stops every daemon and removes the node's host (every container with it). */
   async destroy(): Promise<void> {
+    // A node left frozen by setLost would keep its daemons from handling any signal.
+    await setFrozen(this.spec.cgroup, false).catch(() => undefined);
     for (const d of [...NODE_DAEMONS].reverse()) await this.stop(d, { crash: d !== 'kubelet' }).catch(() => undefined);
     await this.host.destroy();
   }

@@ -27,6 +27,12 @@ export interface ControllerConfig {
   readonly enableWebhooks: boolean;
   /** `--kubeconfig`, else `$KUBECONFIG`, else in-cluster, else `~/.kube/config`. */
   readonly kubeconfig?: string;
+  /**
+   * `--api-http2` (ours), default true: speak HTTP/2 to the API server when it negotiates it, every
+   * call and watch multiplexed over one connection as client-go does; false keeps HTTP/1.1, one
+   * connection per open watch (src/runtime/api-transport.ts).
+   */
+  readonly apiHttp2: boolean;
   /** `--leader-elect` (ours), default true. */
   readonly leaderElect: boolean;
   /** `--leader-election-id`, default `coil-leader`. */
@@ -81,6 +87,7 @@ export const CONTROLLER_FLAGS = defineFlags('coil-controller', {
   'egress-image': { kind: 'string', help: "image of the Egress pods (default: the controller's own)" },
   'default-pool': { kind: 'string', help: 'JSON AddressPoolSpec of the AddressPool "default" to create or adopt' },
   kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+  'api-http2': { kind: 'bool', default: true, help: 'speak HTTP/2 to the API server, every call and watch over one connection (false: HTTP/1.1, a connection per watch)' },
   'leader-elect': { kind: 'bool', default: true, help: 'run under Lease leader election' },
   'leader-election-id': { kind: 'string', default: LEADER_ELECTION_ID, help: 'name of the Lease' },
   'leader-election-namespace': { kind: 'string', help: 'namespace of the Lease (default: $COIL_POD_NAMESPACE or kube-system)' },
@@ -116,6 +123,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     certDir: v['cert-dir'],
     enableWebhooks: v['enable-webhooks'],
     ...(kubeconfig ? { kubeconfig } : {}),
+    apiHttp2: v['api-http2'],
     leaderElect: v['leader-elect'],
     leaderElectionId: v['leader-election-id'],
     leaderElectionNamespace: v['leader-election-namespace'] ?? env.COIL_POD_NAMESPACE ?? 'kube-system',

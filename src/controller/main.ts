@@ -77,6 +77,7 @@ async function main(): Promise<void> {
   if (cfg.enableEgress) addEgress(registry, { webhooks: cfg.enableWebhooks });
   const mgr = new Manager({
     kubeConfig: loadKubeConfig(cfg.kubeconfig),
+    transport: { http2: cfg.apiHttp2 },
     registry,
     container,
     name: 'coil-controller',

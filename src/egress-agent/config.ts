@@ -32,6 +32,12 @@ export interface EgressConfig {
   readonly outInterface: string;
   /** `--kubeconfig`, else in-cluster, else `~/.kube/config`. */
   readonly kubeconfig?: string;
+  /**
+   * `--api-http2` (ours), default true: speak HTTP/2 to the API server when it negotiates it, every
+   * call and watch multiplexed over one connection as client-go does; false keeps HTTP/1.1, one
+   * connection per open watch (src/runtime/api-transport.ts).
+   */
+  readonly apiHttp2: boolean;
   /** `--log-level` (ours), default `info`. */
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
   /** `--metrics-interval` (ours), default 30 000 ms as Coil's collector: conntrack and nft reads. */
@@ -52,6 +58,7 @@ export const EGRESS_FLAGS = defineFlags('coil-egress', {
   backend: { kind: 'enum', values: NETFILTER_BACKENDS, default: DEFAULT_NETFILTER_BACKEND, help: 'netfilter backend of the NAT rules' },
   'out-interface': { kind: 'string', default: 'eth0', help: 'interface the NAT-ed traffic leaves by' },
   kubeconfig: { kind: 'string', help: 'kubeconfig file (default: in-cluster, ~/.kube/config)' },
+  'api-http2': { kind: 'bool', default: true, help: 'speak HTTP/2 to the API server, every call and watch over one connection (false: HTTP/1.1, a connection per watch)' },
   'log-level': { kind: 'enum', values: LOG_LEVELS, default: 'info', help: 'log level' },
   'metrics-interval-seconds': { kind: 'string', default: '30', help: 'seconds between conntrack and nft reads for the metrics' },
 });
@@ -84,6 +91,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
     backend: values.backend,
     outInterface: values['out-interface'],
     ...(values.kubeconfig !== undefined ? { kubeconfig: values.kubeconfig } : {}),
+    apiHttp2: values['api-http2'],
     logLevel: values['log-level'],
     metricsIntervalMs: Math.round(intervalS * 1000),
   };

@@ -103,7 +103,7 @@ export class EgressAgent {
 
     await this.server.init();
     const source: ClientPodSource = new ClientPodSource({
-      transport: new ApiTransport(this.o.kubeConfig),
+      transport: new ApiTransport(this.o.kubeConfig, { http2: c.apiHttp2 }),
       egress: { namespace: c.namespace, name: c.egressName }, log: log.child({ component: 'client-pods' }),
       onChange: () => this.watcher?.notify(),
     });

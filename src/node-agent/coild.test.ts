@@ -24,3 +24,11 @@ describe("coild's loops", () => {
     assert.deepEqual(coild('--egress-nat-steering=false').manager.runnableNames(), ['egress-watcher', 'block-export', 'block-request', 'block-release']);
   });
 });
+
+describe("coild's API transport", () => {
+  it('speaks HTTP/2 unless --api-http2=false', () => {
+    assert.equal(coild().manager.transport.http2, true);
+    assert.equal(coild('--api-http2=false').manager.transport.http2, false);
+    assert.throws(() => coild('--api-http2=no'), /api-http2/);
+  });
+});

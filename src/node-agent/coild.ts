@@ -3,8 +3,9 @@
  * (docs/compatibility.md#coild-start-up), kept apart from main.ts so tests can run it in-process.
  * Start order:
  * 1. Manager (no leader election, no reconcilers): metrics server, client, Event recorder, and a
- *    cache of this node's AddressBlocks and BlockRequests (label `coil.cybozu.com/node`), its
- *    Node and Pods (field selectors), all Namespaces and AddressPools — waited until synced;
+ *    cache of this node's AddressBlocks (label `coil.cybozu.com/node`), its Node and Pods (field
+ *    selectors), all Namespaces and AddressPools — waited until synced; no BlockRequests (the
+ *    BlockRequester reads its own by name, ipam/block-request.ts);
  * 2. PodNetwork.init (forwarding, the pod-table rule, MTU; failures only logged, as Coil);
  * 3. NodeIpam from the cache, then recovery from the host, then release of empty blocks;
  * 4. export table sync, egress client records and kernel probe (with `--enable-egress`),
@@ -20,12 +21,11 @@
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import type { AddressBlock } from '../api/v2/addressblock.js';
-import { INDEX_BLOCK_BY_REQUEST } from '../api/v2/keys.js';
 import { Manager } from '../runtime/manager.js';
 import { Registry } from '../runtime/registry.js';
 import { BlockExport } from './ipam/block-export.js';
 import { BlockReleaser } from './ipam/block-release.js';
-import { BlockRequester, blockRequestUidOf } from './ipam/block-request.js';
+import { BlockRequester } from './ipam/block-request.js';
 import { CniService } from './rpc/cni-service.js';
 import type { CniHandler } from './rpc/cni-handler.js';
 import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
@@ -50,7 +50,7 @@ import { NodeIpam } from './ipam/node-ipam.js';
 import { OriginatingOnly } from './egress/originating-only.js';
 import { RtnetlinkPodNetwork } from './podnet/pod-network-rtnetlink.js';
 import { IpRouteExporter } from './ipam/route-export.js';
-import { COILD_ACCESS, coildFeatures } from './rbac.js';
+import { declareCoildCache } from './rbac.js';
 import { recoverAllocations } from './ipam/recovery.js';
 import { OrphanAddresses } from './ipam/orphans.js';
 import { SpawnHelper } from './podnet/spawn-helper.js';
@@ -103,16 +103,13 @@ export class Coild {
     const cfg = o.config;
     const log = o.logger;
     this.manager = new Manager({
-      kubeConfig: o.kubeConfig, registry: new Registry(), name: 'coild', identity: cfg.nodeName, logger: log,
+      kubeConfig: o.kubeConfig, transport: { http2: cfg.apiHttp2 }, registry: new Registry(), name: 'coild', identity: cfg.nodeName, logger: log,
       ...(cfg.metricsAddr && { metricsBindAddress: cfg.metricsAddr }),
       gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
     });
     const { cache, client } = this.manager;
     // What the enabled features cache (rbac.ts; the chart grants exactly the reads of these).
-    for (const feature of coildFeatures(cfg)) {
-      for (const c of COILD_ACCESS[feature].caches) cache.ensure(c.kind, c.options?.(cfg));
-    }
-    if (cfg.enableIpam) cache.addIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+    declareCoildCache(cache, cfg);
 
     this.uninstall = cfg.pod ? new UninstallDetector({ cache, client, pod: cfg.pod, logger: log.child({ logger: 'uninstall' }) }) : undefined;
 
@@ -151,7 +148,7 @@ export class Coild {
       },
     });
     this.orphans = new OrphanAddresses({
-      cache, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'orphans' }),
+      cache, client, requester: this.requester, nodeName: cfg.nodeName, logger: log.child({ logger: 'orphans' }),
       unreadable: () => this.ipam.unreadableBlocks().map((b) => b.name),
       hold: { expect: (e) => this.ipam.expect(e), unexpect: (key) => this.ipam.unexpect(key) },
       reportOnPod: (pod, message) => this.manager.recorder.event(pod as V1Pod, 'Warning', 'AddressWithoutBlock', message),

@@ -51,6 +51,12 @@ export interface CoildConfig {
   readonly allocTimeoutMs: number;
   /** `--kubeconfig`, else `$KUBECONFIG`, else in-cluster, else `~/.kube/config`. */
   readonly kubeconfig?: string;
+  /**
+   * `--api-http2` (ours), default true: speak HTTP/2 to the API server when it negotiates it, every
+   * call and watch multiplexed over one connection as client-go does; false keeps HTTP/1.1, one
+   * connection per open watch (src/runtime/api-transport.ts).
+   */
+  readonly apiHttp2: boolean;
   /** `--host-netns` (ours): a netns file standing in for the host netns (tests, labs of several nodes on one machine). */
   readonly hostNetns?: string;
   /** `--graceful-shutdown` (ours), default 20 s as Coil's. */
@@ -119,6 +125,7 @@ export const COILD_FLAGS = defineFlags('coild', {
   'alloc-timeout': { kind: 'duration', default: '30s', help: 'how long an ADD waits for a new block' },
   'graceful-shutdown': { kind: 'duration', default: '20s', help: 'how long a shutdown may take' },
   kubeconfig: { kind: 'string', help: 'kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)' },
+  'api-http2': { kind: 'bool', default: true, help: 'speak HTTP/2 to the API server, every call and watch over one connection (false: HTTP/1.1, a connection per watch)' },
   'host-netns': { kind: 'string', help: 'a netns file standing in for the host netns (tests, labs)' },
   'cni-conf-file': { kind: 'string', help: "coil's conflist, removed when the release is uninstalled" },
   'log-level': { kind: 'string', help: `log level: ${LOG_LEVELS.join(', ')} (default info)` },
@@ -175,6 +182,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     lowWaterMark: v['low-water-mark'],
     allocTimeoutMs: positive('alloc-timeout', v['alloc-timeout']),
     ...(kubeconfig ? { kubeconfig } : {}),
+    apiHttp2: v['api-http2'],
     ...(hostNetns ? { hostNetns } : {}),
     ...(v['cni-conf-file'] ? { cniConfFile: v['cni-conf-file'] } : {}),
     ...(env.COIL_POD_NAMESPACE && env.COIL_POD_NAME ? { pod: { namespace: env.COIL_POD_NAMESPACE, name: env.COIL_POD_NAME } } : {}),

@@ -9,13 +9,13 @@
  * allocates), writing BlockRequest status (only the controller answers), any Pod or Node write,
  * Secrets.
  */
-import { LABEL_NODE } from '../api/v2/keys.js';
-import type { CacheKindOptions } from '../runtime/cache.js';
+import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE } from '../api/v2/keys.js';
+import type { Cache, CacheKindOptions } from '../runtime/cache.js';
 import type { KindDescriptor } from '../runtime/kind.js';
 import { EVENT_RECORDER_RBAC, readRule } from '../runtime/rbac.js';
 import type { RbacRule } from '../runtime/registry.js';
 import { BlockReleaser } from './ipam/block-release.js';
-import { BlockRequester } from './ipam/block-request.js';
+import { BlockRequester, blockRequestUidOf } from './ipam/block-request.js';
 import { CniService } from './rpc/cni-service.js';
 import type { CoildConfig } from './config.js';
 import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
@@ -61,8 +61,11 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
   },
   ipam: {
     caches: [
+      // Its AddressBlocks; a block labelled with a request's UID is the controller's answer to it.
+      // BlockRequests are not cached: a watch by label of a custom resource is sent every event of
+      // the kind to filter (the apiserver's watch cache indexes no labels), N² deliveries when N
+      // nodes ask at once (docs/performance.md#scale); the BlockRequester reads its own by name.
       { kind: Kinds.AddressBlock, options: onThisNode },
-      { kind: Kinds.BlockRequest, options: onThisNode },
       // A namespace's `coil.cybozu.com/pool` annotation chooses its pods' pool.
       { kind: Kinds.Namespace },
       { kind: Kinds.AddressPool },
@@ -80,6 +83,18 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
     calls: [...EgressWatcher.rbac, ...EgressOnlyCniService.rbac],
   },
 });
+
+/**
+ * Declares coild's informer cache for these flags: the kinds of its features with their
+ * selectors, and (IPAM) the AddressBlock index the BlockRequester reads answers through. coild
+ * and the scale benchmark's stand-ins (hack/bench/scale-node.ts) both build theirs with it.
+ */
+export function declareCoildCache(cache: Cache, config: CoildConfig): void {
+  for (const feature of coildFeatures(config)) {
+    for (const c of COILD_ACCESS[feature].caches) cache.ensure(c.kind, c.options?.(config));
+  }
+  if (config.enableIpam) cache.addIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
+}
 
 /** The features a coild with these flags runs: `common`, then `ipam` and `egress` when enabled. */
 export function coildFeatures(flags: { readonly enableIpam: boolean; readonly enableEgress: boolean }): CoildFeature[] {

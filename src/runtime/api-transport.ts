@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions as HttpsRequestOptions } from 'node:https';
+import type { ConnectionOptions } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { Http2Connection } from './api-http2.js';
 import { ApiError, type KubeStatus } from './errors.js';
 
 /** One REST call: path relative to the cluster server, query parameters, JSON body. */
@@ -17,8 +19,28 @@ export interface ApiRequest {
   readonly signal?: AbortSignal;
 }
 
+/** Options of an {@link ApiTransport}; every field has a default. */
+export interface ApiTransportOptions {
+  /**
+   * Upper bound of one call, default 30 000 ms. Without it a server that accepts the
+   * connection but never answers would hang a reconcile (and its key) or an informer's list
+   * forever; the timeout turns that into an ApiError the caller retries.
+   */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Speak HTTP/2 to an https: server that negotiates it, all calls and watches multiplexed over
+   * one connection (as client-go does). Default true; the programs' `--api-http2=false` turns it
+   * off. Never used through a proxy or for plain http:.
+   */
+  readonly http2?: boolean;
+  /** HTTP/2: PING after this long without reading from the server. Default 30 000 ms (client-go). */
+  readonly readIdleTimeoutMs?: number;
+  /** HTTP/2: close the connection when that PING is not answered within this long. Default 15 000 ms (client-go). */
+  readonly pingTimeoutMs?: number;
+}
+
 /**
- * Sends REST calls with node:http(s), authenticated by client-node's KubeConfig
+ * Sends REST calls with node:http2 or node:http(s), authenticated by client-node's KubeConfig
  * (`applyToHTTPSOptions`: TLS material, client certificates, tokens, exec plugins, proxies),
  * returning plain JSON.
  *
@@ -42,28 +64,54 @@ export interface ApiRequest {
  * dropped after a call that timed out or failed on the network (each call had a fresh
  * connection before; a dead shared one must not hold every later call).
  *
+ * HTTP/2 (the default for https: without a proxy): one connection per TLS identity carries every
+ * call and watch as a stream (api-http2.ts), as client-go's does. Over HTTP/1.1 each open watch
+ * holds a connection of its own: coild's 7 watches were 7 sockets in the apiserver per node,
+ * 35,000 at 5,000 nodes (docs/performance.md#scale). A server that does not negotiate `h2` by
+ * ALPN, a proxy (a CONNECT tunnel) and plain http: take the HTTP/1.1 path below.
+ *
  * @throws ApiError on any non-2xx answer (code and decoded `metav1.Status`), or with code 0 when
  *   the server could not be reached (the cause holds the network error)
  */
 export class ApiTransport {
   /** The agent (connection pool) in use and the fingerprint of the TLS identity it was built for. */
   private pool: { readonly identity: string; readonly agent: Agent } | undefined;
+  /** The HTTP/2 connection in use and the fingerprint of the TLS identity it was built for. */
+  private h2: { readonly identity: string; readonly connection: Http2Connection } | undefined;
+  private readonly requestTimeoutMs: number;
 
   constructor(
     readonly kubeConfig: KubeConfig,
-    /**
-     * Upper bound of one call, default 30 000 ms. Without it a server that accepts the
-     * connection but never answers would hang a reconcile (and its key) or an informer's list
-     * forever; the timeout turns that into an ApiError the caller retries.
-     */
-    private readonly requestTimeoutMs = 30_000,
-  ) {}
+    private readonly options: ApiTransportOptions = {},
+  ) {
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+  }
+
+  /** Whether HTTP/2 is tried (ApiTransportOptions.http2; a server without `h2` still gets HTTP/1.1). */
+  get http2(): boolean {
+    return this.options.http2 ?? true;
+  }
+
+  /**
+   * Closes the HTTP/2 connection gracefully (open streams finish); a later call opens a new one.
+   * HTTP/1.1 keep-alive sockets need no closing: idle ones do not hold the process.
+   */
+  close(): void {
+    this.h2?.connection.close();
+    this.h2 = undefined;
+  }
 
   /** Sends `req` and returns the decoded JSON body (`undefined` for an empty body). */
   async request<T>(req: ApiRequest): Promise<T> {
     const timeout = AbortSignal.timeout(this.requestTimeoutMs);
-    const { status, body } = await this.send(req, req.signal ? AbortSignal.any([req.signal, timeout]) : timeout);
-    const text = await body.text();
+    const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
+    const { status, body } = await this.send(req, signal);
+    let text: string;
+    try {
+      text = await body.text();
+    } catch (cause) {
+      throw networkError(req, signal, cause);
+    }
     if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
     throw failure(req, status, text);
   }
@@ -115,8 +163,6 @@ export class ApiTransport {
     const opts: HttpsOptions = {};
     await this.kubeConfig.applyToHTTPSOptions(opts);
     const identity = tlsIdentity(cluster, opts);
-    if (this.pool?.identity !== identity) this.pool = { identity, agent: keptAgent(url, cluster.proxyUrl, opts) };
-    const kept = this.pool;
     const headers: Record<string, string> = { ...(opts.headers as Record<string, string> | undefined), Accept: 'application/json' };
     const payload = req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
     if (payload !== undefined) {
@@ -125,6 +171,29 @@ export class ApiTransport {
       // would then be taken for the next request on the kept connection.
       headers['Content-Length'] = String(Buffer.byteLength(payload));
     }
+    if (this.http2 && url.protocol === 'https:' && !cluster.proxyUrl) {
+      if (this.h2?.identity !== identity) {
+        // A rotated certificate or switched context: the old session's streams run to their end.
+        this.h2?.connection.close();
+        this.h2 = { identity, connection: new Http2Connection(url, tlsOf(opts), {
+          readIdleTimeoutMs: this.options.readIdleTimeoutMs ?? 30_000,
+          pingTimeoutMs: this.options.pingTimeoutMs ?? 15_000,
+          connectTimeoutMs: this.requestTimeoutMs,
+        }) };
+      }
+      if (!this.h2.connection.speaksHttp1) {
+        // node:https turns `auth` (a kubeconfig's username and password) into this header itself.
+        const h2Headers = typeof opts.auth === 'string' ? { ...headers, Authorization: `Basic ${Buffer.from(opts.auth).toString('base64')}` } : headers;
+        try {
+          const res = await this.h2.connection.send({ method: req.method, url, headers: h2Headers, payload, signal });
+          if (res) return { status: res.status, body: bodyOfChunks(res.chunks) };
+        } catch (cause) {
+          throw networkError(req, signal, cause);
+        }
+      }
+    }
+    if (this.pool?.identity !== identity) this.pool = { identity, agent: keptAgent(url, cluster.proxyUrl, opts) };
+    const kept = this.pool;
     try {
       const res = await new Promise<IncomingMessage>((resolve, reject) => {
         const r = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, {
@@ -135,17 +204,24 @@ export class ApiTransport {
       });
       return { status: res.statusCode ?? 0, body: bodyOf(res) };
     } catch (cause) {
-      // The caller's abort propagates as its reason; our own request timeout becomes an ApiError.
-      if (signal.aborted && (signal.reason as Error | undefined)?.name !== 'TimeoutError') throw signal.reason;
       // A call that timed out or failed on the network may sit on a dead (half-open) connection
       // that TCP would take minutes to notice; the next call starts a new pool instead.
-      if (this.pool === kept) {
+      if (!(signal.aborted && (signal.reason as Error | undefined)?.name !== 'TimeoutError') && this.pool === kept) {
         this.pool = undefined;
         kept.agent.destroy();
       }
-      throw new ApiError(0, '', `${req.method} ${req.path}: ${(cause as Error).message}`, undefined, { cause });
+      throw networkError(req, signal, cause);
     }
   }
+}
+
+/**
+ * What a failed send throws: the caller's abort propagates as its reason; our own request timeout
+ * and network errors become an ApiError with code 0 (the cause holds the error).
+ */
+function networkError(req: ApiRequest, signal: AbortSignal, cause: unknown): unknown {
+  if (signal.aborted && (signal.reason as Error | undefined)?.name !== 'TimeoutError') return signal.reason;
+  return new ApiError(0, '', `${req.method} ${req.path}: ${(cause as Error).message}`, undefined, { cause });
 }
 
 /** https.RequestOptions as KubeConfig.applyToHTTPSOptions fills it. */
@@ -168,6 +244,18 @@ function bodyOf(res: IncomingMessage): Body {
   };
 }
 
+/** A body over HTTP/2 stream chunks (api-http2.ts throws when the stream was cut off). */
+function bodyOfChunks(chunks: AsyncIterable<Uint8Array>): Body {
+  return {
+    async text() {
+      const parts: Uint8Array[] = [];
+      for await (const c of chunks) parts.push(c);
+      return Buffer.concat(parts).toString('utf8');
+    },
+    chunks: () => chunks,
+  };
+}
+
 /**
  * The agent to keep for a TLS identity: a keep-alive agent with the KubeConfig's TLS material, or,
  * behind a proxy, the proxy agent client-node built (it tunnels; it keeps its own connections).
@@ -175,10 +263,14 @@ function bodyOf(res: IncomingMessage): Body {
 function keptAgent(url: URL, proxyUrl: string | undefined, o: HttpsOptions): Agent {
   if (proxyUrl && o.agent instanceof Agent) return o.agent;
   if (url.protocol !== 'https:') return new Agent({ keepAlive: true });
-  const tls = Object.fromEntries(Object.entries({
+  return new HttpsAgent({ keepAlive: true, ...tlsOf(o) });
+}
+
+/** The TLS material of `o` (CA, client certificate and key, PFX, passphrase, verification, SNI), set fields only. */
+function tlsOf(o: HttpsOptions): ConnectionOptions {
+  return Object.fromEntries(Object.entries({
     ca: o.ca, cert: o.cert, key: o.key, pfx: o.pfx, passphrase: o.passphrase, rejectUnauthorized: o.rejectUnauthorized, servername: o.servername,
-  }).filter(([, v]) => v !== undefined));
-  return new HttpsAgent({ keepAlive: true, ...tls });
+  }).filter(([, v]) => v !== undefined)) as ConnectionOptions;
 }
 
 /**

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Container } from 'inversify';
 import { mutate, validate } from './admission.js';
-import { ApiTransport } from './api-transport.js';
+import { ApiTransport, type ApiTransportOptions } from './api-transport.js';
 import { Cache, type CacheKindOptions } from './cache.js';
 import { Client } from './client.js';
 import { Controller, controllerSettings } from './controller.js';
@@ -24,6 +24,8 @@ import { WebhookServer, type WebhookServerOptions } from './webhook-server.js';
 /** Options of a {@link Manager}. Every field but `kubeConfig` has a default. */
 export interface ManagerOptions {
   readonly kubeConfig: KubeConfig;
+  /** How the API is spoken (HTTP/2 or HTTP/1.1, timeouts). Default: ApiTransport's defaults. */
+  readonly transport?: ApiTransportOptions;
   /** Where decorators recorded reconcilers and webhooks. Default: the default registry. */
   readonly registry?: Registry;
   /** Container holding the program's own bindings (e.g. PoolManager); runtime services are added to it. Default: a new one. */
@@ -116,7 +118,7 @@ export class Manager {
     this.registry = options.registry ?? defaultRegistry();
     this.log = options.logger ?? createLogger({ name });
     this.metrics = new Metrics({ defaultMetrics: options.defaultMetrics ?? true });
-    this.transport = new ApiTransport(options.kubeConfig);
+    this.transport = new ApiTransport(options.kubeConfig, options.transport);
     this.client = new Client(this.transport, name);
     this.cache = new Cache(this.transport, this.log, options.cache?.defaults);
     this.recorder = new EventRecorder(this.transport, name, this.identity, this.log);
@@ -301,6 +303,7 @@ export class Manager {
     await this.recorder.flush();
     this.operator?.stop();
     await this.cache.stop();
+    this.transport.close();
     await this.webhookServer?.stop();
     await this.endpoints.close();
     clearInterval(this.keepAlive);

@@ -24,6 +24,8 @@ import { checkInvariants } from '../invariants/check.js';
 import { canI } from '../../hack/lab/credentials.js';
 import { REAL_FAULTS, realSoak } from '../../hack/lab/real-soak.js';
 import { coildMemory } from '../../hack/bench/pod-startup.js';
+import { processesIn } from '../../hack/lab/cgroups.js';
+import { tcpConnections } from '../support/tcp-connections.js';
 import { cidrContainsAddress, parseAddress, parseCidr } from '../../src/ipam/cidr.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -367,6 +369,33 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
       console.log(`coild on ${node.name} (${count} pods on the node): RSS ${(m.rss / 1e6).toFixed(1)} MB, peak ${(m.hwm / 1e6).toFixed(1)} MB; its pod ${(m.podRss / 1e6).toFixed(1)} MB`);
       assert.ok(m.rss > 0 && m.hwm >= m.rss, `${node.name}: ${JSON.stringify(m)}`);
     }
+  });
+
+  test('coild and coil-controller each hold one HTTP/2 connection to the apiserver through the relays, and kubectl-coil answers over HTTP/2', async () => {
+    // The programs' pids among the pods kubelet runs, by their main script (entrypoint.sh).
+    const programs = async (script: RegExp): Promise<{ node: string; pid: number }[]> => {
+      const found: { node: string; pid: number }[] = [];
+      for (const node of cluster.nodes) {
+        for (const pid of await processesIn(`/${node.name}/kubepods`)) {
+          const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+          if (cmd.some((a) => script.test(a))) found.push({ node: node.name, pid });
+        }
+      }
+      return found;
+    };
+    const coilds = await programs(/\/node-agent\/main(\.bundle)?\.c?js$/);
+    const controllers = await programs(/\/controller\/main\.js$/);
+    // The fault tests before this one removed a node: one coild per node still in the lab.
+    assert.equal(coilds.length, cluster.nodes.length);
+    assert.ok(controllers.length >= 1);
+    // The in-cluster address (the kubernetes Service, 443) or the node's relay (6443).
+    await eventually(async () => {
+      for (const p of [...coilds, ...controllers]) assert.equal(await tcpConnections(p.pid, [443, 6443]), 1, `pid ${p.pid} on ${p.node}`);
+      return true;
+    }, { timeoutMs: 20_000 });
+    console.log(`connections to the apiserver: 1 for each of ${coilds.length} coilds and ${controllers.length} coil-controllers`);
+    const shown = await cluster.exec('kube-system', 'ds/coild', ['kubectl-coil', 'ipam', 'show', '-o', 'json']);
+    assert.ok(JSON.parse(shown), shown);
   });
 
   test('helm upgrade to a changed image restarts coild and the controller and keeps every pod\'s address and connectivity', async () => {

@@ -93,7 +93,10 @@ export class FakeCoildCache {
   }
 }
 
-/** Records BlockRequest creations and deletions; `onCreate` plays the controller. */
+/**
+ * Records BlockRequest creations and deletions; `onCreate` plays the controller, which answers
+ * with {@link answer} (the status a read by name then finds) and the blocks it puts in the cache.
+ */
 export class FakeBlockClient {
   readonly created: BlockRequest[] = [];
   /** BlockRequest deletes asked for, with their UID precondition. */
@@ -109,9 +112,24 @@ export class FakeBlockClient {
   /** Objects only the API server knows (the cache has not seen them yet), by `<kind>/<name>`. */
   readonly apiOnly = new Map<string, KubernetesObject>();
 
-  /** Uncached reads find what {@link apiOnly} holds, else nothing. */
+  /** Reads by name (GET) of BlockRequests, by name. */
+  readonly reads: string[] = [];
+  /** Lists of BlockRequests asked for, with their label selector. */
+  readonly lists: string[] = [];
+
+  /** Uncached reads find what {@link apiOnly} holds (created BlockRequests included), else nothing. */
   async get<T extends KubernetesObject>(kind: KindDescriptor<T>, key: { name: string }): Promise<T | undefined> {
-    return this.apiOnly.get(`${kind.kind}/${key.name}`) as T | undefined;
+    if (kind.kind === 'BlockRequest') this.reads.push(key.name);
+    const found = this.apiOnly.get(`${kind.kind}/${key.name}`) as T | undefined;
+    return found && structuredClone(found);
+  }
+
+  /** BlockRequests the server holds whose labels match `labelSelector` (`k=v[,k=v]`). */
+  async list<T extends KubernetesObject>(kind: KindDescriptor<T>, opts: { labelSelector?: string } = {}): Promise<T[]> {
+    if (kind.kind === 'BlockRequest') this.lists.push(opts.labelSelector ?? '');
+    const want = (opts.labelSelector ?? '').split(',').filter(Boolean).map((kv) => kv.split('='));
+    return [...this.apiOnly.entries()].filter(([k]) => k.startsWith(`${kind.kind}/`)).map(([, o]) => o)
+      .filter((o) => want.every(([k, v]) => o.metadata?.labels?.[k!] === v)).map((o) => structuredClone(o) as T);
   }
 
   async create<T extends KubernetesObject>(_kind: KindDescriptor<T>, obj: T): Promise<T> {
@@ -119,12 +137,23 @@ export class FakeBlockClient {
     const n = ++this.seq;
     br.metadata = { ...br.metadata, name: `${br.metadata?.generateName ?? 'req-'}${n}`, uid: `uid-${n}` };
     this.created.push(br);
+    this.apiOnly.set(`BlockRequest/${br.metadata.name}`, structuredClone(br));
     this.onCreate(br);
     return br as unknown as T;
   }
 
-  async delete(_kind: KindDescriptor, key: { name: string }, opts: { uid?: string } = {}): Promise<boolean> {
+  /** The controller writes `status` on the request (a read by name sees it from now on). */
+  answer(br: BlockRequest, status: object): void {
+    const stored = this.apiOnly.get(`BlockRequest/${br.metadata!.name!}`) as BlockRequest | undefined;
+    if (stored?.metadata?.uid === br.metadata?.uid) this.apiOnly.set(`BlockRequest/${br.metadata!.name!}`, { ...stored!, status } as KubernetesObject);
+  }
+
+  async delete(kind: KindDescriptor, key: { name: string }, opts: { uid?: string } = {}): Promise<boolean> {
     this.requestsDeleted.push({ name: key.name, ...(opts.uid !== undefined && { uid: opts.uid }) });
+    const id = `${kind.kind}/${key.name}`;
+    const stored = this.apiOnly.get(id);
+    if (stored === undefined) return false;
+    if (opts.uid === undefined || stored.metadata?.uid === opts.uid) this.apiOnly.delete(id);
     return true;
   }
 }

@@ -1,10 +1,12 @@
 /**
- * BlockRequester's clean-up: coild deletes each BlockRequest it consumed, by UID, because Coil's
+ * BlockRequester: where it learns an answer (the block in the node's AddressBlock cache, else a
+ * read of the request by name on a backoff — no BlockRequest watch, docs/performance.md#scale),
+ * and its clean-up: coild deletes each BlockRequest it consumed, by UID, because Coil's
  * controller never does (docs/compatibility.md "BlockRequests").
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { BlockRequest } from '../../api/v2/blockrequest.js';
+import type { BlockRequest, BlockRequestStatus } from '../../api/v2/blockrequest.js';
 import type { Condition } from '../../api/v2/conditions.js';
 import { LABEL_NODE, LABEL_POOL } from '../../api/v2/keys.js';
 import { silentLogger } from '../../runtime/logging.js';
@@ -36,7 +38,7 @@ describe('BlockRequester clean-up', () => {
 
   it('deletes a request answered Failed', async () => {
     const cache = new FakeCoildCache();
-    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status: { conditions: [COMPLETE, FAILED] } } as BlockRequest)));
+    const client: FakeBlockClient = new FakeBlockClient((br) => setImmediate(() => client.answer(br, { conditions: [COMPLETE, FAILED] })));
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
     assert.equal((await r.request('p', 2_000)).kind, 'failed');
@@ -47,7 +49,7 @@ describe('BlockRequester clean-up', () => {
 
   it('keeps a timed-out request while it is outstanding, and deletes it once answered', async () => {
     const cache = new FakeCoildCache();
-    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', br)));
+    const client = new FakeBlockClient();
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
     assert.equal((await r.request('p', 50)).kind, 'timeout');
@@ -60,22 +62,130 @@ describe('BlockRequester clean-up', () => {
     r.stop();
   });
 
-  it('deletes answered requests an earlier run left, but neither pending ones nor other nodes\'', async () => {
+  it('deletes answered requests an earlier run left, but neither pending ones nor other nodes\'; a pending one once it is answered', async () => {
     const cache = new FakeCoildCache();
-    cache.put(Kinds.BlockRequest, request('req-p-n1-old', 'u-old', { status: { conditions: [COMPLETE], addressBlockName: 'p-7' } }));
-    cache.put(Kinds.BlockRequest, request('req-p-n1-pending', 'u-pending'));
-    cache.put(Kinds.BlockRequest, request('req-p-n2-old', 'u-n2', { node: 'n2', status: { conditions: [COMPLETE], addressBlockName: 'p-8' } }));
     const client = new FakeBlockClient();
+    const pending = request('req-p-n1-pending', 'u-pending');
+    for (const br of [
+      request('req-p-n1-old', 'u-old', { status: { conditions: [COMPLETE], addressBlockName: 'p-7' } }),
+      pending,
+      request('req-p-n2-old', 'u-n2', { node: 'n2', status: { conditions: [COMPLETE], addressBlockName: 'p-8' } }),
+    ]) client.apiOnly.set(`BlockRequest/${br.metadata!.name!}`, br);
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
     await settled();
+    assert.deepEqual(client.lists, ['coil.cybozu.com/node=n1'], 'one list of this node\'s requests when it starts');
     assert.deepEqual(client.requestsDeleted, [{ name: 'req-p-n1-old', uid: 'u-old' }]);
+    client.answer(pending, { conditions: [COMPLETE], addressBlockName: 'p-9' });
+    await new Promise((res) => setTimeout(res, 200));
+    assert.deepEqual(client.requestsDeleted.map((d) => d.uid), ['u-old', 'u-pending']);
+    assert.deepEqual(client.lists.length, 1, 'listed once');
+    r.stop();
+  });
+});
+
+describe('BlockRequester: where the answer comes from', () => {
+  const complete = (block: string): BlockRequestStatus => ({ addressBlockName: block, conditions: [{ ...COMPLETE, message: `allocated a block ${block}` }] });
+
+  it('watches no BlockRequest: a request whose labelled block arrives within a poll is not read at all', async () => {
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient((br) => setImmediate(() => cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! }))));
+    const subscribed: string[] = [];
+    const onEvent = cache.onEvent.bind(cache);
+    cache.onEvent = ((kind: { kind: string }, h: never) => (subscribed.push(kind.kind), onEvent(kind as never, h))) as typeof cache.onEvent;
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 200 });
+    r.start();
+    assert.deepEqual(await r.request('p', 2_000), { kind: 'allocated', blockName: 'p-0' });
+    r.stop();
+    assert.deepEqual(subscribed, ['AddressBlock']);
+    assert.deepEqual(client.reads, []);
+  });
+
+  it('under a controller that does not label its blocks (status and block name only), reads the request and takes the named block', async () => {
+    const cache = new FakeCoildCache();
+    const client: FakeBlockClient = new FakeBlockClient((br) => setTimeout(() => {
+      cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 3, '10.0.0.12/30'));
+      client.answer(br, complete('p-3'));
+    }, 30));
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
+    r.start();
+    assert.deepEqual(await r.request('p', 2_000), { kind: 'allocated', blockName: 'p-3' });
+    assert.ok(client.reads.length >= 1);
+    await settled();
+    assert.deepEqual(client.requestsDeleted.map((d) => d.uid), [client.created[0]!.metadata!.uid]);
+    r.stop();
+  });
+
+  it('waits for the named block to reach the cache, and takes no older block of that name or another request\'s', async () => {
+    const cache = new FakeCoildCache();
+    const old = fakeBlock('p', 3, '10.0.0.12/30');
+    old.metadata!.creationTimestamp = new Date('2020-01-01T00:00:00Z');
+    cache.put(Kinds.AddressBlock, old);
+    cache.put(Kinds.AddressBlock, fakeBlock('p', 4, '10.0.0.16/30', { uid: 'someone-else' }));
+    const client: FakeBlockClient = new FakeBlockClient((br) => {
+      br.metadata!.creationTimestamp = new Date('2026-01-01T00:00:00Z');
+      client.answer(br, complete(br.spec.poolName === 'p' ? 'p-3' : 'p-4'));
+    });
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
+    r.start();
+    const other = r.request('q', 150);
+    const waiting = r.request('p', 2_000);
+    await new Promise((res) => setTimeout(res, 100));
+    assert.ok(r.isPending('p'), 'the cache still shows the old p-3 (created before the request): not the answer');
+    const fresh = fakeBlock('p', 3, '10.0.0.12/30');
+    fresh.metadata!.creationTimestamp = new Date('2026-01-01T00:00:01Z');
+    cache.emit(Kinds.AddressBlock, 'MODIFIED', fresh);
+    assert.deepEqual(await waiting, { kind: 'allocated', blockName: 'p-3' });
+    assert.equal((await other).kind, 'timeout', 'p-4 answers another request');
+    r.stop();
+  });
+
+  it('learns a Failed answer by reading the request, and `lost` when it was deleted unanswered', async () => {
+    const cache = new FakeCoildCache();
+    let mode: 'fail' | 'delete' = 'fail';
+    const client: FakeBlockClient = new FakeBlockClient((br) => setImmediate(() => {
+      if (mode === 'fail') client.answer(br, { conditions: [COMPLETE, FAILED] });
+      else client.apiOnly.delete(`BlockRequest/${br.metadata!.name!}`);
+    }));
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
+    r.start();
+    assert.deepEqual(await r.request('p', 2_000), { kind: 'failed', reason: 'out of blocks', message: 'pool p does not have free blocks' });
+    mode = 'delete';
+    assert.deepEqual(await r.request('p', 2_000), { kind: 'lost' });
+    r.stop();
+  });
+
+  it('reads an unanswered request on a doubling backoff: a whole poll after its creation at least, then 2, 4, 8 … polls apart', async () => {
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient();
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
+    r.start();
+    assert.equal((await r.request('p', 320)).kind, 'timeout');
+    r.stop();
+    // About 32 polls: reads at polls 2, 4, 8, 16, 32 (a tick that overruns is dropped, never doubled).
+    assert.ok(client.reads.length >= 3 && client.reads.length <= 6, `${client.reads.length} reads in 32 polls`);
+  });
+
+  it('follows a request made for someone else (a claim): tells its answer once, then deletes it', async () => {
+    const cache = new FakeCoildCache();
+    const client = new FakeBlockClient();
+    const claim = await client.create(Kinds.BlockRequest, request('claim-p-n1-', ''));
+    const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
+    r.start();
+    const answers: string[] = [];
+    r.follow(claim.metadata!.name!, claim.metadata!.uid!, (a) => answers.push(a.kind));
+    await new Promise((res) => setTimeout(res, 50));
+    assert.deepEqual([answers, client.requestsDeleted], [[], []], 'pending: nothing to tell yet');
+    client.answer(claim, { conditions: [COMPLETE, FAILED] });
+    await new Promise((res) => setTimeout(res, 200));
+    assert.deepEqual(answers, ['failed']);
+    assert.deepEqual(client.requestsDeleted, [{ name: claim.metadata!.name!, uid: claim.metadata!.uid! }]);
     r.stop();
   });
 });
 
 describe('BlockRequester after an API server outage', () => {
-  it('cuts short the backoff of its informers while an ADD waits for a block the server already holds', async () => {
+  it('cuts short the backoff of its AddressBlock informer while an ADD waits for a block the server already holds', async () => {
     // The controller answered at once, but this node's AddressBlock informer is waiting out the
     // backoff of an outage that has ended: without the hurry the ADD times out on a block that exists.
     const cache = new FakeCoildCache();
@@ -87,16 +197,14 @@ describe('BlockRequester after an API server outage', () => {
     r.stop();
   });
 
-  it('backs off its own hurry while the server stays down: not a list of both informers every poll on every waiting node', async () => {
+  it('backs off its own hurry while the server stays down: not a list every poll on every waiting node', async () => {
     // An ADD waits on a request created just before the outage. Each hurried list fails again (the
     // informer backs off anew); hurrying each poll would make every waiting node of the cluster
-    // list twice a poll for the whole outage (hack/bench/scale.ts: 2 LISTs/s per node).
+    // list every poll for the whole outage (hack/bench/scale.ts: 2 LISTs/s per node with two informers).
     const cache = new FakeCoildCache();
     const client = new FakeBlockClient();
-    for (const kind of [Kinds.AddressBlock, Kinds.BlockRequest]) {
-      const down = (): void => cache.backOff(kind, down);
-      down();
-    }
+    const down = (): void => cache.backOff(Kinds.AddressBlock, down);
+    down();
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
     r.start();
     assert.equal((await r.request('p', 640)).kind, 'timeout');
@@ -133,7 +241,6 @@ describe('BlockRequester after an API server outage', () => {
     r.start();
     assert.equal((await r.request('p', 10)).kind, 'timeout');
     cache.backOff(Kinds.AddressBlock, () => undefined);
-    cache.backOff(Kinds.BlockRequest, () => undefined);
     await new Promise((res) => setTimeout(res, 100));
     assert.deepEqual(cache.retried, []);
     assert.ok(r.isPending('p'));

@@ -1,33 +1,48 @@
 /**
  * BlockRequester: asks the IPAM controller for one more AddressBlock of a pool for this node and
- * learns the answer level-triggered from the informer cache, so a reply can never be lost.
+ * learns the answer level-triggered, so a reply can never be lost.
  *
  * Coil notifies its waiter by a non-blocking send on an unbuffered channel: an answer that comes
  * before the waiter blocks is dropped, the ADD times out, kubelet retries, coild deletes and
  * re-creates `req-<pool>-<node>`, and the controller carves a second block that leaks (Coil #271,
  * docs/compatibility.md#a-lossy-blockrequest-handshake). Here nothing is a one-shot signal: every
- * BlockRequest or AddressBlock event of this node, and a slow poll, re-reads the outstanding
- * request's state from the cache. A request outlives the waits on it: when an ADD gives up, the
- * next ADD of the pool joins the same request instead of issuing another.
+ * AddressBlock event of this node, and a slow poll, re-reads the outstanding request's state. A
+ * request outlives the waits on it: when an ADD gives up, the next ADD of the pool joins the same
+ * request instead of issuing another.
+ *
+ * Where the answer comes from: the node's AddressBlock cache, and the request itself read by name.
+ * coild does not watch BlockRequests. The apiserver's watch cache has no index for labels of
+ * custom resources, so a watch by label `coil.cybozu.com/node` is sent every BlockRequest event
+ * of the cluster to be filtered: with N nodes asking at once (a cluster start) that was 3 events
+ * per request (create, status, delete) to every node, N² deliveries, watchers closed for falling
+ * behind and the apiserver CPU-bound (docs/performance.md#scale). The controller labels the block
+ * it creates with the request's UID (`coil.cybozu.com/request`, as Coil's does since 2.0.14), so
+ * the block's arrival in the node's AddressBlock cache is the answer. What a block cannot tell —
+ * a `Failed` answer, or the answer of a controller that does not label its blocks — is read with
+ * a GET of the request by name, first one to two polls after its creation, then 2, 4, … polls
+ * apart, at most {@link READ_MAX_POLLS}: a request answered through its block within a poll costs
+ * no read at all.
  *
  * Naming: each request gets a unique name from `generateName: req-<pool>-<node>-`. Coil's fixed
  * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the
  * create an answer to the old one can arrive and be mistaken for the new one (the same name,
  * another UID) or land on a block nobody waits for; with unique names every request is identified
- * by its UID. The node and pool are also labels, so coild's informer selects only its own requests.
+ * by its UID. The node and pool are also labels, so coild can list its own requests.
  *
  * Clean-up: coild deletes each request it consumed, as Coil's coild does — Coil's controller
  * never deletes an answered request (docs/compatibility.md "BlockRequests"), so under it (a cluster moving node
  * by node) requests left to our controller's TTL would pile up until their Node goes. A request
  * is deleted once answered and no longer waited on: settled (its block in the cache, or failed,
- * or lost), or answered and not outstanding (left by an earlier coild run). Every delete names the
- * request's UID as a precondition, so it can only ever remove the very request that was answered.
- * The controller's TTL stays as a safety net for requests of a coild that is gone.
+ * or lost), or answered and not outstanding — left by an earlier coild run (one LIST of this
+ * node's requests when the requester starts finds them) or made for someone else ({@link follow}:
+ * the claims of orphans.ts); those are read by name on the same backoff until answered. Every
+ * delete names the request's UID as a precondition, so it can only ever remove the very request
+ * that was answered. The controller's TTL stays as a safety net for requests of a coild that is gone.
  */
 import type Logger from 'bunyan';
 import { kindRule } from '../../runtime/rbac.js';
 import type { AddressBlock } from '../../api/v2/addressblock.js';
-import { blockRequestResult, type BlockRequest } from '../../api/v2/blockrequest.js';
+import { blockRequestResult, type BlockRequest, type BlockRequestResult } from '../../api/v2/blockrequest.js';
 import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../api/v2/keys.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Client } from '../../runtime/client.js';
@@ -36,8 +51,7 @@ import type { RbacRule } from '../../runtime/registry.js';
 import { systemClock, type Clock } from '../../runtime/clock.js';
 import { every } from '../../runtime/periodic.js';
 import type { Runnable } from '../../runtime/runnable.js';
-import { Kinds } from '../../api/v2/kinds.js';
-import type { KindDescriptor } from '../../runtime/kind.js';
+import { Kinds, timeMs } from '../../api/v2/kinds.js';
 
 /** How one wait for a block ended. */
 export type BlockRequestOutcome =
@@ -50,14 +64,20 @@ export type BlockRequestOutcome =
   /** The request vanished unanswered (deleted by someone); the caller may ask again. */
   | { readonly kind: 'lost' };
 
+/** The answer of a {@link BlockRequester.follow}ed request, or `lost` when it was deleted unanswered. */
+export type FollowedAnswer = Exclude<BlockRequestResult, { kind: 'pending' }> | { readonly kind: 'lost' };
+
 /** Constructor options of {@link BlockRequester}. */
 export interface BlockRequesterOptions {
-  /** Started cache holding this node's BlockRequests and AddressBlocks (label `coil.cybozu.com/node`) and its Node. */
+  /** Started cache holding this node's AddressBlocks (label `coil.cybozu.com/node`, index {@link INDEX_BLOCK_BY_REQUEST}) and its Node. */
   readonly cache: Cache;
   readonly client: Client;
   readonly nodeName: string;
   readonly logger: Logger;
-  /** Safety-net re-check of outstanding requests, besides informer events. Default 1 000 ms. */
+  /**
+   * Safety-net re-check of outstanding requests, besides informer events; also the unit of the
+   * backoff of reads by name (the first one poll after a request's creation). Default 1 000 ms.
+   */
   readonly pollMs?: number;
   /** Time source of the poll. Default the process clock. */
   readonly clock?: Clock;
@@ -83,17 +103,56 @@ const HURRY_MAX_MS = 8_000;
 /** How long an `allocated` answer may precede its block in the cache before the request counts as lost. */
 const ANSWERED_BLOCK_WAIT_MS = 10_000;
 
+/**
+ * Most polls between two reads of one unanswered request by name (16 s at the default poll): a
+ * `Failed` answer is seen at most that late, and N nodes waiting through a controller outage read
+ * at most N/16 requests a second.
+ */
+const READ_MAX_POLLS = 16;
+
+/**
+ * When to read a request (or list the node's requests) next: at the second poll after it starts
+ * (one to two polls later: the first tick may come at once), then 2, 4, … polls apart, at most
+ * {@link READ_MAX_POLLS}; never two reads of one thing in flight.
+ */
+class ReadBackoff {
+  private intervalPolls = 1;
+  private left = 2;
+  inFlight = false;
+
+  /** Counts one poll. @returns true when a read is due now (the next is scheduled) */
+  due(): boolean {
+    if (this.inFlight || --this.left > 0) return false;
+    this.intervalPolls = Math.min(READ_MAX_POLLS, this.intervalPolls * 2);
+    this.left = this.intervalPolls;
+    return true;
+  }
+}
+
 /** One BlockRequest in flight for a pool. */
 interface Outstanding {
   readonly pool: string;
   readonly createdAtMs: number;
   name?: string;
   uid?: string;
-  /** The cache has shown the request at least once (so its absence later means deleted). */
-  seen: boolean;
+  /** The request's `creationTimestamp` (ms): a block answering it was created no earlier. */
+  serverCreatedMs?: number;
+  /** What the last read by name found: the request's state, or `gone` (404 or another UID). */
+  read?: BlockRequestResult | { readonly kind: 'gone' };
+  readonly reads: ReadBackoff;
+  /** A read failed and was logged (once per request: an outage is logged by the informers too). */
+  readFailed?: boolean;
   /** When the status first said `allocated` while the block was not in our cache yet. */
   answeredAtMs?: number;
   readonly waiters: Set<Waiter>;
+}
+
+/** A request of this node nobody waits on, read by name until answered, then deleted. */
+interface Followed {
+  readonly name: string;
+  readonly uid: string;
+  readonly reads: ReadBackoff;
+  onAnswer?: (answer: FollowedAnswer) => void;
 }
 
 /**
@@ -104,19 +163,25 @@ interface Outstanding {
  * (a Manager runnable, {@link run}; or by hand, {@link start}).
  */
 export class BlockRequester implements Runnable {
-  /** What it calls beyond the cache: creates its node's BlockRequests and deletes the ones consumed. */
-  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.BlockRequest, ['create', 'delete'])];
+  /**
+   * What it calls: creates its node's BlockRequests, reads one by name while it waits on it, lists
+   * its node's once when it starts (requests an earlier run left), deletes the ones consumed.
+   * No watch.
+   */
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.BlockRequest, ['create', 'get', 'list', 'delete'])];
 
   private readonly outstanding = new Map<string, Outstanding>();
   /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
   private readonly askedPools = new Set<string>();
+  /** Requests nobody waits on, by UID, to delete once answered ({@link follow}). */
+  private readonly followed = new Map<string, Followed>();
   /** UIDs of consumed requests whose delete is in flight. */
   private readonly deleting = new Set<string>();
-  /** UIDs of requests deleted (or found gone) that the cache may still show until the watch catches up. */
-  private readonly deleted = new Set<string>();
   private readonly unsubscribe: (() => void)[] = [];
-  /** Per informer kind: the hurry's own backoff ({@link hurryCache}). */
-  private readonly hurry = new Map<string, { intervalMs: number; notBeforeMs: number }>();
+  /** The informer hurry's own backoff ({@link hurryCache}). */
+  private readonly hurry = { intervalMs: 0, notBeforeMs: 0 };
+  /** The start-up list of this node's requests: undefined once it worked. */
+  private leftoverList: ReadBackoff | undefined;
   /** The stop signal of a {@link start} by hand. */
   private byHand: AbortController | undefined;
   private readonly now: () => number;
@@ -126,15 +191,19 @@ export class BlockRequester implements Runnable {
   }
 
   /**
-   * The Manager runnable: follows the cache and polls every `pollMs` until `signal` aborts, then
-   * {@link stop}s. What a re-check throws ends the run (the supervisor starts it again).
+   * The Manager runnable: lists the requests an earlier run left, follows the AddressBlock cache
+   * and polls every `pollMs` until `signal` aborts, then {@link stop}s. What a re-check throws
+   * ends the run (the supervisor starts it again).
    */
   async run(signal: AbortSignal): Promise<void> {
     const recheck = (): void => this.checkAll();
-    this.unsubscribe.push(this.o.cache.onEvent(Kinds.BlockRequest, recheck), this.o.cache.onEvent(Kinds.AddressBlock, recheck));
+    this.unsubscribe.push(this.o.cache.onEvent(Kinds.AddressBlock, recheck));
+    this.leftoverList = new ReadBackoff();
+    this.listLeftovers();
     try {
       await every(signal, this.o.pollMs ?? 1_000, () => {
         this.checkAll();
+        this.readDue();
         this.hurryCache();
       }, this.o.clock ?? systemClock);
     } finally {
@@ -148,12 +217,13 @@ export class BlockRequester implements Runnable {
     void this.run(this.byHand.signal).catch((err: unknown) => this.o.logger.error({ err }, 'block request poll failed'));
   }
 
-  /** Stops listening; pending waits end as `timeout`. */
+  /** Stops listening; pending waits end as `timeout`; requests in flight are left to the next run's list. */
   stop(): void {
     this.byHand?.abort();
     for (const u of this.unsubscribe.splice(0)) u();
     for (const o of this.outstanding.values()) this.settle(o, { kind: 'timeout' }, false);
     this.outstanding.clear();
+    this.followed.clear();
   }
 
   /** Whether a request for `pool` is in flight (warm prefetch does not add a second one). */
@@ -185,7 +255,7 @@ export class BlockRequester implements Runnable {
     let o = this.outstanding.get(pool);
     const isNew = o === undefined;
     if (o === undefined) {
-      o = { pool, createdAtMs: this.now(), seen: false, waiters: new Set() };
+      o = { pool, createdAtMs: this.now(), reads: new ReadBackoff(), waiters: new Set() };
       this.outstanding.set(pool, o);
       this.askedPools.add(pool);
     }
@@ -205,6 +275,21 @@ export class BlockRequester implements Runnable {
     return wait;
   }
 
+  /**
+   * Takes over a request of this node that no {@link request} waits on (a claim back made by
+   * orphans.ts): reads it by name on the requester's backoff until it is answered, tells
+   * `onAnswer` once (`lost` when it was deleted unanswered), then deletes it by UID. Following a
+   * UID already followed only sets `onAnswer`.
+   */
+  follow(name: string, uid: string, onAnswer?: (answer: FollowedAnswer) => void): void {
+    const known = this.followed.get(uid);
+    if (known) {
+      if (onAnswer) known.onAnswer = onAnswer;
+      return;
+    }
+    this.followed.set(uid, { name, uid, reads: new ReadBackoff(), ...(onAnswer && { onAnswer }) });
+  }
+
   private async create(o: Outstanding): Promise<void> {
     const node = this.o.cache.get(Kinds.Node, { name: this.o.nodeName });
     const ownerReferences = node?.metadata?.uid
@@ -220,6 +305,8 @@ export class BlockRequester implements Runnable {
     });
     o.name = br.metadata?.name;
     o.uid = br.metadata?.uid;
+    const created = timeMs(br.metadata?.creationTimestamp);
+    if (created !== undefined) o.serverCreatedMs = created;
     this.o.logger.info({ pool: o.pool, request: o.name }, 'requested a new address block');
     this.check(o);
   }
@@ -239,109 +326,174 @@ export class BlockRequester implements Runnable {
   }
 
   /**
-   * While an ADD has waited a whole poll for its block, the informers it reads must not sit out a
-   * backoff: after an API server or etcd outage their retry delay has doubled to seconds, and the
-   * controller often answers (the block exists) long before they list again — the ADD would time
-   * out on a block the server already holds. So a poll with such a waiter cuts the backoff of the
-   * two informers short, and only on nodes that are waiting for a block.
+   * While an ADD has waited a whole poll for its block, the AddressBlock informer must not sit out
+   * a backoff: after an API server or etcd outage its retry delay has doubled to seconds, and the
+   * controller often answers (the block exists) long before it lists again — the ADD would time
+   * out on a block the server already holds. So a poll with such a waiter cuts the informer's
+   * backoff short, and only on nodes that are waiting for a block.
    *
    * The hurry backs off too: while the server stays down each hurried list fails and the informer
-   * backs off anew, and a hurry every poll would have every waiting node of the cluster list both
-   * kinds every second for the whole outage, defeating the informers' backoff (hack/bench/scale.ts
-   * measured 2 LISTs/s per waiting node, 90 % of the nodes' lists, against a dead apiserver). After
-   * a hurry that found its informer backing off, the next one waits twice as long (±50 % jitter, so
-   * the nodes spread out), up to {@link HURRY_MAX_MS}; a poll that finds the informer healthy again
-   * (its list worked) starts over at one poll.
+   * backs off anew, and a hurry every poll would have every waiting node of the cluster list
+   * every second for the whole outage, defeating the informer's backoff (hack/bench/scale.ts
+   * measured 2 LISTs/s per waiting node, 90 % of the nodes' lists, when it also hurried a
+   * BlockRequest informer). After a hurry that found the informer backing off, the next one waits
+   * twice as long (±50 % jitter, so the nodes spread out), up to {@link HURRY_MAX_MS}; a poll that
+   * finds the informer healthy again (its list worked) starts over at one poll.
    */
   private hurryCache(): void {
     const pollMs = this.o.pollMs ?? 1_000;
     const now = this.now();
     const waiting = [...this.outstanding.values()].filter((o) => o.waiters.size > 0 && now - o.createdAtMs >= pollMs);
     if (waiting.length === 0) return;
-    const hurried: string[] = [];
-    for (const kind of [Kinds.BlockRequest, Kinds.AddressBlock] as KindDescriptor[]) {
-      const h = this.hurry.get(kind.kind) ?? { intervalMs: pollMs, notBeforeMs: 0 };
-      this.hurry.set(kind.kind, h);
-      if (!this.o.cache.informer(kind).backingOff) {
-        h.intervalMs = pollMs;
-        h.notBeforeMs = 0;
-        continue;
-      }
-      if (now < h.notBeforeMs || !this.o.cache.retryNow(kind)) continue;
-      hurried.push(kind.kind);
-      h.intervalMs = Math.min(HURRY_MAX_MS, h.intervalMs * 2);
-      h.notBeforeMs = now + h.intervalMs * (0.5 + Math.random());
+    const h = this.hurry;
+    if (!this.o.cache.informer(Kinds.AddressBlock).backingOff) {
+      h.intervalMs = pollMs;
+      h.notBeforeMs = 0;
+      return;
     }
-    if (hurried.length > 0) {
-      this.o.logger.info({ pools: waiting.map((o) => o.pool), informers: hurried }, 'an ADD waits for a block while the cache backs off: listing again now');
-    }
+    h.intervalMs ||= pollMs;
+    if (now < h.notBeforeMs || !this.o.cache.retryNow(Kinds.AddressBlock)) return;
+    h.intervalMs = Math.min(HURRY_MAX_MS, h.intervalMs * 2);
+    h.notBeforeMs = now + h.intervalMs * (0.5 + Math.random());
+    this.o.logger.info({ pools: waiting.map((o) => o.pool), informers: [Kinds.AddressBlock.kind] }, 'an ADD waits for a block while the cache backs off: listing again now');
   }
 
   private checkAll(): void {
     for (const o of [...this.outstanding.values()]) this.check(o);
-    this.sweep();
+  }
+
+  /** One poll's reads by name: of outstanding requests, of followed ones, and the start-up list until it worked. */
+  private readDue(): void {
+    for (const o of [...this.outstanding.values()]) {
+      if (o.uid !== undefined && o.reads.due()) this.read(o);
+    }
+    // A request being created may already be in a list of this node's requests: wait until its
+    // UID is known, so it is never followed (and deleted) as someone else's.
+    if ([...this.outstanding.values()].some((o) => o.uid === undefined)) return;
+    const waited = new Set([...this.outstanding.values()].map((o) => o.uid));
+    for (const f of [...this.followed.values()]) {
+      if (waited.has(f.uid)) this.followed.delete(f.uid);
+      else if (f.reads.due()) this.readFollowed(f);
+    }
+    if (this.leftoverList?.due()) this.listLeftovers();
+  }
+
+  /** Reads an outstanding request by name, then re-checks it. */
+  private read(o: Outstanding): void {
+    o.reads.inFlight = true;
+    this.o.client.get<BlockRequest>(Kinds.BlockRequest, { name: o.name! }).then((br) => {
+      if (this.outstanding.get(o.pool) !== o) return;
+      o.read = br === undefined || br.metadata?.uid !== o.uid ? { kind: 'gone' } : blockRequestResult(br.status);
+      this.check(o);
+    }, (err: unknown) => {
+      // Read again on the backoff; an outage is also told by the informers.
+      if (!o.readFailed) this.o.logger.warn({ err, pool: o.pool, request: o.name }, 'cannot read the BlockRequest; reading it again later');
+      o.readFailed = true;
+    }).finally(() => {
+      o.reads.inFlight = false;
+    });
+  }
+
+  /** Reads a followed request by name: answered or gone, it is told and (answered) deleted. */
+  private readFollowed(f: Followed): void {
+    f.reads.inFlight = true;
+    this.o.client.get<BlockRequest>(Kinds.BlockRequest, { name: f.name }).then((br) => {
+      if (this.followed.get(f.uid) !== f) return;
+      const gone = br === undefined || br.metadata?.uid !== f.uid;
+      const result = gone ? undefined : blockRequestResult(br.status);
+      if (result?.kind === 'pending') return;
+      this.followed.delete(f.uid);
+      f.onAnswer?.(result ?? { kind: 'lost' });
+      if (result !== undefined) this.consume(f.name, f.uid);
+    }, (err: unknown) => {
+      this.o.logger.debug({ err, request: f.name }, 'cannot read a BlockRequest to clean up; reading it again later');
+    }).finally(() => {
+      f.reads.inFlight = false;
+    });
   }
 
   /**
-   * Deletes answered requests of this node nobody waits on. A pool whose request is still being
-   * created (no UID known yet) is skipped: its answer may be in the cache before the create returns.
+   * Lists this node's requests once (requests an earlier run of coild left: answered ones, and
+   * pending ones the controller will still answer) and follows those nobody here waits on, to
+   * delete them once answered. Retried on the read backoff until it works.
    */
-  private sweep(): void {
-    const waited = new Set<string>();
-    const creating = new Set<string>();
-    for (const o of this.outstanding.values()) {
-      if (o.uid === undefined) creating.add(o.pool);
-      else waited.add(o.uid);
-    }
-    const cached = this.o.cache.list<BlockRequest>(Kinds.BlockRequest);
-    const present = new Set(cached.map((br) => br.metadata?.uid));
-    for (const uid of this.deleted) if (!present.has(uid)) this.deleted.delete(uid);
-    for (const br of cached) {
-      const uid = br.metadata?.uid;
-      if (uid === undefined || waited.has(uid) || creating.has(br.spec.poolName) || br.spec.nodeName !== this.o.nodeName) continue;
-      if (blockRequestResult(br.status).kind !== 'pending') this.consume(br.metadata!.name!, uid);
-    }
+  private listLeftovers(): void {
+    const list = this.leftoverList;
+    if (list === undefined) return;
+    list.inFlight = true;
+    this.o.client.list<BlockRequest>(Kinds.BlockRequest, { labelSelector: `${LABEL_NODE}=${this.o.nodeName}` }).then((items) => {
+      if (this.leftoverList !== list) return;
+      this.leftoverList = undefined;
+      const waited = new Set([...this.outstanding.values()].map((o) => o.uid));
+      for (const br of items) {
+        const { name, uid } = br.metadata ?? {};
+        if (name !== undefined && uid !== undefined && br.spec?.nodeName === this.o.nodeName && !waited.has(uid)) this.follow(name, uid);
+      }
+      if (this.followed.size > 0) this.o.logger.info({ requests: this.followed.size }, 'BlockRequests an earlier run left: deleting each once answered');
+    }, (err: unknown) => {
+      this.o.logger.warn({ err }, 'cannot list this node\'s BlockRequests; listing again later');
+    }).finally(() => {
+      list.inFlight = false;
+    });
   }
 
-  /** Deletes one answered request, only if it still has `uid`; once, however often the cache still shows it. */
+  /**
+   * Deletes one answered request, only if it still has `uid`; once, however often it is asked. A
+   * delete that fails is followed again: read and deleted on the backoff.
+   */
   private consume(name: string, uid: string): void {
-    if (this.deleting.has(uid) || this.deleted.has(uid)) return;
+    if (this.deleting.has(uid)) return;
     this.deleting.add(uid);
     this.o.client.delete(Kinds.BlockRequest, { name }, { uid }).then(
       (deleted) => {
-        this.deleted.add(uid);
         if (deleted) this.o.logger.debug({ request: name }, 'deleted a consumed BlockRequest');
       },
       (err: unknown) => {
         // 409: the name now holds another request (the UID precondition held); nothing to do.
-        if (isConflict(err)) this.deleted.add(uid);
-        else this.o.logger.warn({ err, request: name }, 'cannot delete a consumed BlockRequest; retrying on the next check');
+        if (isConflict(err)) return;
+        this.o.logger.warn({ err, request: name }, 'cannot delete a consumed BlockRequest; trying again later');
+        this.follow(name, uid);
       },
     ).finally(() => this.deleting.delete(uid));
   }
 
-  /** Level-triggered: reads the request and its block from the cache, whatever event woke us. */
+  /**
+   * Level-triggered: the block answering the request in the cache (by the request label), else
+   * what the last read by name found.
+   */
   private check(o: Outstanding): void {
     if (o.uid === undefined || o.name === undefined) return;
     const block = this.o.cache.byIndex<AddressBlock>(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, o.uid)[0];
     if (block?.metadata?.name) return this.settle(o, { kind: 'allocated', blockName: block.metadata.name });
-    const br = this.o.cache.get<BlockRequest>(Kinds.BlockRequest, { name: o.name });
-    if (br === undefined) {
-      if (o.seen) this.settle(o, { kind: 'lost' });
-      return;
-    }
-    o.seen = true;
-    const result = blockRequestResult(br.status);
-    if (result.kind === 'failed') return this.settle(o, { kind: 'failed', reason: result.reason, message: result.message });
-    if (result.kind !== 'allocated') return;
-    // `allocated` but the block not yet in our cache: wait for its event, so the caller's next
-    // allocation attempt finds it — but not forever: a block that never shows up as this node's
-    // would otherwise pin the pool to a request nobody can complete.
+    const read = o.read;
+    if (read === undefined || read.kind === 'pending') return;
+    if (read.kind === 'gone') return this.settle(o, { kind: 'lost' });
+    if (read.kind === 'failed') return this.settle(o, { kind: 'failed', reason: read.reason, message: read.message });
+    // `allocated` with a block that does not carry the request label (a controller that does not
+    // label its blocks): the named block, once it is in this node's cache as one made for it.
+    const named = this.o.cache.get<AddressBlock>(Kinds.AddressBlock, { name: read.addressBlockName });
+    if (named !== undefined && this.mayAnswer(named, o)) return this.settle(o, { kind: 'allocated', blockName: read.addressBlockName });
+    // Not yet in our cache: wait for its event, so the caller's next allocation attempt finds it —
+    // but not forever: a block that never shows up as this node's would otherwise pin the pool to
+    // a request nobody can complete.
     o.answeredAtMs ??= this.now();
     if (this.now() - o.answeredAtMs > ANSWERED_BLOCK_WAIT_MS) {
-      this.o.logger.warn({ pool: o.pool, request: o.name, block: result.addressBlockName }, 'answered block never appeared as this node\'s');
+      this.o.logger.warn({ pool: o.pool, request: o.name, block: read.addressBlockName }, 'answered block never appeared as this node\'s');
       this.settle(o, { kind: 'lost' });
     }
+  }
+
+  /**
+   * Whether a cached block named by the request's answer can be that answer: not being deleted,
+   * answering no other request, and created no earlier than the request (seconds; not an older
+   * block of the same name the cache still shows).
+   */
+  private mayAnswer(block: Readonly<AddressBlock>, o: Outstanding): boolean {
+    if (block.metadata?.deletionTimestamp) return false;
+    const req = block.metadata?.labels?.[LABEL_REQUEST];
+    if (req !== undefined && req !== o.uid) return false;
+    const created = timeMs(block.metadata?.creationTimestamp);
+    return created === undefined || o.serverCreatedMs === undefined || created >= o.serverCreatedMs;
   }
 
   private settle(o: Outstanding, outcome: BlockRequestOutcome, report = true): void {

@@ -29,7 +29,7 @@ function lab(o: { controller?: Controller; lowWaterMark?: number; coolingMs?: nu
     if (mode === 'forbidden') throw new Error('blockrequests is forbidden');
     if (mode === 'fail') {
       const status = { conditions: [{ type: 'Failed', status: 'True', reason: 'out of blocks', message: 'pool p does not have free blocks', lastTransitionTime: '' }] };
-      setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
+      setImmediate(() => client.answer(br, status));
     }
   });
   const logger = silentLogger();

@@ -6,7 +6,7 @@
  * out again (docs/ipam-recovery.md).
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { afterEach, describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { BlockRequest } from '../../api/v2/blockrequest.js';
 import { ANN_CLAIM_INDEX } from '../../api/v2/keys.js';
@@ -30,6 +30,12 @@ const pod = (name: string, ip: string, node = 'n1'): V1Pod => ({
   spec: { nodeName: node, containers: [] }, status: { phase: 'Running', podIP: ip, podIPs: [{ ip }] },
 });
 
+/** Requesters of the labs built, stopped after each test. */
+const running: BlockRequester[] = [];
+afterEach(() => {
+  for (const r of running.splice(0)) r.stop();
+});
+
 /** Pool p: 10.8.0.0/28 in blocks of 4; block 0 (10.8.0.0/30) was lost while web-a and web-b use it. */
 async function lab(controller: 'grant' | 'refuse' | 'coil', o: { now?: () => number } = {}) {
   const cache = new FakeCoildCache();
@@ -44,7 +50,7 @@ async function lab(controller: 'grant' | 'refuse' | 'coil', o: { now?: () => num
       // Coil's controller: the annotation means nothing to it; it allocates the lowest free block.
       const status = { addressBlockName: 'p-1', conditions: [{ type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated a block p-1', lastTransitionTime: '' }] };
       setImmediate(() => {
-        cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest);
+        client.answer(br, status);
         cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 1, '10.8.0.4/30', { uid: br.metadata!.uid! }));
       });
       return;
@@ -53,12 +59,15 @@ async function lab(controller: 'grant' | 'refuse' | 'coil', o: { now?: () => num
       ? { addressBlockName: 'p-0', conditions: [{ type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated a block p-0', lastTransitionTime: '' }] }
       : { conditions: [{ type: 'Complete', status: 'True', reason: 'completed with failure', message: '', lastTransitionTime: '' }, { type: 'Failed', status: 'True', reason: 'claim refused', message: 'live Pods of other nodes hold addresses of block p-0', lastTransitionTime: '' }] };
     setImmediate(() => {
-      cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest);
+      client.answer(br, status);
       if (controller === 'grant') cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30', { uid: br.metadata!.uid! }));
     });
   });
   const logger = silentLogger();
-  const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger });
+  // Polls every 2 ms: it reads each claim's answer by name one poll after the claim.
+  const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger, pollMs: 2 });
+  requester.start();
+  running.push(requester);
   let orphans: OrphanAddresses | undefined;
   const ipam = new NodeIpam({ cache: cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0, allocTimeoutMs: 100, onExpectedRegistered: (key) => orphans?.forget(key) });
   ipam.start();
@@ -71,7 +80,7 @@ async function lab(controller: 'grant' | 'refuse' | 'coil', o: { now?: () => num
   const reported: string[] = [];
   let backs = 0;
   orphans = new OrphanAddresses({
-    cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger,
+    cache: cache.asCache(), client: client.asClient(), requester, nodeName: 'n1', logger,
     unreadable: () => ipam.unreadableBlocks().map((b) => b.name),
     hold: { expect: (e) => ipam.expect(e), unexpect: (key) => ipam.unexpect(key) },
     reportOnPod: (p, message) => reported.push(`${p.metadata?.name}: ${message}`),
@@ -80,7 +89,7 @@ async function lab(controller: 'grant' | 'refuse' | 'coil', o: { now?: () => num
   });
   orphans.start();
   const gc = new NodeGc({ ipam, podNetwork, releaser, exporter: new BlockExport({ cache: cache.asCache(), exporter, logger }), locks: new KeyedMutex(), logger, orphans });
-  return { cache, client, ipam, podNetwork, releaser, orphans, gc, reported, backs: () => backs, logger };
+  return { cache, client, ipam, podNetwork, releaser, orphans, gc, reported, backs: () => backs, logger, requester };
 }
 
 const tick = () => new Promise((r) => setTimeout(r, 10));

@@ -11,14 +11,16 @@
  * The Pods the API server shows are the truth: a claim is made only for an address a live Pod of
  * this node holds in `status.podIPs`; the controller checks the same before granting it.
  *
- * Concurrency: single-threaded state; {@link check} is level-triggered (every BlockRequest,
- * AddressBlock or Pod event, and every note) and idempotent.
+ * A claim's answer is read by the BlockRequester ({@link BlockRequester.follow}: by name, on its
+ * backoff, then deleted); the block itself shows in the node's AddressBlock cache.
+ *
+ * Concurrency: single-threaded state; {@link check} is level-triggered (every AddressBlock, Pod or
+ * AddressPool event, every claim answer and every note) and idempotent.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import { addressBlockName, type AddressBlock } from '../../api/v2/addressblock.js';
 import type { AddressPool } from '../../api/v2/addresspool.js';
-import { blockRequestResult, type BlockRequest } from '../../api/v2/blockrequest.js';
 import { ANN_CLAIM_INDEX, LABEL_NODE, LABEL_POOL } from '../../api/v2/keys.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import { canonicalAddress } from '../../ipam/cidr.js';
@@ -26,6 +28,7 @@ import { podAddresses } from '../../ipam/pod-ips.js';
 import { PoolLayout, PoolLayoutError } from '../../ipam/pool.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Client } from '../../runtime/client.js';
+import type { BlockRequester, FollowedAnswer } from './block-request.js';
 import { allocationKey } from './node-ipam.js';
 
 /** How many retry periods a claim waits after a controller answered it with another block. */
@@ -63,9 +66,11 @@ export interface Orphan extends OrphanEntry {
 
 /** Constructor options of {@link OrphanAddresses}. */
 export interface OrphanAddressesOptions {
-  /** Cache of this node's Pods, AddressBlocks and BlockRequests, its Node, and all AddressPools. */
+  /** Cache of this node's Pods and AddressBlocks, its Node, and all AddressPools. */
   readonly cache: Cache;
   readonly client: Client;
+  /** Reads each claim's answer and deletes the claim once answered. */
+  readonly requester: Pick<BlockRequester, 'follow'>;
   readonly nodeName: string;
   readonly logger: Logger;
   /** Names of this node's blocks coild cannot read (NodeIpam.unreadableBlocks). */
@@ -125,7 +130,6 @@ export class OrphanAddresses {
   start(): void {
     const recheck = (): void => this.check();
     this.unsubscribe.push(
-      this.o.cache.onEvent(Kinds.BlockRequest, recheck),
       this.o.cache.onEvent(Kinds.AddressBlock, recheck),
       this.o.cache.onEvent(Kinds.Pod, recheck),
       // A reinstall re-creates the default pool a little after coild starts.
@@ -171,7 +175,6 @@ export class OrphanAddresses {
 
   /** Re-reads everything and acts: find the Pod, report it, claim the block. */
   check(): void {
-    this.readAnswers();
     if (this.tracked.size === 0) {
       // Nothing left to claim for: forget the claims (one in creation settles on its own).
       for (const [block, c] of this.claims) if (!c.creating) this.claims.delete(block);
@@ -275,6 +278,7 @@ export class OrphanAddresses {
       c.name = br.metadata?.name;
       c.uid = br.metadata?.uid;
       this.o.logger.info({ block, request: c.name }, 'claiming a block back: live Pods of this node hold its addresses');
+      if (c.name !== undefined && c.uid !== undefined) this.o.requester.follow(c.name, c.uid, (answer) => this.answered(c, answer));
     }, (err: unknown) => {
       this.o.logger.error({ err, block }, 'cannot create the BlockRequest claiming a block back; asking again later');
       c.answer = { kind: 'failed', message: `cannot create the claim: ${err instanceof Error ? err.message : String(err)}` };
@@ -285,18 +289,13 @@ export class OrphanAddresses {
     });
   }
 
-  /** Reads the answers of claims in flight from the cache (coild's requester deletes them once answered). */
-  private readAnswers(): void {
-    for (const c of this.claims.values()) {
-      if (c.answer !== undefined || c.name === undefined) continue;
-      const br = this.o.cache.get<BlockRequest>(Kinds.BlockRequest, { name: c.name });
-      if (br === undefined || br.metadata?.uid !== c.uid) continue;
-      const r = blockRequestResult(br.status);
-      if (r.kind === 'pending') continue;
-      c.answer = r.kind === 'allocated' ? { kind: 'allocated', block: r.addressBlockName } : { kind: 'failed', message: r.kind === 'failed' ? `${r.reason}: ${r.message}` : 'failed' };
-      c.answeredAtMs = this.now();
-      if (c.answer.kind === 'failed') this.o.logger.warn({ request: c.name, answer: c.answer.message }, 'claim back refused; asking again later');
-    }
+  /** A claim's answer (the requester read it); `lost` (deleted unanswered) leaves it to be asked again after `retryMs`. */
+  private answered(c: Claim, answer: FollowedAnswer): void {
+    if (answer.kind === 'lost') return;
+    c.answer = answer.kind === 'allocated' ? { kind: 'allocated', block: answer.addressBlockName } : { kind: 'failed', message: `${answer.reason}: ${answer.message}` };
+    c.answeredAtMs = this.now();
+    if (c.answer.kind === 'failed') this.o.logger.warn({ request: c.name, answer: c.answer.message }, 'claim back refused; asking again later');
+    this.check();
   }
 
   /** Asks for registration once per burst of events. */

@@ -25,7 +25,7 @@ function lab(o: { failRequests?: boolean; notReady?: string } = {}) {
   const client = new FakeBlockClient((br) => {
     if (!o.failRequests) return;
     const status = { conditions: [{ type: 'Failed', status: 'True', reason: 'out of blocks', message: 'pool default does not have free blocks', lastTransitionTime: '' }] };
-    setImmediate(() => cache.emit(Kinds.BlockRequest, 'ADDED', { ...br, status } as BlockRequest));
+    setImmediate(() => client.answer(br, status));
   });
   const logger = silentLogger();
   const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger, pollMs: 20 });
