@@ -579,7 +579,7 @@ async function processSampler(c: Cluster): Promise<(phase: string, print: Print)
       return [label, p ? `${p.rssMax.toFixed(0)} MB, ${p.cores.toFixed(3)} core` : '—'];
     };
     print(`${phase}: Pods and processes (RSS max, CPU over the phase)`, [
-      ['Pods at the end of the phase (bound to the nodes, cached by coil-controller)', String(pods)],
+      ['Pods on the live nodes at the end of the phase (the benchmark\'s; coil-controller caches every live Pod)', String(pods)],
       row('coil-controller', 'controller'),
       row('kube-apiserver', 'apiserver'),
       row('etcd', 'etcd'),
