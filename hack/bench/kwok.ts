@@ -72,7 +72,9 @@ kind: KwokConfiguration
 options:
   manageNodesWithAnnotationSelector: ${KWOK_NODE_ANNOTATION.key}=${KWOK_NODE_ANNOTATION.value}
   nodeLeaseDurationSeconds: ${LEASE_DURATION_S}
-  # kwok's documented defaults, which it does not apply to a configuration file of options.
+  # kwok's documented defaults, which it does not apply to a configuration file of options (without
+  # a cidr it logs an error for every Pod deleted on its Nodes: it cannot give the IP back to a pool).
+  cidr: 10.0.0.0/24
   nodeLeaseParallelism: 4
   nodePlayStageParallelism: 4
   podPlayStageParallelism: 4
