@@ -76,10 +76,6 @@ export interface ServerCounts {
   readonly terminated: Counts;
   /** `apiserver_request_duration_seconds` buckets: `VERB resource[/sub]` → upper bound (s) → cumulative count. */
   readonly durations: Map<string, Map<number, number>>;
-  /** `apiserver_current_inflight_requests` by request_kind (mutating, readOnly): calls being served now. */
-  readonly inflight: Counts;
-  /** `apiserver_flowcontrol_rejected_requests_total`, all priority levels: calls refused with 429 by API Priority and Fairness. */
-  readonly rejected: number;
 }
 
 /**
@@ -107,23 +103,12 @@ export async function serverCounts(cp: ControlPlane): Promise<ServerCounts> {
   const requests: Counts = new Map();
   const durations = new Map<string, Map<number, number>>();
   const terminated: Counts = new Map();
-  const inflight: Counts = new Map();
-  let rejected = 0;
   let watches = 0;
   const labelsOf = (text: string) => Object.fromEntries([...text.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1]!, x[2]!]));
   for (const line of res.body.split('\n')) {
     if (line.startsWith('apiserver_terminated_watchers_total{')) {
       const m = /resource="([^"]*)"\} (\S+)$/.exec(line);
       if (m) bump(terminated, m[1]!, Number(m[2]));
-      continue;
-    }
-    if (line.startsWith('apiserver_current_inflight_requests{')) {
-      const m = /request_kind="([^"]*)"\} (\S+)$/.exec(line);
-      if (m) bump(inflight, m[1]!, Number(m[2]));
-      continue;
-    }
-    if (line.startsWith('apiserver_flowcontrol_rejected_requests_total{')) {
-      rejected += Number(line.slice(line.lastIndexOf(' ') + 1));
       continue;
     }
     if (line.startsWith('apiserver_request_duration_seconds_bucket{')) {
@@ -146,7 +131,7 @@ export async function serverCounts(cp: ControlPlane): Promise<ServerCounts> {
       watches += Number(line.slice(line.lastIndexOf(' ') + 1));
     }
   }
-  return { requests, watches, terminated, durations, inflight, rejected };
+  return { requests, watches, terminated, durations };
 }
 
 /** `counts` as `VERB resource n/s` lines, busiest first, those above `minPerSec`. */

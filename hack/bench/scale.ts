@@ -637,31 +637,8 @@ async function kwokCheck(c: Cluster): Promise<{ pods: number; podsByKwok: number
   return { pods: pods.length, podsByKwok: pods.filter(byKwok).length, podsWithOtherIp: otherIp, nodesByKwok: nodes.filter(byKwok).length };
 }
 
-/**
- * Scrapes the apiserver every 3 s until stopped: the most calls it served at once (mutating,
- * read-only) — with its CPU, latency and closed watchers, what shows whether it is the limit.
- */
-function inflightSampler(cp: ControlPlane): () => Promise<{ mutating: number; readOnly: number }> {
-  const max = { mutating: 0, readOnly: 0 };
-  let stopped = false;
-  const loop = (async () => {
-    while (!stopped) {
-      const s = await serverCounts(cp).catch(() => undefined);
-      max.mutating = Math.max(max.mutating, s?.inflight.get('mutating') ?? 0);
-      max.readOnly = Math.max(max.readOnly, s?.inflight.get('readOnly') ?? 0);
-      await sleep(3000);
-    }
-  })();
-  return async () => {
-    stopped = true;
-    await loop;
-    return max;
-  };
-}
-
 async function coldStart(c: Cluster, print: Print): Promise<object> {
   const before = await serverCounts(c.cp);
-  const inflight = inflightSampler(c.cp);
   const cpu = new CpuWindow(c.cp, () => c.pids());
   await cpu.start();
   const times0 = await controllerTimes(c.controller.ports.metrics);
@@ -678,7 +655,6 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   }));
   const wallMs = performance.now() - t0;
   const cpuText = await cpu.stop();
-  const inflightMax = await inflight();
   const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
   for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
   await sleep(2000);
@@ -706,11 +682,10 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
     ['watchers the apiserver closed for falling behind (apiserver_terminated_watchers_total)', terminatedText(after, before)],
     ['apiserver\'s own latency of all calls but WATCH, p50 / p99 (bucket bound)', `${durationQuantile(after, before, NOT_WATCH, 0.5)} / ${durationQuantile(after, before, NOT_WATCH, 0.99)} s`],
-    ['apiserver: most calls served at once, mutating / read-only (apiserver_current_inflight_requests, every 3 s); refused by APF (429)', `${inflightMax.mutating} / ${inflightMax.readOnly}; ${after.rejected - before.rejected}`],
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU while the nodes waited', cpuText],
   ]);
-  return { inflightMax, rejected: after.rejected - before.rejected, allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+  return { allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
