@@ -346,7 +346,7 @@ class Cluster {
   readonly messages = new Map<string, number>();
   /** retryNow hurries: informers listed again because an ADD waited. */
   hurriedLists = 0;
-  readonly events = { complete: [] as { node: string; at: number; ms: number }[], created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>() };
+  readonly events = { complete: [] as { node: string; at: number; ms: number }[], created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>(), releasedNodes: new Set<string>() };
   /** Pods per node (what the benchmark created and has not deleted). */
   readonly pods = new Map<string, string[]>();
   blocks!: Informer<AddressBlock>;
@@ -386,7 +386,10 @@ class Cluster {
     const ev = this.events;
     return new SimNode(name, t, this.nodeSettings(), {
       onAnswered: (node, result, ms) => ev.answered.push({ node, at: performance.now(), ms, result }),
-      onReleased: (_node, names) => names.forEach((b) => ev.released.add(b)),
+      onReleased: (node, names) => {
+        names.forEach((b) => ev.released.add(b));
+        ev.releasedNodes.add(node);
+      },
       onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),
       onWatchEvent: (kind) => this.watchEvents.set(kind, (this.watchEvents.get(kind) ?? 0) + 1),
       onAddFailed: (_node, _pod, err) => ev.addFailed.push({ at: performance.now(), err: String((err as Error)?.message ?? err).slice(0, 100) }),
@@ -665,7 +668,11 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   const kinds = new Map<string, number>();
   for (const o of notAllocated) kinds.set(o.kind, (kinds.get(o.kind) ?? 0) + 1);
   const dup = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) > 1).length;
-  const missing = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) === 0).length;
+  // A node served early may have released its empty block by the census (--block-release-grace
+  // after it arrived, the releaser's own doing): without a block, but not lost.
+  const blockless = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) === 0);
+  const missing = blockless.filter((n) => !c.events.releasedNodes.has(n)).length;
+  const releasedOwn = blockless.length - missing;
   const completeMs = [...firstComplete.values()];
   const over10 = inCache.filter((v) => v > 10_000).length;
   const d = diff(after.requests, before.requests);
@@ -676,7 +683,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['not served', notAllocated.length === 0 ? '0' : [...kinds].map(([k, v]) => `${v} ${k}`).join(', ')],
     ['served after more than 10 s (Coil\'s alloc timeout)', String(over10)],
     ['nodes with more than one block (duplicates)', String(dup)],
-    ['nodes without a block (lost)', String(missing)],
+    ['nodes without a block (lost; not counting those that released their empty block after the grace)', `${missing}${releasedOwn ? ` (${releasedOwn} released their own)` : ''}`],
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
@@ -685,7 +692,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU while the nodes waited', cpuText],
   ]);
-  return { allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+  return { allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, releasedOwn, doubled: census.doubled };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
