@@ -7,9 +7,8 @@
  * shipped (hack/image/entrypoint.sh under the name coil-controller: the image's node flags; leader
  * election on; webhooks served and registered, the AddressPool created through them), and N
  * nodes:
- * - Node objects kept Ready the way kubelets do it: a Ready condition once, then a Lease in
- *   `kube-node-lease` renewed every `--heartbeat` (kwok is not used: building it costs more than
- *   this machine has to spare; the apiserver sees the same writes a kubelet's heartbeat makes);
+ * - Node objects kept Ready by kwok (hack/bench/kwok.ts: its node Stages only — Ready, then a
+ *   Lease renewed every 10 s as a kubelet's; no Pod Stage, so kwok never writes a Pod);
  * - per node a coild stand-in (hack/bench/scale-node.ts): coild's cache with coild's selectors,
  *   BlockRequester, NodeIpam, BlockReleaser and NodeGc over the node's own connections;
  * - Pods as API objects bound to the nodes (no containers); each node's stand-in allocates on its
@@ -57,6 +56,7 @@ import { Registry } from '../../src/runtime/registry.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { registerWebhooks } from '../../test/envtest/controller-support.js';
 import { CountingTransport, diff, durationQuantile, rateLines, serverCounts, total, type Counts, type ServerCounts } from './api-counts.js';
+import { KWOK_NODE_ANNOTATION, Kwok } from './kwok.js';
 import { SimNode, type SimNodeSettings } from './scale-node.js';
 
 const FLAGS = defineFlags('scale', {
@@ -72,7 +72,6 @@ const FLAGS = defineFlags('scale', {
   'alloc-timeout': { kind: 'duration', default: '60s', help: 'how long the benchmark\'s ADDs wait for a block (coild: --alloc-timeout 30s; Coil 10s)' },
   'node-gc-interval': { kind: 'duration', default: '5m', help: 'coild --addressblock-gc-interval of the stand-ins' },
   'gc-interval': { kind: 'duration', default: '1h', help: 'coil-controller --gc-interval' },
-  heartbeat: { kind: 'duration', default: '10s', help: 'node Lease renewal interval (kubelet: 10s); 0 = none' },
   outage: { kind: 'duration', default: '10s', help: 'how long the apiserver stays down in the apiserver phase' },
   'start-concurrency': { kind: 'int', default: 100, min: 1, help: 'node stand-ins starting at once' },
   out: { kind: 'string', default: '', help: 'append each run\'s figures as one JSON line to this file' },
@@ -134,30 +133,58 @@ async function procStats(pid: number): Promise<{ rssMb: number; cpuS: number }> 
   return { rssMb: rss, cpuS: (Number(stat[11]) + Number(stat[12])) / 100 };
 }
 
-/** Samples `pid`'s RSS every second until stopped; returns max and last, and CPU used. */
-function sampler(pid: () => number | undefined) {
-  const rss: number[] = [];
-  let cpu0: number | undefined;
-  let cpu1 = 0;
+/** RSS max (MB) and CPU (core) of one process over a sampling window. */
+interface ProcFigures {
+  rssMax: number;
+  rssLast: number;
+  cores: number;
+}
+
+/**
+ * Samples the RSS of each process of `pids` every second until stopped; returns per process its
+ * RSS max and last and the cores it used. Resolves once the first sample is taken (the window
+ * starts there, not when the event loop, busy with the phase, gets to it); a process restarted
+ * meanwhile (a new pid) adds the CPU of each of its lives, a life begun in the window all of it.
+ */
+async function sampler(pids: () => Record<string, number | undefined> | Promise<Record<string, number | undefined>>): Promise<() => Promise<Record<string, ProcFigures>>> {
+  const rss = new Map<string, number[]>();
+  const cpu = new Map<string, Map<number, { first: number; last: number }>>();
+  let first = true;
+  const once = async () => {
+    for (const [name, pid] of Object.entries(await pids())) {
+      if (!pid) continue;
+      try {
+        const s = await procStats(pid);
+        rss.set(name, [...(rss.get(name) ?? []), s.rssMb]);
+        const lives = cpu.get(name) ?? new Map<number, { first: number; last: number }>();
+        const life = lives.get(pid) ?? { first: first ? s.cpuS : 0, last: s.cpuS };
+        life.last = s.cpuS;
+        lives.set(pid, life);
+        cpu.set(name, lives);
+      } catch { /* restarting */ }
+    }
+    first = false;
+  };
+  await once();
+  const t0 = performance.now();
   let stopped = false;
   const loop = (async () => {
     while (!stopped) {
-      const p = pid();
-      if (p) {
-        try {
-          const s = await procStats(p);
-          rss.push(s.rssMb);
-          cpu0 ??= s.cpuS;
-          cpu1 = s.cpuS;
-        } catch { /* restarting */ }
-      }
       await sleep(1000);
+      if (!stopped) await once();
     }
   })();
   return async () => {
     stopped = true;
+    await once();
+    const secs = (performance.now() - t0) / 1000;
     await loop;
-    return { rssMax: Math.max(0, ...rss), rssLast: rss[rss.length - 1] ?? NaN, cpuS: cpu1 - (cpu0 ?? cpu1) };
+    const out: Record<string, ProcFigures> = {};
+    for (const [name, values] of rss) {
+      const used = [...(cpu.get(name)?.values() ?? [])].reduce((a, l) => a + l.last - l.first, 0);
+      out[name] = { rssMax: Math.max(0, ...values), rssLast: values[values.length - 1] ?? NaN, cores: used / secs };
+    }
+    return out;
   };
 }
 
@@ -202,10 +229,10 @@ class CpuWindow {
   private t0 = 0;
   private self0 = process.cpuUsage();
 
-  constructor(private readonly cp: ControlPlane, private readonly controllerPid: () => number | undefined) {}
+  constructor(private readonly cp: ControlPlane, private readonly ownPids: () => Record<string, number | undefined>) {}
 
   private async read(): Promise<Map<string, number>> {
-    const pids = { ...(await planePids(this.cp)), controller: this.controllerPid() };
+    const pids = { ...(await planePids(this.cp)), ...this.ownPids() };
     const out = new Map<string, number>();
     for (const [k, pid] of Object.entries(pids)) if (pid) out.set(k, await procStats(pid).then((x) => x.cpuS, () => NaN));
     return out;
@@ -310,39 +337,6 @@ class Controller {
   }
 }
 
-/** Keeps Node Leases renewed, as kubelets do; at most 32 renewals in flight. */
-class Heartbeats {
-  private timer: NodeJS.Timeout | undefined;
-  private readonly alive = new Set<string>();
-  private busy = false;
-
-  constructor(private readonly client: Client, private readonly intervalMs: number) {}
-
-  add(node: string): void {
-    this.alive.add(node);
-  }
-
-  drop(node: string): void {
-    this.alive.delete(node);
-  }
-
-  start(): void {
-    if (this.intervalMs <= 0) return;
-    this.timer = setInterval(() => {
-      if (this.busy) return;
-      this.busy = true;
-      const now = new Date().toISOString().replace('Z', '000Z');
-      void pool([...this.alive], 32, async (node) => {
-        await this.client.mergePatch(Kinds.Lease, { namespace: 'kube-node-lease', name: node }, { spec: { renewTime: now } }).catch(() => undefined);
-      }).finally(() => (this.busy = false));
-    }, this.intervalMs);
-  }
-
-  stop(): void {
-    clearInterval(this.timer);
-  }
-}
-
 /** Everything of one run. */
 class Cluster {
   readonly nodes = new Map<string, SimNode>();
@@ -352,17 +346,27 @@ class Cluster {
   readonly messages = new Map<string, number>();
   /** retryNow hurries: informers listed again because an ADD waited. */
   hurriedLists = 0;
-  readonly events = { complete: [] as { node: string; at: number; ms: number }[], created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>() };
+  readonly events = { complete: [] as { node: string; at: number; ms: number }[], created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>(), releasedNodes: new Set<string>() };
   /** Pods per node (what the benchmark created and has not deleted). */
   readonly pods = new Map<string, string[]>();
   blocks!: Informer<AddressBlock>;
-  heartbeats!: Heartbeats;
+  kwok!: Kwok;
   controller!: Controller;
   client!: Client;
   transport!: ApiTransport;
   private podSeq = 0;
 
   constructor(readonly cp: ControlPlane, readonly dir: string, readonly n: number, readonly s: Settings) {}
+
+  /** The processes of the run besides the control plane's (planePids): coil-controller and kwok. */
+  pids(): Record<string, number | undefined> {
+    return { controller: this.controller.proc?.pid, kwok: this.kwok?.pid };
+  }
+
+  /** Pods the benchmark created and has not deleted. */
+  podCount(): number {
+    return [...this.pods.values()].reduce((a, l) => a + l.length, 0);
+  }
 
   count(msg: string, rec?: { informers?: unknown[] }): void {
     this.messages.set(msg, (this.messages.get(msg) ?? 0) + 1);
@@ -382,7 +386,10 @@ class Cluster {
     const ev = this.events;
     return new SimNode(name, t, this.nodeSettings(), {
       onAnswered: (node, result, ms) => ev.answered.push({ node, at: performance.now(), ms, result }),
-      onReleased: (_node, names) => names.forEach((b) => ev.released.add(b)),
+      onReleased: (node, names) => {
+        names.forEach((b) => ev.released.add(b));
+        ev.releasedNodes.add(node);
+      },
       onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),
       onWatchEvent: (kind) => this.watchEvents.set(kind, (this.watchEvents.get(kind) ?? 0) + 1),
       onAddFailed: (_node, _pod, err) => ev.addFailed.push({ at: performance.now(), err: String((err as Error)?.message ?? err).slice(0, 100) }),
@@ -454,6 +461,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
   const cp = await ControlPlane.start({ crds: coilCrds(), controllerManager: true });
   cleanup = async () => {
     await c.controller?.kill('SIGKILL', true);
+    await c.kwok?.stop();
     await cp.stop();
     await rm(dir, { recursive: true, force: true });
   };
@@ -478,18 +486,26 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     await client.create(Kinds.AddressPool, { metadata: { name: POOL }, spec: { blockSizeBits: s['block-size-bits'], subnets: [{ ipv4: '10.128.0.0/9' }] } });
     await client.create(Kinds.Namespace, { metadata: { name: NS } });
 
-    // --- nodes: objects, Ready, Leases
+    // --- nodes: objects, made Ready and kept so (Lease) by kwok
     const names = Array.from({ length: n }, (_, i) => `node-${String(i).padStart(5, '0')}`);
+    c.kwok = new Kwok(cp.kubeconfigPath, dir);
+    await c.kwok.start();
     const tNodes = performance.now();
-    const nowIso = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    c.heartbeats = new Heartbeats(client, s.heartbeat);
     await pool(names, 32, async (name) => {
-      await retried(() => client.create(Kinds.Node, { metadata: { name, labels: { 'kubernetes.io/hostname': name } } }));
-      await retried(() => client.patchStatus(Kinds.Node, { name }, { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'stand-in', lastHeartbeatTime: nowIso, lastTransitionTime: nowIso }] }));
-      await retried(() => client.create(Kinds.Lease, { metadata: { name, namespace: 'kube-node-lease' }, spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new Date().toISOString().replace('Z', '000Z') } }));
-      c.heartbeats.add(name);
+      await retried(() => client.create(Kinds.Node, { metadata: { name, labels: { 'kubernetes.io/hostname': name }, annotations: { [KWOK_NODE_ANNOTATION.key]: KWOK_NODE_ANNOTATION.value } } }));
     });
-    c.heartbeats.start();
+    const createdS = (performance.now() - tNodes) / 1000;
+    const kwokNodes = async () => {
+      const ready = (await retried(() => client.list(Kinds.Node))).filter((x) => x.status?.conditions?.some((k) => k.type === 'Ready' && k.status === 'True')).length;
+      const leases = (await retried(() => client.list(Kinds.Lease, { namespace: 'kube-node-lease' }))).length;
+      return { ready, leases };
+    };
+    await eventually(async () => {
+      const k = await kwokNodes();
+      return k.ready === n && k.leases === n;
+    }, { timeoutMs: 600_000, intervalMs: 2000 }).catch(async (err) => {
+      throw new Error(`kwok did not make the ${n} Nodes Ready with a Lease (${JSON.stringify(await kwokNodes())}): ${String(err)}\n${await c.kwok.tail()}`);
+    });
     const nodesS = (performance.now() - tNodes) / 1000;
 
     // Observer of every block (one more watch on the apiserver, the benchmark's).
@@ -507,6 +523,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     // --- phase: start (N coilds list and watch)
     const before0 = await serverCounts(cp);
     const tStart = performance.now();
+    const startRes = await processSampler(c);
     const syncMs: number[] = [];
     await pool(names, s['start-concurrency'], async (name) => {
       const node = c.newNode(name);
@@ -517,21 +534,21 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     });
     const startS = (performance.now() - tStart) / 1000;
     const after0 = await serverCounts(cp);
-    fig.start = { nodesCreatedS: nodesS, allSyncedS: startS, syncP50: pct(syncMs, 0.5), syncP99: pct(syncMs, 0.99), watches: after0.watches };
+    const startResources = await startRes('start', print);
+    fig.start = { nodesCreatedS: createdS, nodesReadyS: nodesS, allSyncedS: startS, syncP50: pct(syncMs, 0.5), syncP99: pct(syncMs, 0.99), watches: after0.watches, resources: startResources };
     print('start', [
-      ['Node objects + Ready + Lease created', `${nodesS.toFixed(1)} s`],
+      ['Node objects created (32 at a time), then all Ready with a Lease by kwok', `${createdS.toFixed(1)} s, ${nodesS.toFixed(1)} s`],
       [`coild stand-ins started, ${s['start-concurrency']} at a time, until every cache synced`, `${startS.toFixed(1)} s (per node ${dist(syncMs)})`],
       ['watches open (apiserver)', `${after0.watches} (${(after0.watches / n).toFixed(1)} per node)`],
       ['LISTs during the start (apiserver)', `${total(diff(after0.requests, before0.requests), /^LIST /)}`],
     ]);
 
+    const phases: Record<string, (c: Cluster, print: Print) => Promise<object>> = { cold: coldStart, churn: steadyChurn, handover, scaledown: scaleDown, apiserver: apiserverRestart };
     for (const phase of s.phases.split(',').map((p) => p.trim()).filter(Boolean)) {
-      if (phase === 'cold') fig.cold = await coldStart(c, print);
-      else if (phase === 'churn') fig.churn = await steadyChurn(c, print);
-      else if (phase === 'handover') fig.handover = await handover(c, print);
-      else if (phase === 'scaledown') fig.scaledown = await scaleDown(c, print);
-      else if (phase === 'apiserver') fig.apiserver = await apiserverRestart(c, print);
-      else throw new ConfigError(`--phases: unknown phase ${phase}`);
+      if (!phases[phase]) throw new ConfigError(`--phases: unknown phase ${phase}`);
+      const res = await processSampler(c);
+      fig[phase] = await phases[phase](c, print);
+      Object.assign(fig[phase] as object, { resources: await res(phase, print) });
     }
     const warnings = await c.controller.warnings();
     fig.controllerWarnings = Object.fromEntries(warnings);
@@ -540,7 +557,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     print('coild stand-ins: other log messages (info and above)', nodeWarn.map(([k, v]) => [k, String(v)]));
     return fig;
   } finally {
-    c.heartbeats?.stop();
+    await c.kwok?.stop();
     await Promise.allSettled([...c.nodes.values()].map((x) => x.stop()));
     await c.blocks?.stop();
     await c.controller?.kill('SIGTERM', true);
@@ -551,6 +568,32 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
 
 type Print = (title: string, rows: [string, string][]) => void;
 
+/**
+ * Samples every process of the run during one phase; its stop prints and returns the Pods alive
+ * at the end and each process's RSS max and cores (kwok apart: a cost the real cluster has not).
+ */
+async function processSampler(c: Cluster): Promise<(phase: string, print: Print) => Promise<object>> {
+  const stop = await sampler(async () => ({ ...c.pids(), ...(await planePids(c.cp)), 'bench (stand-ins)': process.pid }));
+  return async (phase, print) => {
+    const procs = await stop();
+    const pods = c.podCount();
+    const row = (label: string, key: string): [string, string] => {
+      const p = procs[key];
+      return [label, p ? `${p.rssMax.toFixed(0)} MB, ${p.cores.toFixed(3)} core` : '—'];
+    };
+    print(`${phase}: Pods and processes (RSS max, CPU over the phase)`, [
+      ['Pods on the live nodes at the end of the phase (the benchmark\'s; coil-controller caches every live Pod)', String(pods)],
+      row('coil-controller', 'controller'),
+      row('kube-apiserver', 'apiserver'),
+      row('etcd', 'etcd'),
+      row('kube-controller-manager', 'kcm'),
+      row('kwok (the Nodes\' heartbeats: not a cost of a real cluster)', 'kwok'),
+      row('the benchmark (every coild stand-in)', 'bench (stand-ins)'),
+    ]);
+    return { pods, ...procs };
+  };
+}
+
 /** Watchers the apiserver terminated between two scrapes, by resource. */
 function terminatedText(after: ServerCounts, before: ServerCounts): string {
   const d = diff(after.terminated, before.terminated);
@@ -559,6 +602,7 @@ function terminatedText(after: ServerCounts, before: ServerCounts): string {
 
 /** Mutating calls (the SLO's: p99 ≤ 1 s), all and coil's kinds only. */
 const MUTATING = /^(POST|PUT|PATCH|DELETE|APPLY) /;
+const NOT_WATCH = /^(?!WATCH)/;
 const MUTATING_COIL = /^(POST|PUT|PATCH|DELETE|APPLY) (addressblocks|blockrequests|addresspools)/;
 
 /** Blocks of the observer cache by node, and requests answered by more than one block. */
@@ -577,9 +621,28 @@ async function blockCensus(c: Cluster): Promise<{ byNode: Map<string, AddressBlo
   return { byNode, doubled: [...byReq.values()].filter((v) => v > 1).length, total: all.length };
 }
 
+/**
+ * That kwok left every Pod to coil (hack/bench/kwok.ts): Pods with a kwok field manager, and Pods
+ * whose IP is not the one their node's stand-in allocated and wrote; both must be 0. Nodes with a
+ * kwok field manager show kwok did manage the Nodes.
+ */
+async function kwokCheck(c: Cluster): Promise<{ pods: number; podsByKwok: number; podsWithOtherIp: number; nodesByKwok: number }> {
+  const byKwok = (o: { metadata?: { managedFields?: { manager?: string }[] } }) => o.metadata?.managedFields?.some((f) => /kwok/i.test(f.manager ?? '')) ?? false;
+  const pods = await retried(() => c.client.list(Kinds.Pod, { namespace: NS }));
+  let otherIp = 0;
+  for (const pod of pods) {
+    const ip = pod.status?.podIP;
+    if (!ip) continue;
+    const mine = c.nodes.get(pod.spec?.nodeName ?? '')?.ipam.lookup(pod.metadata!.uid!, 'eth0')?.ipv4;
+    if (mine !== ip) otherIp++;
+  }
+  const nodes = await retried(() => c.client.list(Kinds.Node));
+  return { pods: pods.length, podsByKwok: pods.filter(byKwok).length, podsWithOtherIp: otherIp, nodesByKwok: nodes.filter(byKwok).length };
+}
+
 async function coldStart(c: Cluster, print: Print): Promise<object> {
   const before = await serverCounts(c.cp);
-  const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
+  const cpu = new CpuWindow(c.cp, () => c.pids());
   await cpu.start();
   const times0 = await controllerTimes(c.controller.ports.metrics);
   const firstComplete = new Map<string, number>();
@@ -605,7 +668,11 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   const kinds = new Map<string, number>();
   for (const o of notAllocated) kinds.set(o.kind, (kinds.get(o.kind) ?? 0) + 1);
   const dup = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) > 1).length;
-  const missing = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) === 0).length;
+  // A node served early may have released its empty block by the census (--block-release-grace
+  // after it arrived, the releaser's own doing): without a block, but not lost.
+  const blockless = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) === 0);
+  const missing = blockless.filter((n) => !c.events.releasedNodes.has(n)).length;
+  const releasedOwn = blockless.length - missing;
   const completeMs = [...firstComplete.values()];
   const over10 = inCache.filter((v) => v > 10_000).length;
   const d = diff(after.requests, before.requests);
@@ -616,15 +683,16 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['not served', notAllocated.length === 0 ? '0' : [...kinds].map(([k, v]) => `${v} ${k}`).join(', ')],
     ['served after more than 10 s (Coil\'s alloc timeout)', String(over10)],
     ['nodes with more than one block (duplicates)', String(dup)],
-    ['nodes without a block (lost)', String(missing)],
+    ['nodes without a block (lost; not counting those that released their empty block after the grace)', `${missing}${releasedOwn ? ` (${releasedOwn} released their own)` : ''}`],
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
     ['watchers the apiserver closed for falling behind (apiserver_terminated_watchers_total)', terminatedText(after, before)],
+    ['apiserver\'s own latency of all calls but WATCH, p50 / p99 (bucket bound)', `${durationQuantile(after, before, NOT_WATCH, 0.5)} / ${durationQuantile(after, before, NOT_WATCH, 0.99)} s`],
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU while the nodes waited', cpuText],
   ]);
-  return { terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, doubled: census.doubled };
+  return { allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, releasedOwn, doubled: census.doubled };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
@@ -647,8 +715,8 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const markA = c.events.answered.length;
   const markAdd = c.events.added.length;
   const markFail = c.events.addFailed.length;
-  const stop = sampler(() => c.controller.proc?.pid);
-  const cpu = new CpuWindow(c.cp, () => c.controller.proc?.pid);
+  const stop = await sampler(() => ({ controller: c.controller.proc?.pid }));
+  const cpu = new CpuWindow(c.cp, () => c.pids());
   await cpu.start();
   const times0 = await controllerTimes(c.controller.ports.metrics);
   const abort = new AbortController();
@@ -661,7 +729,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const cpuText = await cpu.stop();
   const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
   const after = await serverCounts(c.cp);
-  const ctl = await stop();
+  const ctl = (await stop()).controller ?? { rssMax: NaN, rssLast: NaN, cores: NaN };
   const d = diff(after.requests, before.requests);
   const dn = diff(c.nodeCounts, nodeBefore);
   const de = diff(c.watchEvents, eventsBefore);
@@ -671,15 +739,17 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const failed = c.events.addFailed.slice(markFail);
   const nodeRate = total(dn) / elapsed / c.nodes.size;
   const census = await blockCensus(c);
+  const kwok = await kwokCheck(c);
   print(`steady churn (${ops} pod creates/deletes in ${elapsed.toFixed(0)} s across ${c.nodes.size} nodes, ${pods0} pods at the start)`, [
     [`fill before the churn: ${c.s['pods-per-node']} Pods on every node`, `${fillS.toFixed(1)} s, ${fillBlocks} blocks created`],
     ['BlockRequest create → its AddressBlock created (the bench\'s watch)', dist(complete)],
     ['BlockRequest create → block in the node\'s cache', dist(answered)],
     ['ADD (Pod seen → address)', dist(added)],
     ['ADDs failed', `${failed.length}${failed.length ? ` (${failed[0]!.err})` : ''}`],
+    ['kwok left the Pods alone: Pods written by kwok / Pods whose IP is not their stand-in\'s (of all; Nodes kwok manages)', `${kwok.podsByKwok} / ${kwok.podsWithOtherIp} (of ${kwok.pods}; ${kwok.nodesByKwok} Nodes)`],
     ['blocks at the end', `${census.total} (${(census.total / c.nodes.size).toFixed(2)} per node), requests answered twice: ${census.doubled}`],
     ['coil-controller RSS max / at the end', `${ctl.rssMax.toFixed(0)} / ${ctl.rssLast.toFixed(0)} MB`],
-    ['coil-controller CPU', `${(ctl.cpuS / elapsed).toFixed(3)} core`],
+    ['coil-controller CPU', `${ctl.cores.toFixed(3)} core`],
     ['watches open (apiserver)', String(after.watches)],
     ['API requests, all clients (apiserver)', `${(total(d) / elapsed).toFixed(1)}/s`],
     ['apiserver\'s own latency of mutating calls p99, coil\'s / all (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.99)} / ${durationQuantile(after, before, MUTATING, 0.99)} s`],
@@ -697,7 +767,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   for (const l of rateLines(de, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
   return {
     cpu: cpuText, mutatingP99S: durationQuantile(after, before, MUTATING, 0.99), fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
-    addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cpuS / elapsed, watches: after.watches,
+    addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cores, kwok, watches: after.watches,
     nodeEventsPerSecPerNode: total(de) / elapsed / c.nodes.size, nodeEventsByKind: Object.fromEntries([...de].map(([k, v]) => [k, v / elapsed / c.nodes.size])),
     apiPerSec: total(d) / elapsed, nodeApiPerSec: total(dn) / elapsed, nodeApiPerSecPerNode: nodeRate, blocks: census.total, doubled: census.doubled,
     apiByKey: Object.fromEntries([...d].map(([k, v]) => [k, v / elapsed])), nodeApiByKey: Object.fromEntries([...dn].map(([k, v]) => [k, v / elapsed])),
@@ -747,7 +817,6 @@ async function scaleDown(c: Cluster, print: Print): Promise<object> {
   const theirs = () => c.blocks.list().filter((b) => !live(b)).length;
   const victimBlocks = theirs();
   await Promise.all(victims.map(async (v) => {
-    c.heartbeats.drop(v);
     await c.nodes.get(v)!.stop();
     c.nodes.delete(v);
   }));
@@ -875,7 +944,22 @@ function growth(figs: RunFigures[]): void {
     ['apiserver restart: LISTs', 'apiserver.lists', (v) => String(v)],
     ['apiserver restart: retryNow lists', 'apiserver.hurried', (v) => String(v)],
     ['apiserver restart: node LIST attempts/s during the outage', 'apiserver.outageListsPerS', (v) => v.toFixed(1)],
+    ['churn: Pods written by kwok', 'churn.kwok.podsByKwok', (v) => String(v)],
+    ['churn: Pods whose IP is not their stand-in\'s', 'churn.kwok.podsWithOtherIp', (v) => String(v)],
   ];
+  // Per phase: the Pods alive at its end and what each process used (processSampler).
+  const mb = (v: number) => `${v.toFixed(0)} MB`;
+  const core = (v: number) => v.toFixed(3);
+  for (const phase of ['start', 'cold', 'churn', 'handover', 'scaledown', 'apiserver']) {
+    rows.push(
+      [`${phase}: Pods at its end`, `${phase}.resources.pods`, (v) => String(v)],
+      [`${phase}: coil-controller RSS max`, `${phase}.resources.controller.rssMax`, mb],
+      [`${phase}: coil-controller CPU (core)`, `${phase}.resources.controller.cores`, core],
+      [`${phase}: kube-apiserver CPU (core)`, `${phase}.resources.apiserver.cores`, core],
+      [`${phase}: kwok RSS max`, `${phase}.resources.kwok.rssMax`, mb],
+      [`${phase}: kwok CPU (core)`, `${phase}.resources.kwok.cores`, core],
+    );
+  }
   console.log(`\n### growth with N\n| figure | ${figs.map((f) => `N=${f.n}`).join(' | ')} |\n|---|${figs.map(() => '---|').join('')}`);
   for (const [label, path, fmt] of rows) {
     const vals = figs.map((f) => get(f, path));
