@@ -5,7 +5,8 @@
  * endpoint). Needs FoU: runs in the stock-kernel VM,
  *   flock /tmp/coil-heavy.lock hack/fou-vm.sh -- node dist/hack/bench/egress-failover.js (this file is its testbed)
  *
- * Topology (IPv4): the VM's own netns is the node N (this process runs there, as coild does) and
+ * Topology (`--family 4`, the default; `--family 6` the same with IPv6 addresses: fd01:k::2,
+ * fd02:k::2, 2001:db8:100::2, ClusterIP fd96::100): the VM's own netns is the node N (this process runs there, as coild does) and
  * routes between a client pod C (10.1.0.2), three NAT pods E1–E3 (10.2.k.2, each on its own veth,
  * set up by the code coil-egress runs in its pod: FoU receive port, NAT rules, return rule, a
  * peer link to the client) and an external target X (198.51.100.2), which can route only to the
@@ -100,6 +101,8 @@ const { values: args } = parseArgs({ options: {
   'k8s-readiness-fail-ms': { type: 'string', default: '30000' },
   'steady-s': { type: 'string', default: '60' },
   burn: { type: 'string', default: '0' },
+  /** The address family of every pod, the ClusterIP, the target and so of the tunnels. */
+  family: { type: 'string', default: '4' },
   verbose: { type: 'boolean', short: 'v', default: false },
 } });
 const KINDS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean);
@@ -121,6 +124,8 @@ const BURN = count('burn', args.burn);
 count('repeat', args.repeat, 1);
 count('streams', args.streams);
 count('coil-delay', args['coil-delay']);
+if (args.family !== '4' && args.family !== '6') throw new Error(`--family: 4 or 6 expected, got ${JSON.stringify(args.family)}`);
+const V6 = args.family === '6';
 if (args.move !== 'rtnetlink' && args.move !== 'ip') throw new Error(`--move: rtnetlink or ip expected, got ${JSON.stringify(args.move)}`);
 const KNOWN_KINDS = ['node-lost', 'graceful', 'scale-up', 'sigkill', 'sigstop', 'steady'];
 for (const k of KINDS) if (!KNOWN_KINDS.includes(k)) throw new Error(`--kinds: unknown kind ${JSON.stringify(k)} (known: ${KNOWN_KINDS.join(', ')})`);
@@ -133,19 +138,29 @@ const coildIp = new IpRunner({ timeoutMs: 60_000, spawner: helper.spawner });
 const agent = new NetlinkAgent();
 const coildKernel = new NetlinkExecutor({ ip: coildIp, ...(args.move === 'rtnetlink' ? { rtnetlink: agent } : {}) });
 const netns = new TestNetnsSet({ ip });
-const CLUSTER_IP = '10.96.0.100';
-const TARGET = '198.51.100.2';
-const NAT = ['10.2.1.2', '10.2.2.2', '10.2.3.2'];
+/** The addresses of the family: NAT pod k's and its node side's, client k's and its node side's, with their prefix length. */
+const A = V6
+  ? { clusterIp: 'fd96::100', target: '2001:db8:100::2', targetGw: '2001:db8:100::1', targetNet: '2001:db8:100::/64', natNet: 'fd02::/16', bits: 64, any: '::/0',
+    nat: (k: number) => `fd02:${k}::2`, natGw: (k: number) => `fd02:${k}::1`, client: (k: number) => `fd01:${k}::2`, clientGw: (k: number) => `fd01:${k}::1` }
+  : { clusterIp: '10.96.0.100', target: '198.51.100.2', targetGw: '198.51.100.1', targetNet: '198.51.100.0/24', natNet: '10.2.0.0/16', bits: 24, any: 'default',
+    nat: (k: number) => `10.2.${k}.2`, natGw: (k: number) => `10.2.${k}.1`, client: (k: number) => `10.1.${k}.2`, clientGw: (k: number) => `10.1.${k}.1` };
+/** `addr add` of an address with its prefix (IPv6 without duplicate address detection, which would hold it for a second or two). */
+const addrAdd = (address: string, dev: string): string[] => ['addr', 'add', `${address}/${A.bits}`, 'dev', dev, ...(V6 ? ['nodad'] : [])];
+/** conntrack(8)'s family option (it lists IPv4 only unless told). */
+const CT_FAMILY = ['-f', V6 ? 'ipv6' : 'ipv4'];
+const CLUSTER_IP = A.clusterIp;
+const TARGET = A.target;
+const NAT = [A.nat(1), A.nat(2), A.nat(3)];
 const WINDOW_MS = 4_000;
 const started = Date.now();
 const log = (s: string) => { if (args.verbose) console.error(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${s}`); };
 
 /** The UDP and TCP echo at X. */
-const ECHO = `const s=require('dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(m,r.port,r.address));
+const ECHO = `const s=require('dgram').createSocket('udp6');s.on('message',(m,r)=>s.send(m,r.port,r.address));
 require('net').createServer((c)=>{c.on('error',()=>{});c.pipe(c);}).listen(7008,()=>s.bind(7007,()=>console.log('ready')));`;
 /** A client pod: the 10 ms UDP probe and N TCP streams; `dump` on stdin prints what it saw. */
 const CLIENT_PROGRAM = `const dgram=require('dgram'),net=require('net');const [target,n]=[process.argv[1],+process.argv[2]];
-const s=dgram.createSocket('udp4');const sent=[],got={};let seq=0;
+const s=dgram.createSocket(target.includes(':')?'udp6':'udp4');const sent=[],got={};let seq=0;
 s.on('message',(m)=>{const k=m.readUInt32BE(0);if(!(k in got))got[k]=Date.now();});
 const streams=[];
 for(let i=0;i<n;i++){const st={echo:[],err:'',errAt:0,closedAt:0};streams.push(st);
@@ -239,13 +254,13 @@ async function sleep(ms: number): Promise<void> {
 async function setDnat(node: TestNetns, endpoints: readonly string[]): Promise<void> {
   const map = endpoints.map((e, i) => `${i} : ${e}`).join(', ');
   await ip.exec(['nft', '-f', '-'], { netns: node.path, input: [
-    'table ip kube-proxy', 'flush table ip kube-proxy', 'table ip kube-proxy {', ' chain pre {', '  type nat hook prerouting priority dstnat; policy accept;',
-    `  ip daddr ${CLUSTER_IP} udp dport 5555 dnat to jhash ip saddr mod ${endpoints.length} map { ${map} }`, ' }', '}', ''].join('\n') });
+    `table ${V6 ? 'ip6' : 'ip'} kube-proxy`, `flush table ${V6 ? 'ip6' : 'ip'} kube-proxy`, `table ${V6 ? 'ip6' : 'ip'} kube-proxy {`, ' chain pre {', '  type nat hook prerouting priority dstnat; policy accept;',
+    `  ${V6 ? 'ip6' : 'ip'} daddr ${CLUSTER_IP} udp dport 5555 dnat to jhash ${V6 ? 'ip6' : 'ip'} saddr mod ${endpoints.length} map { ${map} }`, ' }', '}', ''].join('\n') });
 }
 
 /** The NAT pod kube-proxy's DNAT sends `client`'s tunnel to (its conntrack entry's reply source). */
 async function dnatTarget(client: string): Promise<string | undefined> {
-  const { stdout } = await ip.exec(['conntrack', '-L', '-p', 'udp', '-s', client, '-d', CLUSTER_IP]).catch(() => ({ stdout: '' }));
+  const { stdout } = await ip.exec(['conntrack', '-L', ...CT_FAMILY, '-p', 'udp', '-s', client, '-d', CLUSTER_IP]).catch(() => ({ stdout: '' }));
   return /src=\S+ dst=\S+ sport=\d+ dport=\d+ .*?src=(\S+)/.exec(stdout)?.[1];
 }
 
@@ -267,7 +282,7 @@ class ApiStandIn {
 
 function slice(conditions: Record<string, { serving: boolean; terminating: boolean }>): V1EndpointSlice {
   return { metadata: { namespace: 'internet', name: 'nat-abcde', labels: { 'kubernetes.io/service-name': 'nat', 'app.kubernetes.io/name': 'coil', 'app.kubernetes.io/component': 'egress' } },
-    addressType: 'IPv4', endpoints: NAT.filter((a) => conditions[a]).map((a) => ({ addresses: [a], conditions: conditions[a] })) };
+    addressType: V6 ? 'IPv6' : 'IPv4', endpoints: NAT.filter((a) => conditions[a]).map((a) => ({ addresses: [a], conditions: conditions[a] })) };
 }
 
 interface ClientPod { ns: TestNetns; address: string; index: number }
@@ -302,12 +317,12 @@ function startNatProcess(ns: TestNetns): ChildProcess {
   return spawn('ip', ['netns', 'exec', ns.name, 'bash', '-c', 'exec -a coil-egress-standin sleep infinity'], { stdio: 'ignore' });
 }
 
-/** Client addresses 10.1.k.2 whose rendezvous first choices are NAT[0], NAT[1], NAT[2]. */
+/** Client addresses 10.1.k.2 (fd01:k::2) whose rendezvous first choices are NAT[0], NAT[1], NAT[2]. */
 function pickClients(): string[] {
   const out: string[] = [];
   for (const nat of NAT) {
     for (let k = 1; k < 250; k++) {
-      const a = `10.1.${k}.2`;
+      const a = A.client(k);
       if (!out.includes(a) && rendezvousChoice(a, NAT) === nat) { out.push(a); break; }
     }
   }
@@ -322,18 +337,18 @@ async function main(): Promise<Row[]> {
   const clients: ClientPod[] = [];
   for (const [i, address] of pickClients().entries()) {
     const ns = await netns.create(`c${i + 1}`);
-    const k = address.split('.')[2]!;
+    const k = Number(V6 ? address.split(':')[1] : address.split('.')[2]);
     await wire(ip, ns, 'eth0', n, `n-c${i + 1}`);
-    await ip.batch([['addr', 'add', `10.1.${k}.1/24`, 'dev', `n-c${i + 1}`]], { netns: n.path });
-    await ip.batch([['addr', 'add', `${address}/24`, 'dev', 'eth0'], ['route', 'add', 'default', 'via', `10.1.${k}.1`]], { netns: ns.path });
+    await ip.batch([addrAdd(A.clientGw(k), `n-c${i + 1}`)], { netns: n.path });
+    await ip.batch([addrAdd(address, 'eth0'), ['route', 'add', A.any, 'via', A.clientGw(k)]], { netns: ns.path });
     clients.push({ ns, address, index: i });
   }
   await wire(ip, x, 'eth0', n, 'n-x');
   for (const [i, e] of es.entries()) await wire(ip, e, 'eth0', n, `n-e${i + 1}`);
-  await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'n-x'], ...NAT.map((_, i) => ['addr', 'add', `10.2.${i + 1}.1/24`, 'dev', `n-e${i + 1}`])], { netns: n.path });
-  await ip.batch([['addr', 'add', `${TARGET}/24`, 'dev', 'eth0'], ['route', 'add', '10.2.0.0/16', 'via', '198.51.100.1']], { netns: x.path });
-  for (const [i, e] of es.entries()) await ip.batch([['addr', 'add', `${NAT[i]}/24`, 'dev', 'eth0'], ['route', 'add', 'default', 'via', `10.2.${i + 1}.1`]], { netns: e.path });
-  await writeSysctl(ip, 'net.ipv4.ip_forward', '1');
+  await ip.batch([addrAdd(A.targetGw, 'n-x'), ...NAT.map((_, i) => addrAdd(A.natGw(i + 1), `n-e${i + 1}`))], { netns: n.path });
+  await ip.batch([addrAdd(TARGET, 'eth0'), ['route', 'add', A.natNet, 'via', A.targetGw]], { netns: x.path });
+  for (const [i, e] of es.entries()) await ip.batch([addrAdd(NAT[i]!, 'eth0'), ['route', 'add', A.any, 'via', A.natGw(i + 1)]], { netns: e.path });
+  await writeSysctl(ip, V6 ? 'net.ipv6.conf.all.forwarding' : 'net.ipv4.ip_forward', '1');
   await setDnat(n, NAT);
   // What coil-egress sets up in its pod when it starts (again after a restart: idempotent).
   const natSetup = async (i: number) => {
@@ -413,7 +428,7 @@ async function stopClients(ps: readonly ChildProcess[]): Promise<void> {
 /** coil's path: the watcher with steering and the real prober; `lost`, the first choice of one client, goes. */
 async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string, lost: string): Promise<Row> {
   const api = new ApiStandIn();
-  const egress: Egress = { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['198.51.100.0/24'], replicas: 3, sessionAffinity: 'ClientIP' } };
+  const egress: Egress = { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: [A.targetNet], replicas: 3, sessionAffinity: 'ClientIP' } };
   const service: V1Service = { metadata: { namespace: 'internet', name: 'nat' }, spec: { clusterIPs: [CLUSTER_IP] } };
   const pods: V1Pod[] = clients.map((c) => ({ metadata: { namespace: 'app', name: `client${c.index}`, annotations: { 'egress.coil.cybozu.com/internet': 'nat' } }, spec: { containers: [] } }));
   const all = Object.fromEntries(NAT.map((a) => [a, { serving: true, terminating: false }]));
@@ -517,10 +532,10 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
 /** Coil's path: tunnels to the ClusterIP; kube-proxy drops the endpoint `-d` ms after the loss. */
 async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind: string, run: number): Promise<Row> {
   await setDnat(n, kind === 'scale-up' ? NAT.slice(0, 2) : NAT);
-  await ip.exec(['conntrack', '-F']).catch(() => undefined);
+  await ip.exec(['conntrack', '-F', ...CT_FAMILY]).catch(() => undefined);
   const client = new EgressClient({ ip, port: 5555 });
   for (const c of clients) {
-    await client.apply(c.ns.path, planEgressClient({ podIps: [c.address], port: 5555, gateways: [{ egress: 'internet/nat', clusterIp: CLUSTER_IP, destinations: ['198.51.100.0/24'], isSourcePortAuto: false }] }));
+    await client.apply(c.ns.path, planEgressClient({ podIps: [c.address], port: 5555, gateways: [{ egress: 'internet/nat', clusterIp: CLUSTER_IP, destinations: [A.targetNet], isSourcePortAuto: false }] }));
   }
   const ps = await startClients(clients);
   try {
@@ -542,7 +557,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
       // kube-proxy, once the endpoint is not ready: out of the DNAT, its UDP conntrack entries flushed.
       const notReadyAt = await hitNatProcess(idx - 1, kind === 'sigkill' ? 'SIGKILL' : 'SIGSTOP', async () => {
         await setDnat(n, NAT.filter((a) => a !== lost));
-        await ip.exec(['conntrack', '-D', '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
+        await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
       });
       await sleep(notReadyAt + WINDOW_MS - (Date.now() - t0));
       const m = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
@@ -559,7 +574,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
     await sleep(COIL_DELAY_MS);
     // kube-proxy: the endpoint leaves the DNAT, and UDP conntrack entries towards it are flushed.
     await setDnat(n, NAT.filter((a) => a !== lost));
-    await ip.exec(['conntrack', '-D', '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
+    await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
     await sleep(WINDOW_MS);
     const seen = await Promise.all(ps.map((p) => dump(p)));
     const m = seen.map((d) => measure(d, t0));
@@ -577,7 +592,7 @@ const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 
 main().then(
   async (rows) => {
-    console.log(`move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}`);
+    console.log(`IPv${args.family}; move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}`);
     console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms) | coild: failovers, probe RTT > 25/100/250 ms of answered |');
     console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|');
     for (const r of rows) {
