@@ -1,6 +1,7 @@
 /**
  * Typed rtnetlink requests: what the pod-network layer wants of the kernel (a veth pair, link
- * settings, addresses, routes), stated once as data. Executors apply them: rtnetlink.ts builds the
+ * settings, addresses, routes) and what an egress tunnel's move does (a FoU peer link, `route
+ * replace`), stated once as data. Executors apply them: rtnetlink.ts builds the
  * netlink messages for the netlink agent or coild's own socket (rtnetlink-socket.ts), and
  * rt-format.ts writes the same request as an `ip -batch` line for the iproute2 fallback and the
  * equivalence tests. Pure: no I/O, JSON-serialisable (the agent receives them as JSON lines).
