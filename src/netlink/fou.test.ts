@@ -96,6 +96,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
         rt.routeReplace({ dst: '198.51.100.0/24', dev: fouPeerLinkName('10.9.0.3'), protocol: 30, table: 118 }),
         rt.routeReplace({ dst: '172.20.0.0/16', dev: fouPeerLinkName('10.9.0.2'), protocol: 30, table: 117 }),
         rt.routeReplace({ dst: '2001:db8::/32', dev: fouPeerLinkName('fd09::2'), protocol: 30, table: 118 }),
+        rt.routeReplace({ dst: 'fd10::/64', dev: fouPeerLinkName('fd09::2'), protocol: 30, table: 117 }),
         rt.linkDel(fouPeerLinkName('fd09::3')),
       ];
       if (skip) {

@@ -152,6 +152,11 @@ const CLUSTER_IP = A.clusterIp;
 const TARGET = A.target;
 const NAT = [A.nat(1), A.nat(2), A.nat(3)];
 const WINDOW_MS = 4_000;
+/**
+ * How long after a window's end its probes are read: a probe sent just before the end is still on
+ * its way back at the end, and read at once it would count as lost.
+ */
+const SETTLE_MS = 300;
 const started = Date.now();
 const log = (s: string) => { if (args.verbose) console.error(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${s}`); };
 
@@ -332,6 +337,9 @@ function pickClients(): string[] {
 async function main(): Promise<Row[]> {
   await ip.exec(['ip', 'netns', 'attach', 'coilbench-node', String(process.pid)]);
   const n: TestNetns = { name: 'coilbench-node', path: '/run/netns/coilbench-node' };
+  // A lost node is its link set down, and up again for the next run: IPv6 drops a link's
+  // addresses when it goes down unless told to keep them.
+  if (V6) for (const scope of ['all', 'default']) await writeSysctl(ip, `net.ipv6.conf.${scope}.keep_addr_on_down`, '1');
   const x = await netns.create('x');
   const es = [await netns.create('e1'), await netns.create('e2'), await netns.create('e3')];
   const clients: ClientPod[] = [];
@@ -404,7 +412,7 @@ async function hitNatProcess(idx: number, signal: 'SIGKILL' | 'SIGSTOP', onNotRe
     }]);
   }
   for (const [at, step] of steps.sort((a, b) => a[0] - b[0])) {
-    await sleep(at - (Date.now() - t0));
+    await sleep(Math.max(0, at - (Date.now() - t0)));
     await step();
   }
   return notReadyAt;
@@ -480,7 +488,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     const idx = NAT.indexOf(lost) + 1;
     t0 = Date.now();
     if (kind === 'steady') {
-      await sleep(STEADY_MS);
+      await sleep(STEADY_MS + SETTLE_MS);
       const seenSteady = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, STEADY_MS));
       const probes = await probeStats(registry);
       log(`coil steady: ${JSON.stringify(probes)}`);
@@ -491,7 +499,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
       const notReadyAt = await hitNatProcess(idx - 1, signal, async () => {
         api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: false } }));
       });
-      await sleep(notReadyAt + WINDOW_MS - (Date.now() - t0));
+      await sleep(Math.max(0, notReadyAt + WINDOW_MS + SETTLE_MS - (Date.now() - t0)));
       const m = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
       reviveNatProcess(idx - 1);
       log(`coil ${kind}: ${lost}, ${JSON.stringify(m)}`);
@@ -499,10 +507,10 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     }
     if (kind === 'scale-up') {
       api.put(Kinds.EndpointSlice.kind, slice(all));
-      await sleep(WINDOW_MS);
+      await sleep(WINDOW_MS + SETTLE_MS);
       const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0));
       log(`coil scale-up: added ${lost}, ${JSON.stringify(seenUp)}`);
-      return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp };
+      return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp, probes: await probeStats(registry) };
     }
     if (kind === 'graceful') {
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: true, terminating: true } }));
@@ -513,7 +521,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
       await sleep(200);
     }
     await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
-    await sleep(WINDOW_MS);
+    await sleep(WINDOW_MS + SETTLE_MS);
     const seen = await Promise.all(ps.map((p) => dump(p)));
     const m = seen.map((d) => measure(d, t0));
     await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
@@ -545,7 +553,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
     if (kind === 'scale-up') {
       const t = Date.now();
       await setDnat(n, NAT);
-      await sleep(WINDOW_MS);
+      await sleep(WINDOW_MS + SETTLE_MS);
       const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t));
       log(`Coil scale-up: ${JSON.stringify(seenUp)}`);
       return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost: `${NAT[2]} added`, onLost: [], others: seenUp };
@@ -559,7 +567,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
         await setDnat(n, NAT.filter((a) => a !== lost));
         await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
       });
-      await sleep(notReadyAt + WINDOW_MS - (Date.now() - t0));
+      await sleep(Math.max(0, notReadyAt + WINDOW_MS + SETTLE_MS - (Date.now() - t0)));
       const m = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
       reviveNatProcess(idx - 1);
       log(`Coil ${kind}: ${lost}, ${JSON.stringify(m)}`);
@@ -575,7 +583,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
     // kube-proxy: the endpoint leaves the DNAT, and UDP conntrack entries towards it are flushed.
     await setDnat(n, NAT.filter((a) => a !== lost));
     await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
-    await sleep(WINDOW_MS);
+    await sleep(WINDOW_MS + SETTLE_MS);
     const seen = await Promise.all(ps.map((p) => dump(p)));
     const m = seen.map((d) => measure(d, t0));
     await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
