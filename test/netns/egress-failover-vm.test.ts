@@ -23,12 +23,16 @@ const here = dirname(fileURLToPath(import.meta.url));
 const skip = vmSkip('egress failover VM test');
 
 /**
- * The bound on coil's outage for a lost NAT pod in this test. The goal is p50 ≤ 500 ms, max
- * ≤ 1 s; the bench measured 2026-11-27 in this VM (docs/egress-failover.md#measured) a max of
- * OUTAGE_MEASURED ms over its runs. One run per CI clone on a shared machine under TCG, where a
- * timer or a process can stall for 100s of ms: the bound keeps that margin above the goal's 1 s.
+ * The bound on coil's outage for a lost NAT pod in this test: the goal's own 1 s (its p50 of
+ * 500 ms needs several runs: the bench's). Measured 2026-11-27 in this VM
+ * (docs/egress-failover.md#measured): 291–377 ms over 5 runs (IPv4 and IPv6), made of the
+ * detection (2 unanswered probes: 200–300 ms by the timers) and one rtnetlink round trip to the
+ * netlink agent — no process starts on the path any more, which under TCG cost 150–380 ms each.
+ * The margin (×2.6 the worst seen) is for what a shared machine does to TCG's timers: the longest
+ * stall a client saw in those runs was ~200 ms, and one such stall of coild delays detection by as
+ * much. Tighter would flake on a busy CI machine; looser would not show the goal.
  */
-const OUTAGE_BOUND_MS = 1_500;
+const OUTAGE_BOUND_MS = 1_000;
 
 describe('egress failover in a VM with a stock kernel', { skip }, () => {
   test('coild\'s probe answers through a NAT pod\'s FoU decapsulation and NAT, IPv4 and IPv6, and fails when the NAT pod is unreachable', { timeout: 300_000 }, async () => {
