@@ -25,10 +25,10 @@ const skip = vmSkip('egress failover VM test');
 /**
  * The bound on coil's outage for a lost NAT pod in this test: the goal's own 1 s (its p50 of
  * 500 ms needs several runs: the bench's). Measured 2026-11-27 in this VM
- * (docs/egress-failover.md#measured): 291–411 ms over 6 runs (IPv4 and IPv6), made of the
- * detection (2 unanswered probes: 200–300 ms by the timers) and one rtnetlink round trip to the
+ * (docs/egress-failover.md#measured): 291–502 ms over 7 runs (IPv4 and IPv6; p50 375 ms), made of
+ * the detection (2 unanswered probes: 200–300 ms by the timers) and one rtnetlink round trip to the
  * netlink agent — no process starts on the path any more, which under TCG cost 150–380 ms each.
- * The margin (×2.4 the worst seen) is for what a shared machine does to TCG's timers: the longest
+ * The margin (twice the worst seen) is for what a shared machine does to TCG's timers: the longest
  * stall a client saw in those runs was ~200 ms, and one such stall of coild delays detection by as
  * much. Tighter would flake on a busy CI machine; looser would not show the goal.
  */
