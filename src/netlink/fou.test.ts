@@ -1,8 +1,12 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { probeFeatures } from './features.js';
-import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers } from './fou.js';
+import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPeerRequest, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers, type FouPeer } from './fou.js';
 import { IpRunner } from './ip-runner.js';
+import { NetlinkAgent } from './netlink-agent.js';
+import { NetlinkExecutor } from './netlink-executor.js';
+import { NetlinkError } from './netlink-error.js';
+import { rt, type RtRequest } from './rt-request.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
@@ -68,5 +72,61 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
     assert.equal((await ensureFouPeer(ip, auto, await readFouPeers(ip, { netns: ns.path }), { netns: ns.path })).created, true);
     const [read] = await readFouPeers(ip, { netns: ns.path });
     assert.deepEqual({ ...read, isUp: undefined }, { name: 'fou4_0a090002', family: 4, remote: '10.9.0.2', local: '10.9.0.1', sourcePort: 0, isUp: undefined });
+  });
+
+  // The typed request a tunnel's move sends through rtnetlink (EgressClient.retarget) must make
+  // the link `ip` makes of fouPeerAddLine, attribute for attribute (iproute2's link_iptnl.c and
+  // link_ip6tnl.c defaults included); and where the kernel cannot make it, fail as clearly.
+  test('a FoU peer link and route replace by rtnetlink (the netlink agent) equal what ip makes of the same requests, v4 and v6; refused alike without FoU', async (t) => {
+    const agent = new NetlinkAgent();
+    if (!agent.isUsable) return t.skip(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`);
+    const viaAgent = new NetlinkExecutor({ rtnetlink: agent, ip });
+    const [a, b] = [await netns.create('fou-ip'), await netns.create('fou-rt')];
+    try {
+      const peers: FouPeer[] = [
+        { remote: '10.9.0.2', local: '10.9.0.1', port: 5555, sourcePort: 5555 },
+        { remote: '10.9.0.3', local: '10.9.0.1', port: 5555, sourcePort: 'auto', mtuBytes: 1472 },
+        { remote: 'fd09::2', local: 'fd09::1', port: 5555, sourcePort: 'auto', mtuBytes: 1452 },
+        { remote: 'fd09::3', local: 'fd09::1', port: 6000, sourcePort: 6001 },
+      ];
+      const requests: RtRequest[] = [
+        ...peers.flatMap((p) => [fouPeerRequest(p), rt.linkSet(fouPeerLinkName(p.remote), { up: true })]),
+        rt.routeReplace({ dst: '198.51.100.0/24', dev: fouPeerLinkName('10.9.0.2'), protocol: 30, table: 118 }),
+        // replaced in place, as a tunnel's move does
+        rt.routeReplace({ dst: '198.51.100.0/24', dev: fouPeerLinkName('10.9.0.3'), protocol: 30, table: 118 }),
+        rt.routeReplace({ dst: '172.20.0.0/16', dev: fouPeerLinkName('10.9.0.2'), protocol: 30, table: 117 }),
+        rt.routeReplace({ dst: '2001:db8::/32', dev: fouPeerLinkName('fd09::2'), protocol: 30, table: 118 }),
+        rt.routeReplace({ dst: 'fd10::/64', dev: fouPeerLinkName('fd09::2'), protocol: 30, table: 117 }),
+        rt.linkDel(fouPeerLinkName('fd09::3')),
+      ];
+      if (skip) {
+        // No FoU, ipip or ip6tnl here: both paths fail at the link's request, with the kernel's words.
+        const errs = [];
+        for (const [x, ns] of [[ip, a], [viaAgent, b]] as const) {
+          const err = await x.apply(requests, { netns: ns.path }).then(() => undefined, (e: unknown) => e);
+          assert.ok(err instanceof NetlinkError, String(err));
+          assert.match(err.message, /link add name fou4_0a090002 type ipip remote 10\.9\.0\.2 local 10\.9\.0\.1 ttl 225 encap fou encap-sport 5555 encap-dport 5555/);
+          errs.push({ line: err.failedLine, errno: err.errno });
+        }
+        assert.deepEqual(errs[1], errs[0]);
+        assert.equal(errs[1]!.line, 1);
+        return;
+      }
+      await ip.apply(requests, { netns: a.path });
+      await viaAgent.apply(requests, { netns: b.path });
+      // What differs by nature: indexes, state timers, and the random permanent address the
+      // kernel gives each ip6tnl device (seen differing between the two namespaces in the VM).
+      const strip = (x: unknown): unknown => JSON.parse(JSON.stringify(x, (k, v: unknown) => (['ifindex', 'link_index', 'operstate', 'stats64', 'permaddr'].includes(k) ? undefined : v)));
+      const state = async (ns: TestNetns) => ({
+        links: strip(await ip.json(['-d', 'link', 'show'], { netns: ns.path })),
+        routes: strip(await Promise.all(['-4', '-6'].flatMap((f) => ['117', '118'].map((tb) => ip.json([f, 'route', 'show', 'table', tb], { netns: ns.path }))))),
+      });
+      const [fromIp, fromAgent] = [await state(a), await state(b)];
+      assert.deepEqual(fromAgent, fromIp);
+      assert.equal((await readFouPeers(ip, { netns: b.path })).length, 3);
+      assert.match(JSON.stringify(fromAgent.routes), /"dev":"fou4_0a090003"/);
+    } finally {
+      agent.stop();
+    }
   });
 });

@@ -14,6 +14,8 @@ import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
 import { addressBytes } from '../ipam/ip-address.js';
 import { addressFamily, addressOf, canonicalAddress } from './cidr.js';
 import { isNetlinkErrno } from './netlink-error.js';
+import { formatRequest } from './rt-format.js';
+import { rt, type RtRequest } from './rt-request.js';
 import { writeSysctl } from './sysctl.js';
 
 /** TTL of the outer header of every peer link (Coil's value). */
@@ -84,19 +86,28 @@ export function fouPortLine(port: number, family: 4 | 6): BatchLine {
 }
 
 /**
- * `link add name fou…` for `peer`: ipip (v4) or ip6tnl mode ip6ip6 (v6), ttl 225, encap fou. The
- * link is created down: bring it up just before routing through it (Coil #287).
+ * The typed request creating the peer link for `peer` (rt-request.ts `link-add-fou`): ipip (v4)
+ * or ip6tnl mode ip6ip6 without the encapsulation-limit option (v6), ttl 225, encap fou. Applied
+ * through rtnetlink where coild has it (a tunnel's move, EgressClient.retarget), else as
+ * {@link fouPeerAddLine}. The link is created down: bring it up just before routing through it
+ * (Coil #287).
  * @throws TypeError when `remote` and `local` are not addresses of one family
  */
-export function fouPeerAddLine(peer: FouPeer): BatchLine {
+export function fouPeerRequest(peer: FouPeer): RtRequest {
   const family = addressFamily(peer.remote);
   if (family === undefined || family !== addressFamily(peer.local)) {
     throw new TypeError(`FoU peer ${peer.remote} and local ${peer.local} are not of one family`);
   }
-  const sport = peer.sourcePort === 'auto' ? 'auto' : String(peer.sourcePort);
-  const kind = family === 4 ? ['type', 'ipip'] : ['type', 'ip6tnl', 'mode', 'ip6ip6', 'encaplimit', 'none'];
-  return ['link', 'add', 'name', fouPeerLinkName(peer.remote), ...(peer.mtuBytes ? ['mtu', String(peer.mtuBytes)] : []), ...kind, 'remote', peer.remote, 'local', peer.local,
-    'ttl', String(FOU_TUNNEL_TTL), 'encap', 'fou', 'encap-sport', sport, 'encap-dport', String(peer.port)];
+  return rt.fouPeer({ name: fouPeerLinkName(peer.remote), ...(peer.mtuBytes ? { mtu: peer.mtuBytes } : {}), remote: peer.remote, local: peer.local,
+    ttl: FOU_TUNNEL_TTL, encapSport: peer.sourcePort === 'auto' ? 0 : peer.sourcePort, encapDport: peer.port });
+}
+
+/**
+ * `link add name fou… type ipip|ip6tnl … encap fou …`: {@link fouPeerRequest} as an `ip -batch` line.
+ * @throws TypeError when `remote` and `local` are not addresses of one family
+ */
+export function fouPeerAddLine(peer: FouPeer): BatchLine {
+  return formatRequest(fouPeerRequest(peer));
 }
 
 /** `link add name coil_ipip4 type ipip external` / `coil_ipip6 type ip6tnl external`, then up. */

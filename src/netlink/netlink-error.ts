@@ -9,15 +9,17 @@
 /**
  * Kernel error classes recognised in iproute2 output. `EEXIST`: the object is already there;
  * `ENODEV`: no such link; `ESRCH`: no such route or rule; `ENOENT`: no such file/table/netns;
+ * `EOPNOTSUPP`: a link kind this kernel lacks (`Unknown device type`: no ipip/ip6tnl module);
  * `EBUSY`, `EAGAIN`, `ENOBUFS`, `EINTR` (interrupted dump): transient.
  */
-export type NetlinkErrno = 'EEXIST' | 'ENODEV' | 'ESRCH' | 'ENOENT' | 'EBUSY' | 'EAGAIN' | 'ENOBUFS' | 'EINTR';
+export type NetlinkErrno = 'EEXIST' | 'ENODEV' | 'ESRCH' | 'ENOENT' | 'EOPNOTSUPP' | 'EBUSY' | 'EAGAIN' | 'ENOBUFS' | 'EINTR';
 
 const ERRNO_PATTERNS: ReadonlyArray<readonly [RegExp, NetlinkErrno]> = [
   [/File exists/i, 'EEXIST'],
   [/Cannot find device|Device ".*" does not exist|No such device/i, 'ENODEV'],
   [/No such process/i, 'ESRCH'],
   [/No such file or directory|FIB table does not exist/i, 'ENOENT'],
+  [/Unknown device type|Operation not supported/i, 'EOPNOTSUPP'],
   [/Device or resource busy/i, 'EBUSY'],
   [/Resource temporarily unavailable/i, 'EAGAIN'],
   [/No buffer space available/i, 'ENOBUFS'],
@@ -28,7 +30,7 @@ const TRANSIENT: ReadonlySet<NetlinkErrno> = new Set(['EBUSY', 'EAGAIN', 'ENOBUF
 
 /** Linux errno numbers of the classes (asm-generic/errno-base.h, errno.h). */
 const ERRNO_NUMBERS: ReadonlyMap<number, NetlinkErrno> = new Map([
-  [17, 'EEXIST'], [19, 'ENODEV'], [3, 'ESRCH'], [2, 'ENOENT'], [16, 'EBUSY'], [11, 'EAGAIN'], [105, 'ENOBUFS'], [4, 'EINTR'],
+  [17, 'EEXIST'], [19, 'ENODEV'], [3, 'ESRCH'], [2, 'ENOENT'], [95, 'EOPNOTSUPP'], [16, 'EBUSY'], [11, 'EAGAIN'], [105, 'ENOBUFS'], [4, 'EINTR'],
 ]);
 
 /**

@@ -24,6 +24,11 @@ export function formatRequest(r: RtRequest): RequestLine {
         ...(r.up === undefined ? [] : [r.up ? 'up' : 'down']), ...(r.group !== undefined ? ['group', String(r.group)] : [])];
     case 'link-del':
       return r.dev !== undefined ? ['link', 'del', 'dev', r.dev] : ['link', 'del', 'group', String(r.group)];
+    case 'link-add-fou': {
+      const kind = r.remote.includes(':') ? ['type', 'ip6tnl', 'mode', 'ip6ip6', 'encaplimit', 'none'] : ['type', 'ipip'];
+      return ['link', 'add', 'name', r.name, ...(r.mtu !== undefined ? ['mtu', String(r.mtu)] : []), ...kind, 'remote', r.remote, 'local', r.local,
+        'ttl', String(r.ttl), 'encap', 'fou', 'encap-sport', r.encapSport === 0 ? 'auto' : String(r.encapSport), 'encap-dport', String(r.encapDport)];
+    }
     case 'addr':
       return ['addr', r.verb, r.cidr, 'dev', r.dev, ...(r.scope ? ['scope', r.scope] : []), ...(r.isNoDad ? ['nodad'] : [])];
     case 'route':

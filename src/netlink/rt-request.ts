@@ -1,6 +1,7 @@
 /**
  * Typed rtnetlink requests: what the pod-network layer wants of the kernel (a veth pair, link
- * settings, addresses, routes), stated once as data. Executors apply them: rtnetlink.ts builds the
+ * settings, addresses, routes) and what an egress tunnel's move does (a FoU peer link, `route
+ * replace`), stated once as data. Executors apply them: rtnetlink.ts builds the
  * netlink messages for the netlink agent or coild's own socket (rtnetlink-socket.ts), and
  * rt-format.ts writes the same request as an `ip -batch` line for the iproute2 fallback and the
  * equivalence tests. Pure: no I/O, JSON-serialisable (the agent receives them as JSON lines).
@@ -21,10 +22,21 @@ export type RtRequest =
   | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
   /** RTM_DELLINK of one link, or of every link in `group`. */
   | { kind: 'link-del'; dev?: string; group?: number }
+  /**
+   * RTM_NEWLINK of a FoU peer link (fou.ts): `remote` and `local` are plain addresses of one
+   * family — ipip for IPv4, ip6tnl mode ip6ip6 without the encapsulation-limit option for IPv6 —
+   * with FoU encapsulation to UDP port `encapDport` from `encapSport` (0: per flow, `auto`).
+   * Created down.
+   */
+  | { kind: 'link-add-fou'; name: string; mtu?: number; remote: string; local: string; ttl: number; encapSport: number; encapDport: number }
   /** RTM_NEWADDR / RTM_DELADDR; `cidr` is `<address>/<bits>`. */
   | { kind: 'addr'; verb: 'add' | 'del'; cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }
-  /** RTM_NEWROUTE / RTM_DELROUTE; `dst` is `<address>/<bits>`, or `default` (family from `via`). */
-  | { kind: 'route'; verb: 'add' | 'del'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number };
+  /**
+   * RTM_NEWROUTE / RTM_DELROUTE; `dst` is `<address>/<bits>`, or `default` (family from `via`).
+   * `replace` creates the route or replaces the one of the same destination (NLM_F_CREATE |
+   * NLM_F_REPLACE), with `add`'s defaults.
+   */
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number };
 
 /** Requests applied in one netns, in order. */
 export interface RtBatch {
@@ -163,11 +175,18 @@ export const rt = {
   linkDelGroup(group: number): RtRequest {
     return { kind: 'link-del', group };
   },
+  /** A FoU peer link; see the `link-add-fou` request. */
+  fouPeer(o: { name: string; mtu?: number; remote: string; local: string; ttl: number; encapSport: number; encapDport: number }): RtRequest {
+    return { kind: 'link-add-fou', ...o };
+  },
   addrAdd(o: { cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }): RtRequest {
     return { kind: 'addr', verb: 'add', ...o };
   },
   routeAdd(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
     return { kind: 'route', verb: 'add', ...o };
+  },
+  routeReplace(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+    return { kind: 'route', verb: 'replace', ...o };
   },
   routeDel(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
     return { kind: 'route', verb: 'del', ...o };

@@ -2,7 +2,7 @@
  * The kernel ABI numbers of rtnetlink that coil's encoder (rtnetlink.ts, writes), decoder
  * (rtnetlink-dump.ts, reads) and socket (rtnetlink-socket.ts) share: message types and flags,
  * attribute types and values, from include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,
- * fib_rules}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
+ * fib_rules,if_tunnel,ip6_tunnel,in,in6}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
  * on a number.
  */
 // netlink.h
@@ -11,6 +11,8 @@ export const NLM_F_MULTI = 0x2;
 export const NLM_F_ACK = 0x4;
 /** A dump whose table changed while it was read. */
 export const NLM_F_DUMP_INTR = 0x10;
+/** Replace an existing object (with NLM_F_CREATE: create or replace, `ip route replace`). */
+export const NLM_F_REPLACE = 0x100;
 export const NLM_F_EXCL = 0x200;
 export const NLM_F_CREATE = 0x400;
 /** nlmsghdr type of an error/ACK reply. */
@@ -69,6 +71,34 @@ export const IFF_UP = 0x1;
 export const IFNAMSIZ = 16;
 // veth.h
 export const VETH_INFO_PEER = 1;
+// if_tunnel.h: the IFLA_INFO_DATA of ipip and ip6tnl links (one attribute set for both)
+export const IFLA_IPTUN_LINK = 1;
+export const IFLA_IPTUN_LOCAL = 2;
+export const IFLA_IPTUN_REMOTE = 3;
+export const IFLA_IPTUN_TTL = 4;
+export const IFLA_IPTUN_TOS = 5;
+export const IFLA_IPTUN_ENCAP_LIMIT = 6;
+export const IFLA_IPTUN_FLOWINFO = 7;
+export const IFLA_IPTUN_FLAGS = 8;
+export const IFLA_IPTUN_PROTO = 9;
+export const IFLA_IPTUN_PMTUDISC = 10;
+export const IFLA_IPTUN_ENCAP_TYPE = 15;
+export const IFLA_IPTUN_ENCAP_FLAGS = 16;
+/** u16 in network byte order; 0 = chosen per flow by the kernel ("auto"). */
+export const IFLA_IPTUN_ENCAP_SPORT = 17;
+/** u16 in network byte order. */
+export const IFLA_IPTUN_ENCAP_DPORT = 18;
+export const IFLA_IPTUN_FWMARK = 20;
+export const TUNNEL_ENCAP_FOU = 1;
+/** UDP checksum over IPv6 outer headers: iproute2's default encap flag for ip6tnl. */
+export const TUNNEL_ENCAP_FLAG_CSUM6 = 1 << 1;
+// ip6_tunnel.h
+/** `encaplimit none`: no tunnel encapsulation limit option (8 bytes) in the outer header. */
+export const IP6_TNL_F_IGN_ENCAP_LIMIT = 0x1;
+/** The encapsulation limit ip6tnl links get unless told (IPV6_DEFAULT_TNL_ENCAP_LIMIT). */
+export const IPV6_DEFAULT_TNL_ENCAP_LIMIT = 4;
+// in.h, in6.h
+export const IPPROTO_IPV6 = 41;
 // if_addr.h
 export const IFA_ADDRESS = 1;
 export const IFA_LOCAL = 2;

@@ -78,6 +78,41 @@ describe('buildRequest', () => {
     assert.deepEqual(peer.map(([t, v]) => [t, t === 3 ? v.toString() : v.readUInt32LE(0)]), [[3, 'eth0\0'], [4, 1400], [28, 42]]);
   });
 
+  it('builds a FoU peer link as link_iptnl.c / link_ip6tnl.c do: kind, tunnel ends, ttl, encap fou with ports in network order', () => {
+    const v4 = Buffer.from(buildRequest(rt.fouPeer({ name: 'fou4_0a000064', remote: '10.0.0.100', local: '10.0.0.1', ttl: 225, encapSport: 5555, encapDport: 5556 }), 1, ctx));
+    assert.deepEqual([v4.readUInt16LE(4), v4.readUInt16LE(6)], [16, 0x1 | 0x4 | 0x200 | 0x400]); // RTM_NEWLINK, CREATE|EXCL|ACK
+    const top = attrs(v4, 32);
+    assert.deepEqual(top.map(([t]) => t), [3, 18]);
+    const info = attrs(top[1]![1], 0);
+    assert.deepEqual([info[0]![0], info[0]![1].toString()], [1, 'ipip']);
+    const data = Object.fromEntries(attrs(info[1]![1], 0).map(([t, v]) => [t, v.toString('hex')]));
+    // PROTO 0 (any), LINK 0, LOCAL, REMOTE, TTL, TOS 0, PMTUDISC 1, FWMARK 0, ENCAP_TYPE 1 (fou), FLAGS 0, SPORT, DPORT (big-endian)
+    assert.deepEqual(data, { 9: '00', 1: '00000000', 2: '0a000001', 3: '0a000064', 4: 'e1', 5: '00', 10: '01', 20: '00000000', 15: '0100', 16: '0000', 17: '15b3', 18: '15b4' });
+    const v6 = Buffer.from(buildRequest(rt.fouPeer({ name: 'fou6_01234567', mtu: 1452, remote: 'fd00::100', local: 'fd00::1', ttl: 225, encapSport: 0, encapDport: 5555 }), 1, ctx));
+    const top6 = attrs(v6, 32);
+    assert.deepEqual(top6.map(([t]) => t), [3, 4, 18]);
+    const info6 = attrs(top6[2]![1], 0);
+    assert.equal(info6[0]![1].toString(), 'ip6tnl');
+    const data6 = Object.fromEntries(attrs(info6[1]![1], 0).map(([t, v]) => [t, v.toString('hex')]));
+    // PROTO 41 (ip6ip6), ENCAP_LIMIT 4 with FLAGS IGN_ENCAP_LIMIT (encaplimit none), ENCAP_FLAGS CSUM6, SPORT 0 (auto)
+    assert.deepEqual([data6[9], data6[6], data6[8], data6[15], data6[16], data6[17], data6[18], data6[4]], ['29', '04', '01000000', '0100', '0200', '0000', '15b3', 'e1']);
+    assert.equal(data6[3], 'fd000000000000000000000000000100');
+    assert.equal(formatRequest(rt.fouPeer({ name: 'fou6_01234567', mtu: 1452, remote: 'fd00::100', local: 'fd00::1', ttl: 225, encapSport: 0, encapDport: 5555 })).join(' '),
+      'link add name fou6_01234567 mtu 1452 type ip6tnl mode ip6ip6 encaplimit none remote fd00::100 local fd00::1 ttl 225 encap fou encap-sport auto encap-dport 5555');
+    for (const bad of [
+      rt.fouPeer({ name: 'fou4_0a000064', remote: '10.0.0.100', local: 'fd00::1', ttl: 225, encapSport: 0, encapDport: 5555 }),
+      rt.fouPeer({ name: 'fou4_0a000064', remote: '10.0.0.100', local: '10.0.0.1', ttl: 225, encapSport: 70000, encapDport: 5555 }),
+      rt.fouPeer({ name: 'fou4_0a000064', remote: '10.0.0.100/32', local: '10.0.0.1', ttl: 225, encapSport: 0, encapDport: 5555 }),
+    ]) assert.throws(() => buildRequest(bad, 1, ctx), (e: unknown) => e instanceof RequestError && e.errno === 22, JSON.stringify(bad));
+  });
+
+  it('builds route replace as ip route replace: CREATE|REPLACE with add\'s defaults', () => {
+    const msg = Buffer.from(buildRequest(rt.routeReplace({ dst: '198.51.100.0/24', dev: 'h0', protocol: 30, table: 118 }), 1, ctx));
+    assert.deepEqual([msg.readUInt16LE(4), msg.readUInt16LE(6)], [24, 0x1 | 0x4 | 0x100 | 0x400]);
+    assert.deepEqual([...msg.subarray(16, 24)], [2, 24, 0, 0, 118, 30, 253, 1]);
+    assert.equal(formatRequest(rt.routeReplace({ dst: '198.51.100.0/24', dev: 'h0', protocol: 30, table: 118 })).join(' '), 'route replace 198.51.100.0/24 dev h0 proto 30 table 118');
+  });
+
   it('fails like ip for a missing link: "Cannot find device", ENODEV', () => {
     assert.throws(() => buildRequest(rt.linkSet('nope', { up: true }), 1, ctx),
       (e: unknown) => e instanceof RequestError && e.errno === 19 && e.message === 'Cannot find device "nope"');

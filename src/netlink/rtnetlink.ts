@@ -1,18 +1,20 @@
 /**
- * rtnetlink messages for the typed requests of rt-request.ts that coil makes on every pod ADD/DEL:
- * creating a veth pair, setting a link, adding addresses and routes. Pure: it turns requests into
- * message bytes and reply bytes into errnos; rtnetlink-socket.ts does the I/O.
+ * rtnetlink messages for the typed requests of rt-request.ts that coil makes on every pod ADD/DEL
+ * (creating a veth pair, setting a link, adding addresses and routes) and on an egress tunnel's
+ * move (a FoU peer link, `route replace`). Pure: it turns requests into message bytes and reply
+ * bytes into errnos; rtnetlink-socket.ts does the I/O.
  *
  * Each request is encoded exactly as iproute2 builds the request of the same line
- * (rt-format.ts; ip/iplink.c, ip/ipaddress.c, ip/iproute.c of iproute2 6.x), including its
+ * (rt-format.ts; ip/iplink.c, ip/ipaddress.c, ip/iproute.c, ip/link_iptnl.c, ip/link_ip6tnl.c of
+ * iproute2 6.x), including its
  * defaults: `route add` without `proto` is RTPROT_BOOT, a route without a gateway gets scope link,
  * tables above 255 travel in RTA_TABLE. The equivalence tests apply both and compare the kernel.
  *
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html, include/uapi/linux/{netlink,
- *   rtnetlink,if_link,if_addr,veth}.h
+ *   rtnetlink,if_link,if_addr,veth,if_tunnel,ip6_tunnel}.h
  */
 import { addressBytes, type IpAddress } from '../ipam/ip-address.js';
-import { splitPrefix } from './cidr.js';
+import { addressOf, splitPrefix } from './cidr.js';
 import type { RtRequest } from './rt-request.js';
 import {
   NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE, NLMSG_ERROR, RTM_NEWLINK, RTM_DELLINK,
@@ -20,7 +22,11 @@ import {
   IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_IFALIAS, IFLA_GROUP, IFLA_NET_NS_FD, IFLA_INFO_KIND,
   IFLA_INFO_DATA, VETH_INFO_PEER, IFF_UP, IFA_ADDRESS, IFA_LOCAL, IFA_F_NODAD, RTA_DST, RTA_OIF,
   RTA_GATEWAY, RTA_TABLE, RT_TABLE_UNSPEC, RT_TABLE_MAIN, RTPROT_BOOT, RTN_UNICAST,
-  RT_SCOPE_NOWHERE, NLMSG_HDRLEN, IFNAMSIZ,
+  RT_SCOPE_NOWHERE, NLMSG_HDRLEN, IFNAMSIZ, NLM_F_REPLACE, IFLA_IPTUN_LINK, IFLA_IPTUN_LOCAL,
+  IFLA_IPTUN_REMOTE, IFLA_IPTUN_TTL, IFLA_IPTUN_TOS, IFLA_IPTUN_ENCAP_LIMIT, IFLA_IPTUN_FLOWINFO,
+  IFLA_IPTUN_FLAGS, IFLA_IPTUN_PROTO, IFLA_IPTUN_PMTUDISC, IFLA_IPTUN_ENCAP_TYPE, IFLA_IPTUN_ENCAP_FLAGS,
+  IFLA_IPTUN_ENCAP_SPORT, IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_FWMARK, TUNNEL_ENCAP_FOU, TUNNEL_ENCAP_FLAG_CSUM6,
+  IP6_TNL_F_IGN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT, IPPROTO_IPV6,
 } from './rtnetlink-uapi.js';
 
 const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
@@ -30,8 +36,9 @@ type RtOp =
   | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: Uint8Array; peer: { name: string; mtu?: number; mac?: Uint8Array; netnsPath?: string } }
   | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
   | { kind: 'link-del'; dev?: string; group?: number }
+  | { kind: 'link-add-fou'; name: string; mtu?: number; remote: IpAddress; local: IpAddress; ttl: number; encapSport: number; encapDport: number }
   | { kind: 'addr'; verb: 'add' | 'del'; address: IpAddress; prefixBits: number; dev: string; scope?: keyof typeof RT_SCOPE; isNoDad: boolean }
-  | { kind: 'route'; verb: 'add' | 'del'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number };
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number };
 
 /** What a request needs from the netns it runs in. */
 export interface ResolveContext {
@@ -84,6 +91,19 @@ function prefix(text: string): { address: IpAddress; bits: number } {
   return { address, bits };
 }
 
+function u16(v: number, what: string): number {
+  if (!Number.isInteger(v) || v < 0 || v > 0xffff) throw invalid(`${what} ${v}`);
+  return v;
+}
+
+function plainAddress(text: string): IpAddress {
+  try {
+    return addressOf(text);
+  } catch {
+    throw invalid(`address ${text}`);
+  }
+}
+
 function scopeOf(s: string | undefined): keyof typeof RT_SCOPE | undefined {
   if (s === undefined) return undefined;
   if (!(s in RT_SCOPE)) throw invalid(`scope ${s}`);
@@ -108,6 +128,16 @@ function decode(r: RtRequest): RtOp {
     case 'link-del':
       if ((r.dev === undefined) === (r.group === undefined)) throw invalid('link-del: one of dev and group');
       return r.dev !== undefined ? { kind: r.kind, dev: linkName(r.dev) } : { kind: r.kind, group: u32(r.group, 'group')! };
+    case 'link-add-fou': {
+      const remote = plainAddress(r.remote);
+      const local = plainAddress(r.local);
+      if (remote.family !== local.family) throw invalid(`tunnel ends of two families: ${r.remote}, ${r.local}`);
+      if (!Number.isInteger(r.ttl) || r.ttl < 0 || r.ttl > 255) throw invalid(`ttl ${r.ttl}`);
+      return {
+        kind: r.kind, name: linkName(r.name), ...opt('mtu', u32(r.mtu, 'mtu')), remote, local, ttl: r.ttl,
+        encapSport: u16(r.encapSport, 'encap-sport'), encapDport: u16(r.encapDport, 'encap-dport'),
+      };
+    }
     case 'addr': {
       const { address, bits } = prefix(r.cidr);
       return { kind: r.kind, verb: r.verb, address, prefixBits: bits, dev: linkName(r.dev), isNoDad: r.isNoDad === true, ...opt('scope', scopeOf(r.scope)) };
@@ -156,6 +186,8 @@ class Writer {
   }
   u8(v: number): void { this.room(1); this.view.setUint8(this.length, v); this.length += 1; }
   u16(v: number): void { this.room(2); this.view.setUint16(this.length, v, true); this.length += 2; }
+  /** A u16 in network byte order (ports). */
+  be16(v: number): void { this.room(2); this.view.setUint16(this.length, v, false); this.length += 2; }
   u32(v: number): void { this.room(4); this.view.setUint32(this.length, v >>> 0, true); this.length += 4; }
   i32(v: number): void { this.room(4); this.view.setInt32(this.length, v, true); this.length += 4; }
   bytes(b: Uint8Array): void { this.room(b.length); this.buf.set(b, this.length); this.length += b.length; }
@@ -173,6 +205,8 @@ class Writer {
     this.align();
   }
   attrU32(type: number, v: number): void { this.attr(type, () => this.u32(v)); }
+  attrU8(type: number, v: number): void { this.attr(type, () => this.u8(v)); }
+  attrU16(type: number, v: number): void { this.attr(type, () => this.u16(v)); }
   attrBytes(type: number, b: Uint8Array): void { this.attr(type, () => this.bytes(b)); }
   /** A C string attribute including its NUL, as iproute2 sends IFLA_IFNAME. */
   attrString(type: number, s: string, withNul = true): void {
@@ -239,6 +273,18 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       if (op.group !== undefined) w.attrU32(IFLA_GROUP, op.group);
       break;
     }
+    case 'link-add-fou': {
+      header(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+      ifinfomsg(w, 0);
+      w.attrString(IFLA_IFNAME, op.name);
+      if (op.mtu !== undefined) w.attrU32(IFLA_MTU, op.mtu);
+      const isV6 = op.remote.family === 6;
+      w.attr(IFLA_LINKINFO, () => {
+        w.attrString(IFLA_INFO_KIND, isV6 ? 'ip6tnl' : 'ipip', false);
+        w.attr(IFLA_INFO_DATA, () => (isV6 ? ip6tnlData(w, op) : ipipData(w, op)));
+      });
+      break;
+    }
     case 'addr': {
       header(op.verb === 'add' ? RTM_NEWADDR : RTM_DELADDR, op.verb === 'add' ? NLM_F_CREATE | NLM_F_EXCL : 0);
       const bytes = addressBytes(op.address);
@@ -252,8 +298,9 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       break;
     }
     case 'route': {
-      const isAdd = op.verb === 'add';
-      header(isAdd ? RTM_NEWROUTE : RTM_DELROUTE, isAdd ? NLM_F_CREATE | NLM_F_EXCL : 0);
+      // replace: add's defaults, but an existing route of the same key is replaced.
+      const isAdd = op.verb !== 'del';
+      header(isAdd ? RTM_NEWROUTE : RTM_DELROUTE, op.verb === 'add' ? NLM_F_CREATE | NLM_F_EXCL : op.verb === 'replace' ? NLM_F_CREATE | NLM_F_REPLACE : 0);
       const table = op.table ?? RT_TABLE_MAIN;
       // iproute2: no scope given → link for a gatewayless unicast add, nowhere (a wildcard) for del.
       const scope = op.scope !== undefined ? RT_SCOPE[op.scope] : !isAdd ? RT_SCOPE_NOWHERE : op.via === undefined ? RT_SCOPE.link : RT_SCOPE.global;
@@ -275,6 +322,47 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
   }
   w.patch32(0, w.length); // nlmsg_len
   return w.result();
+}
+
+type FouOp = Extract<RtOp, { kind: 'link-add-fou' }>;
+
+/** The IFLA_INFO_DATA of `type ipip … encap fou`, attribute for attribute as link_iptnl.c sends it (proto 0 = any, pmtudisc on). */
+function ipipData(w: Writer, op: FouOp): void {
+  w.attrU8(IFLA_IPTUN_PROTO, 0);
+  w.attrU32(IFLA_IPTUN_LINK, 0);
+  w.attrBytes(IFLA_IPTUN_LOCAL, addressBytes(op.local));
+  w.attrBytes(IFLA_IPTUN_REMOTE, addressBytes(op.remote));
+  w.attrU8(IFLA_IPTUN_TTL, op.ttl);
+  w.attrU8(IFLA_IPTUN_TOS, 0);
+  w.attrU8(IFLA_IPTUN_PMTUDISC, 1);
+  w.attrU32(IFLA_IPTUN_FWMARK, 0);
+  fouEncap(w, op, 0);
+}
+
+/**
+ * The IFLA_INFO_DATA of `type ip6tnl mode ip6ip6 encaplimit none … encap fou`, as link_ip6tnl.c
+ * sends it: proto IPv6, the default encapsulation limit with the flag that ignores it, and
+ * iproute2's default UDP checksum over IPv6.
+ */
+function ip6tnlData(w: Writer, op: FouOp): void {
+  w.attrU8(IFLA_IPTUN_PROTO, IPPROTO_IPV6);
+  w.attrBytes(IFLA_IPTUN_LOCAL, addressBytes(op.local));
+  w.attrBytes(IFLA_IPTUN_REMOTE, addressBytes(op.remote));
+  w.attrU8(IFLA_IPTUN_TTL, op.ttl);
+  w.attrU8(IFLA_IPTUN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT);
+  w.attrU32(IFLA_IPTUN_FLOWINFO, 0);
+  w.attrU32(IFLA_IPTUN_FLAGS, IP6_TNL_F_IGN_ENCAP_LIMIT);
+  w.attrU32(IFLA_IPTUN_LINK, 0);
+  w.attrU32(IFLA_IPTUN_FWMARK, 0);
+  fouEncap(w, op, TUNNEL_ENCAP_FLAG_CSUM6);
+}
+
+/** The encapsulation attributes: FoU, its flags, the ports in network byte order. */
+function fouEncap(w: Writer, op: FouOp, flags: number): void {
+  w.attrU16(IFLA_IPTUN_ENCAP_TYPE, TUNNEL_ENCAP_FOU);
+  w.attrU16(IFLA_IPTUN_ENCAP_FLAGS, flags);
+  w.attr(IFLA_IPTUN_ENCAP_SPORT, () => w.be16(op.encapSport));
+  w.attr(IFLA_IPTUN_ENCAP_DPORT, () => w.be16(op.encapDport));
 }
 
 // ------------------------------------------------------------------ replies

@@ -165,7 +165,7 @@ export class Coild {
         : undefined;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
-        egressClient: new EgressClient({ ip, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
+        egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
         logger: log.child({ logger: 'egress' }),
         stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
         registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,

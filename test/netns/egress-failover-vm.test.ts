@@ -5,76 +5,71 @@
  *   coild's steered tunnels work with a NAT pod set up with Coil's iptables rules (E2, the first
  *   choice of one client) — the bench fails when a client got no answer before the loss;
  * - coild's probe through the NAT pods' FoU decapsulation, forwarding and MASQUERADE answers, and a
- *   lost NAT pod's clients move (0.5–0.8 s in this VM; the test allows 3 s, TCG timing being
- *   what it is) while the other clients lose no probe and no stream;
- * - a graceful deletion loses no probe; a NAT pod added moves no client.
+ *   lost NAT pod's clients move within the bound below while the other clients lose no probe and
+ *   no stream;
+ * - a graceful deletion loses no probe; a NAT pod added moves no client; a NAT pod whose process
+ *   is SIGKILLed or SIGSTOPped (its endpoint turns not ready, its kernel data path still works)
+ *   keeps its clients: no probe lost, its streams kept, where Coil's path resets them.
  * Also egress-probe-scenario.js: the probe on real FoU in both families.
- * About 2.5 min here without KVM. Skipped like egress-fou-vm.test.ts when the VM cannot run
- * (failing under CI=true); `COIL_SKIP_VM=1` skips it on purpose.
+ * About 3 min here without KVM. Skipped, or failed under CI=true, as test/netns/fou-vm.ts says.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { prerequisite } from '../support/prerequisite.js';
+import { inVm, repo, vmSkip } from './fou-vm.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const repo = resolve(here, '../../..');
-const runner = join(repo, 'hack/fou-vm.sh');
+const skip = vmSkip('egress failover VM test');
 
-function vmSkipReason(): string | undefined {
-  const r = spawnSync(runner, ['--status'], { encoding: 'utf8' });
-  return r.status === 0 ? undefined : (r.stdout.trim() || r.stderr.trim() || `${runner} --status exited ${r.status ?? r.signal}`);
-}
-
-const skip = process.env.COIL_SKIP_VM ? 'COIL_SKIP_VM is set' : prerequisite(vmSkipReason());
-if (skip) console.log(`# egress failover VM test skipped: ${skip}`);
+/**
+ * The bound on coil's outage for a lost NAT pod in this test: the goal's own 1 s (its p50 of
+ * 500 ms needs several runs: the bench's). Measured 2026-11-27 in this VM
+ * (docs/egress-failover.md#measured): 291–502 ms over 7 runs (IPv4 and IPv6; p50 375 ms), made of
+ * the detection (2 unanswered probes: 200–300 ms by the timers) and one rtnetlink round trip to the
+ * netlink agent — no process starts on the path any more, which under TCG cost 150–380 ms each.
+ * The margin (twice the worst seen) is for what a shared machine does to TCG's timers: the longest
+ * stall a client saw in those runs was ~200 ms, and one such stall of coild delays detection by as
+ * much. Tighter would flake on a busy CI machine; looser would not show the goal.
+ */
+const OUTAGE_BOUND_MS = 1_000;
 
 describe('egress failover in a VM with a stock kernel', { skip }, () => {
   test('coild\'s probe answers through a NAT pod\'s FoU decapsulation and NAT, IPv4 and IPv6, and fails when the NAT pod is unreachable', { timeout: 300_000 }, async () => {
-    const { NODE_TEST_CONTEXT: _, ...env } = process.env;
-    const child = spawn(runner, ['-v', '--', process.execPath, join(here, 'egress-probe-scenario.js')], { cwd: repo, env: { ...env, FOU_VM_TIMEOUT: '280' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
-    child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
-    const code = await new Promise<number | null>((r) => child.on('close', r));
-    for (const line of out.trim().split('\n')) console.log(`# vm: ${line}`);
+    const { code, out, err } = await inVm([process.execPath, join(here, 'egress-probe-scenario.js')], { timeoutS: 280 });
     assert.equal(code, 0, `scenario failed (rc ${code}):\n${out}\n${err.slice(-2000)}`);
     assert.match(out, /ALL OK/);
     assert.equal((out.match(/^ok /gm) ?? []).length, 5);
   });
 
-
-  test('coild moves a lost NAT pod\'s clients (bound 3 s under TCG), others lose nothing; a graceful deletion loses no probe, a scale-up moves nothing; both paths work with both kinds of NAT pod', { timeout: 600_000 }, async () => {
-    const { NODE_TEST_CONTEXT: _, ...env } = process.env;
-    const child = spawn(runner, ['-v', '--', process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1'], {
-      cwd: repo, env: { ...env, FOU_VM_TIMEOUT: '500' }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
-    child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
-    const code = await new Promise<number | null>((r) => child.on('close', r));
-    for (const line of out.trim().split('\n')) console.log(`# vm: ${line}`);
+  test(`coild moves a lost NAT pod's clients (bound ${OUTAGE_BOUND_MS} ms under TCG), others lose nothing; a graceful deletion loses no probe, a scale-up moves nothing; a killed or stopped NAT process moves nobody; both paths work with both kinds of NAT pod`, { timeout: 600_000 }, async () => {
+    // The readiness delay is shortened: what is measured (nothing moves on coil's path; Coil's
+    // resets) does not depend on it, only the run's length does.
+    const { code, out, err } = await inVm([process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1',
+      '-k', 'node-lost,graceful,scale-up,sigkill,sigstop', '--k8s-readiness-fail-ms', '2000'], { timeoutS: 560 });
     assert.equal(code, 0, `bench failed (rc ${code}):\n${out}\n${err.slice(-3000)}`);
-    // | path | loss | runs | outage p50 | outage max | probes lost on the lost NAT pod | other clients: probes lost, streams disturbed |
-    const summary = new Map(out.split('\n').filter((l) => /^\| (coil|Coil) /.test(l) && l.split('|').length === 9)
+    // | path | loss | runs | outage p50 | outage max | probes lost on the lost NAT pod | other clients: probes lost, streams disturbed | coild false failovers |
+    const summary = new Map(out.split('\n').filter((l) => /^\| (coil|Coil) /.test(l) && l.split('|').length === 10)
       .map((l) => l.split('|').map((c) => c.trim())).map((c) => [`${c[1]!.startsWith('coil') ? 'coil' : 'Coil'} ${c[2]}`, c]));
-    const coilLost = summary.get('coil node-lost');
-    const coilGraceful = summary.get('coil graceful');
-    const baseline = summary.get('Coil node-lost');
-    assert.ok(coilLost && coilGraceful && baseline, `summary rows missing:\n${out}`);
-    // The bound is loose on purpose: under TCG on a shared machine, timers and each `ip` start
-    // take 100s of ms (the bench's table splits detection from the move); without the steering
-    // the client would get no answer at all, since nothing else moves its tunnel on this path.
-    assert.ok(Number(coilLost[5]) <= 3_000, `coil's outage for a lost NAT pod: ${coilLost[5]} ms`);
+    const row = (key: string): string[] => {
+      const r = summary.get(key);
+      assert.ok(r, `summary row ${key} missing:\n${out}`);
+      return r;
+    };
+    const coilLost = row('coil node-lost');
+    assert.ok(Number(coilLost[5]) <= OUTAGE_BOUND_MS, `coil's outage for a lost NAT pod: ${coilLost[5]} ms`);
     assert.equal(coilLost[7], '0, 0', 'clients of the other NAT pods lost probes or had streams disturbed');
-    assert.equal(coilGraceful[6], '0', 'a graceful deletion lost probes');
-    const coilUp = summary.get('coil scale-up');
-    assert.ok(coilUp, `no scale-up row:\n${out}`);
-    assert.deepEqual([coilUp[6], coilUp[7]], ['0', '0, 0'], 'adding a NAT pod lost probes or disturbed streams');
-    assert.ok(Number.isFinite(Number(baseline[5])), `the ClusterIP path never answered again: ${baseline[5]}`);
+    assert.equal(row('coil graceful')[6], '0', 'a graceful deletion lost probes');
+    assert.deepEqual([row('coil scale-up')[6], row('coil scale-up')[7]], ['0', '0, 0'], 'adding a NAT pod lost probes or disturbed streams');
+    for (const kind of ['sigkill', 'sigstop']) {
+      const r = row(`coil ${kind}`);
+      assert.deepEqual([r[5], r[6], r[7], r[8]], ['0', '0', '0, 0', '0'], `${kind}: coil's path lost probes, disturbed streams or failed over`);
+    }
+    // Its own streams: kept through a killed or stopped NAT process (the detail rows name them).
+    for (const line of out.split('\n').filter((l) => /^\| coil \| sig(kill|stop) \|/.test(l))) {
+      assert.doesNotMatch(line.split('|')[7]!, /reset|closed|hung|paused/, `a stream through a killed or stopped NAT process was disturbed: ${line}`);
+    }
+    assert.ok(Number.isFinite(Number(row('Coil node-lost')[5])), `the ClusterIP path never answered again: ${row('Coil node-lost')[5]}`);
+    for (const kind of ['graceful', 'scale-up']) assert.equal(row(`coil ${kind}`)[8], '0', `${kind}: coild declared a NAT pod down that was not lost`);
   });
 });

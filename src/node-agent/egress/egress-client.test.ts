@@ -1,6 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IpRunner } from '../../netlink/ip-runner.js';
+import { formatRequest } from '../../netlink/rt-format.js';
+import type { RtApplier } from '../../netlink/rt-request.js';
 import { EgressClient, FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, planEgressClient } from './egress-client.js';
 
 describe('egress client plan', () => {
@@ -49,10 +51,11 @@ describe('egress client plan', () => {
     assert.equal(planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ ...gw, natPod: 'fd00::7' }] }).peers[0]!.remote, '10.68.0.114');
   });
 
-  test('retarget moves a tunnel in one batch: new link, up, route replace, old link deleted; refuses other changes', async () => {
+  test('retarget moves a tunnel in one batch of typed requests to the kernel applier: new link, up, route replace, old link deleted; refuses other changes', async () => {
     const batches: string[][] = [];
-    const ip = { batch: async (lines: string[][]) => { batches.push(lines.map((l) => l.join(' '))); return ''; } } as unknown as IpRunner;
-    const client = new EgressClient({ ip, port: 5555 });
+    const kernel: RtApplier = { apply: async (requests) => { batches.push(requests.map((r) => formatRequest(r).join(' '))); } };
+    const ip = { batch: async () => assert.fail('retarget started an ip process'), apply: async () => assert.fail('retarget went to ip, not the kernel applier') } as unknown as IpRunner;
+    const client = new EgressClient({ ip, kernel, port: 5555 });
     const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0', '172.20.0.0/16'], isSourcePortAuto: true };
     const plan = (natPod?: string, destinations = gw.destinations) => planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ ...gw, destinations, ...(natPod ? { natPod } : {}) }] });
     assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.8')), true);

@@ -15,8 +15,9 @@ import {
 } from '../../api/v2/keys.js';
 import { containsCidr } from 'cidr-tools';
 import { addressFamily, formatCidr, parseCidr } from '../../netlink/cidr.js';
-import { ensureFouPeer, fouPeerAddLine, fouPeerLinkName, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
-import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
+import { ensureFouPeer, fouPeerLinkName, fouPeerRequest, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
+import type { IpRunner } from '../../netlink/ip-runner.js';
+import { rt, type RtApplier, type RtRequest } from '../../netlink/rt-request.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/policy-sync.js';
 import type { OriginatingOnly } from './originating-only.js';
 
@@ -133,9 +134,46 @@ export function planEgressClient(input: EgressClientInput): EgressClientPlan {
   return plan;
 }
 
+/**
+ * The requests that move the tunnels of `from` to the remotes of `to`: per moved peer, its new
+ * link and `link set up`; `route replace` (proto 30) of the destinations routed through a new
+ * link, in tables 117/118; the links `to` no longer holds deleted last — make before break, so
+ * the destinations are never without a route (a packet would otherwise leave the pod
+ * unencapsulated, around the NAT).
+ * @returns undefined when the plans differ in more than their peers' remotes; [] when in nothing
+ */
+export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): RtRequest[] | undefined {
+  const shape = (p: EgressClientPlan) => JSON.stringify({ f: p.families, n: p.peers.length, r: p.rules,
+    routes: ([4, 6] as const).map((f) => Object.entries(p.routes[f]).map(([t, rs]) => [t, rs.map((r) => r.dst)])),
+    peers: p.peers.map((x) => [x.local, x.port, x.sourcePort, x.mtuBytes, addressFamily(x.remote)]) });
+  if (shape(from) !== shape(to)) return undefined;
+  const moved = to.peers.filter((p, i) => p.remote !== from.peers[i]!.remote);
+  if (moved.length === 0) return [];
+  const keep = new Set(to.peers.map((p) => fouPeerLinkName(p.remote)));
+  const requests: RtRequest[] = [];
+  for (const p of moved) requests.push(fouPeerRequest(p), rt.linkSet(fouPeerLinkName(p.remote), { up: true }));
+  const newDevs = new Set(moved.map((p) => fouPeerLinkName(p.remote)));
+  for (const family of [4, 6] as const) {
+    for (const [table, routes] of Object.entries(to.routes[family])) {
+      for (const r of routes) if (newDevs.has(r.dev)) requests.push(rt.routeReplace({ dst: r.dst, dev: r.dev, protocol: PROTOCOL_ID, table: Number(table) }));
+    }
+  }
+  for (const p of from.peers) {
+    const name = fouPeerLinkName(p.remote);
+    if (!keep.has(name)) requests.push(rt.linkDel(name));
+  }
+  return requests;
+}
+
 /** Constructor options of {@link EgressClient}. */
 export interface EgressClientOptions {
   ip: IpRunner;
+  /**
+   * Applies {@link EgressClient.retarget}'s typed requests: coild's NetlinkExecutor (rtnetlink
+   * through its agent or its own socket, `ip -batch` when neither is usable). Default: `ip`, one
+   * `ip -batch` process per move.
+   */
+  kernel?: RtApplier;
   /** FoU port. */
   port: number;
   /** Passed to initFou; `null` skips modprobe. Default `'modprobe'`. */
@@ -204,34 +242,18 @@ export class EgressClient {
   }
 
   /**
-   * Moves tunnels from the NAT pods of `from` to those of `to` in one batch — new peer link, up,
-   * `route replace` of its destinations, old link deleted — when the two plans differ only in
-   * their peers' remotes (a failover or a drain). One kernel round instead of {@link apply}'s
-   * dozen reads and writes: the move is what the client's outage is made of.
+   * Moves tunnels from the NAT pods of `from` to those of `to` in one batch of typed requests
+   * ({@link retargetRequests}) when the two plans differ only in their peers' remotes (a failover
+   * or a drain). One kernel round (rtnetlink through `kernel`, no process) instead of
+   * {@link apply}'s dozen reads and writes: the move is what the client's outage is made of
+   * (docs/egress-failover.md#moving-a-tunnel).
    * @returns false when the plans differ in more than that (call {@link apply} instead)
    * @throws NetlinkError when the kernel refuses (the caller falls back to {@link apply})
    */
   async retarget(netns: string, from: EgressClientPlan, to: EgressClientPlan): Promise<boolean> {
-    const shape = (p: EgressClientPlan) => JSON.stringify({ f: p.families, n: p.peers.length, r: p.rules,
-      routes: ([4, 6] as const).map((f) => Object.entries(p.routes[f]).map(([t, rs]) => [t, rs.map((r) => r.dst)])),
-      peers: p.peers.map((x) => [x.local, x.port, x.sourcePort, x.mtuBytes, addressFamily(x.remote)]) });
-    if (shape(from) !== shape(to)) return false;
-    const moved = to.peers.filter((p, i) => p.remote !== from.peers[i]!.remote);
-    if (moved.length === 0) return true;
-    const keep = new Set(to.peers.map((p) => fouPeerLinkName(p.remote)));
-    const lines: BatchLine[] = [];
-    for (const p of moved) lines.push(fouPeerAddLine(p), ['link', 'set', 'dev', fouPeerLinkName(p.remote), 'up']);
-    const newDevs = new Set(moved.map((p) => fouPeerLinkName(p.remote)));
-    for (const family of [4, 6] as const) {
-      for (const [table, routes] of Object.entries(to.routes[family])) {
-        for (const r of routes) if (newDevs.has(r.dev)) lines.push(['route', 'replace', r.dst, 'dev', r.dev, 'proto', String(PROTOCOL_ID), 'table', table]);
-      }
-    }
-    for (const p of from.peers) {
-      const name = fouPeerLinkName(p.remote);
-      if (!keep.has(name)) lines.push(['link', 'del', 'dev', name]);
-    }
-    await this.o.ip.batch(lines, { netns });
+    const requests = retargetRequests(from, to);
+    if (requests === undefined) return false;
+    if (requests.length > 0) await (this.o.kernel ?? this.o.ip).apply(requests, { netns });
     return true;
   }
 

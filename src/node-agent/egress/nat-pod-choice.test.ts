@@ -91,7 +91,17 @@ describe('NAT pod choice (rendezvous hashing)', () => {
     assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, health: 'down' }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1');
   });
 
-  test('a client stays on its current NAT pod while it takes new flows, whatever was added; it leaves one that fails, stops serving or left', () => {
+  test('a NAT pod not ready but not terminating (its process killed or hung) that still answers keeps its clients and gets no new ones; not answering, it loses them', () => {
+    const pods = [up('10.64.0.1', { serving: false }), up('10.64.0.2'), up('10.64.0.3')];
+    assert.equal(chooseNatPod('10.100.0.1', pods, '10.64.0.1'), '10.64.0.1');
+    for (let i = 0; i < 50; i++) assert.notEqual(chooseNatPod(`10.100.1.${i}`, pods), '10.64.0.1', 'a new client went to a NAT pod that is not ready');
+    for (const health of ['down', 'unknown'] as const) {
+      assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, health }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1', `not ready and ${health}`);
+    }
+    assert.notEqual(chooseNatPod('10.100.0.1', [{ ...pods[0]!, terminating: true }, ...pods.slice(1)], '10.64.0.1'), '10.64.0.1', 'not serving and terminating: gone');
+  });
+
+  test('a client stays on its current NAT pod while it takes new flows, whatever was added; it leaves one that fails or left', () => {
     fc.assert(fc.property(world, address, ({ pods, clients }, added) => {
       fc.pre(!pods.includes(added));
       const views = [...pods, added].map((p) => up(p));

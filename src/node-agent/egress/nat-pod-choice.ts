@@ -60,25 +60,41 @@ export function takesNewFlows(p: Readonly<NatPodView>): boolean {
 }
 
 /**
+ * Whether a client whose tunnel points at `p` stays there, so its established connections are
+ * never moved (a move resets them: the new NAT pod has neither their conntrack entries nor their
+ * source address). It stays
+ * - while `p` takes new flows (a NAT pod added later gets only new clients, as kube-proxy's
+ *   ClientIP affinity keeps the tunnel's flow);
+ * - while `p` is terminating but still serves and answers (the drain: its connections finish there);
+ * - while `p` is not ready but not terminating and still answers the probe: its NAT process
+ *   crashed and is being restarted, or hung and failed its readiness probe, while its data path
+ *   — kernel state in the pod's netns: FoU port, NAT rules and conntrack, peer links — still
+ *   works, as the answered probe proves. Kubernetes takes such an endpoint out of the Service
+ *   (Coil's path then moves the tunnel and resets its connections); coil keeps it for its
+ *   established clients and sends new ones elsewhere (docs/egress-failover.md#the-nat-process-killed-or-hung).
+ * A NAT pod that stops answering (`down`) or leaves the slice loses its clients at once.
+ */
+export function keepsClient(p: Readonly<NatPodView>): boolean {
+  if (p.health === 'down') return false;
+  if (p.serving) return true;
+  return !p.terminating && p.health === 'up';
+}
+
+/**
  * The NAT pod a client's tunnel points at, or undefined for the Service ClusterIP (Coil's path,
  * where kube-proxy chooses).
  *
  * `current` is the NAT pod the client's tunnel points at now, if any.
  *
- * Order: `current` while it takes new flows, or while it is terminating but still serves and
- * answers (the drain); then the pods that take new flows (a pod not yet probed counts: the EndpointSlice already
- * says it is ready, and the probe answers within ~100 ms if not); when none does, terminating
- * pods that still serve and answer the probe (a whole Egress being rolled keeps working);
- * when none of those either, the ClusterIP — then kube-proxy's view of the endpoints decides,
- * which is never worse than Coil's.
+ * Order: `current` while it may still carry the client (see {@link keepsClient}); then the pods
+ * that take new flows (a pod not yet probed counts: the EndpointSlice already says it is ready,
+ * and the probe answers within ~100 ms if not); when none does, terminating pods that still serve
+ * and answer the probe (a whole Egress being rolled keeps working); when none of those either,
+ * the ClusterIP — then kube-proxy's view of the endpoints decides, which is never worse than Coil's.
  */
 export function chooseNatPod(client: string, pods: readonly Readonly<NatPodView>[], current?: string): string | undefined {
-  // A client stays where it is while that NAT pod may still carry it, so its established
-  // connections are never moved: on a NAT pod that takes new flows (a NAT pod added later gets
-  // only new clients, as kube-proxy's ClientIP affinity keeps the tunnel's flow), and on a
-  // terminating one that still serves and answers (the drain: its connections finish there).
   const cur = current === undefined ? undefined : pods.find((p) => p.address === current);
-  if (cur && (takesNewFlows(cur) || (cur.terminating && cur.serving && cur.health !== 'down'))) return cur.address;
+  if (cur && keepsClient(cur)) return cur.address;
   const fresh = pods.filter(takesNewFlows);
   if (fresh.length > 0) return rendezvousChoice(client, fresh.map((p) => p.address));
   const draining = pods.filter((p) => p.serving && p.health === 'up');

@@ -35,7 +35,7 @@ describe('NatProber (loopback stand-ins for NAT pods)', () => {
   const socks: Socket[] = [];
   after(() => { ac.abort(); for (const s of socks) try { s.close(); } catch { /* closed */ } });
 
-  test('answered probes make a NAT pod up with an RTT; 3 unanswered make it down; answers again make it up; IPv4 and IPv6', async () => {
+  test('answered probes make a NAT pod up with an RTT; unanswered ones (2 by default) make it down; answers again make it up; IPv4 and IPv6', async () => {
     const a = await natPodStandIn('127.0.0.2', 0);
     const b = await natPodStandIn('127.0.0.3', a.port);
     const c = await natPodStandIn('::1', a.port);
@@ -70,6 +70,34 @@ describe('NatProber (loopback stand-ins for NAT pods)', () => {
     ac.abort();
     await running;
   });
+
+  // The rule itself (docs/egress-failover.md#when-a-nat-pod-is-down): at the moment a NAT pod that
+  // never answers is declared down, exactly `failAfter` probes reached it (the next is sent after
+  // the verdict, in the same tick): 2 by default, 3 when asked.
+  for (const [failAfter, probes] of [[undefined, 2], [3, 3]] as const) {
+    test(`a NAT pod that never answers is down once ${probes} probes went unanswered (failAfter ${failAfter ?? 'default'})`, async () => {
+      const sink = createSocket('udp4');
+      let received = 0;
+      sink.on('message', () => { received++; });
+      await new Promise<void>((r) => sink.bind(0, '127.0.0.4', () => r()));
+      const local = new AbortController();
+      let atDown: number | undefined;
+      const prober = new NatProber({
+        port: sink.address().port, intervalMs: 50, logger: silentLogger(), bind: { 4: '127.0.0.1' }, ...(failAfter ? { failAfter } : {}),
+        onHealth: (_a, h) => { if (h === 'down' && atDown === undefined) atDown = received; },
+      });
+      prober.setTargets(['127.0.0.4']);
+      const running = prober.run(local.signal);
+      try {
+        await until(() => atDown !== undefined);
+        assert.equal(atDown, probes);
+      } finally {
+        local.abort();
+        await running;
+        sink.close();
+      }
+    });
+  }
 
   test('a NAT pod is not declared down before failAfter probes went unanswered', async () => {
     const local = new AbortController();

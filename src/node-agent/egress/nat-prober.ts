@@ -1,9 +1,12 @@
 /**
  * Probes NAT pods through the FoU path from the node (probe-packet.ts says what a probe is),
- * every `intervalMs` (100 ms) each, and keeps each pod's health: `down` after `failAfter` (3)
+ * every `intervalMs` (100 ms) each, and keeps each pod's health: `down` after `failAfter` (2)
  * probes in a row went unanswered until the next was due, `up` again at the first answer. So a
- * NAT pod that stops forwarding is declared down 300–400 ms after its last answer, against
- * Kubernetes' seconds (a crash) to 40–50 s (a lost node).
+ * NAT pod that stops forwarding is declared down 200–300 ms after its loss, against Kubernetes'
+ * seconds (a crash) to 40–50 s (a lost node). An answer counts as long as it arrives before the
+ * `failAfter`-th tick after its probe, so a round trip of up to ~`failAfter × intervalMs` (200 ms)
+ * is never a failure; the round trips measured under load stay far below that
+ * (docs/egress-failover.md#when-a-nat-pod-is-down).
  *
  * One UDP socket per family, bound to an ephemeral port on the wildcard address; the inner
  * packet's address is the one the kernel picks as source towards each NAT pod, so the reflected
@@ -30,7 +33,7 @@ export interface NatProberOptions {
   port: number;
   /** Probe period per NAT pod, ms. Default 100. */
   intervalMs?: number;
-  /** Unanswered probes in a row that make a NAT pod `down`. Default 3. */
+  /** Unanswered probes in a row that make a NAT pod `down`. Default 2 (docs/egress-failover.md#when-a-nat-pod-is-down). */
   failAfter?: number;
   /** Called on every change of a NAT pod's health (not for the initial `unknown`). */
   onHealth?: (address: string, health: ProbeHealth, previous: ProbeHealth) => void;
@@ -108,7 +111,7 @@ export class NatProber implements Runnable {
 
   /** One round: counts the previous probe of each target as missed when unanswered, sends the next. */
   private tick(): void {
-    const failAfter = this.o.failAfter ?? 3;
+    const failAfter = this.o.failAfter ?? 2;
     for (const t of this.targets.values()) {
       if (t.sent > t.answered) {
         t.misses++;

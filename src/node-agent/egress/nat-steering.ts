@@ -31,7 +31,7 @@ export interface NatSteeringOptions {
   onChange: (egress: string) => void;
   /** Probe period, ms (default 100). */
   probeIntervalMs?: number;
-  /** Unanswered probes that make a NAT pod down (default 3). */
+  /** Unanswered probes that make a NAT pod down (default: NatProber's, 2). */
   probeFailAfter?: number;
   /** Replaces the prober (tests). */
   prober?: Pick<NatProber, 'setTargets' | 'health' | 'run'>;
