@@ -40,7 +40,7 @@
  * the pod's sandbox lives; what matters is when the sandbox or its node goes, which `node-lost`
  * and `graceful` are.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,11 +49,7 @@ import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node'
 import { Registry } from 'prom-client';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Egress } from '../../src/api/v2/egress.js';
-import { FouServer } from '../../src/egress-agent/fou-server.js';
-import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
-import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
-import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { EgressWatcher } from '../../src/node-agent/egress/egress-watcher.js';
 import { NatSteering } from '../../src/node-agent/egress/nat-steering.js';
@@ -65,7 +61,7 @@ import type { Client } from '../../src/runtime/client.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
-import { wire } from './egress-peer.js';
+import { TARGET, inNetns, sleep, startNatPod, wireEgressTestbed, type ClientPod } from './egress-testbed.js';
 
 const { values: args } = parseArgs({ options: {
   kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
@@ -85,7 +81,6 @@ const helper = new SpawnHelper();
 const coildIp = new IpRunner({ timeoutMs: 60_000, spawner: helper.spawner });
 const netns = new TestNetnsSet({ ip });
 const CLUSTER_IP = '10.96.0.100';
-const TARGET = '198.51.100.2';
 const NAT = ['10.2.1.2', '10.2.2.2', '10.2.3.2'];
 const WINDOW_MS = 4_000;
 const started = Date.now();
@@ -106,14 +101,6 @@ s.bind(0,()=>{console.log('ready');setInterval(()=>{const b=Buffer.alloc(8);b.wr
 process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='dump')console.log(JSON.stringify({sent,got,streams}));if(l==='quit')process.exit(0);}});`;
 
 interface Dump { sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }> }
-
-function inNetns(ns: TestNetns, script: string, ...argv: string[]): Promise<ChildProcess> {
-  const p = spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', script, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    p.stdout!.once('data', () => resolve(p));
-    p.once('exit', (c) => reject(new Error(`helper exited ${c}`)));
-  });
-}
 
 async function dump(p: ChildProcess): Promise<Dump> {
   return new Promise((resolve) => {
@@ -182,10 +169,6 @@ function measure(d: Dump, t0: number): Seen {
   return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore };
 }
 
-async function sleep(ms: number): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
-}
-
 /** kube-proxy's DNAT of the ClusterIP over `endpoints`, by a hash of the client address (ClientIP affinity). */
 async function setDnat(node: TestNetns, endpoints: readonly string[]): Promise<void> {
   const map = endpoints.map((e, i) => `${i} : ${e}`).join(', ');
@@ -221,7 +204,6 @@ function slice(conditions: Record<string, { serving: boolean; terminating: boole
     addressType: 'IPv4', endpoints: NAT.filter((a) => conditions[a]).map((a) => ({ addresses: [a], conditions: conditions[a] })) };
 }
 
-interface ClientPod { ns: TestNetns; address: string; index: number }
 interface Row { path: string; kind: string; lost: string; onLost: Seen[]; others: Seen[]; detectMs?: number; movedMs?: number }
 
 /** Client addresses 10.1.k.2 whose rendezvous first choices are NAT[0], NAT[1], NAT[2]. */
@@ -237,34 +219,11 @@ function pickClients(): string[] {
 }
 
 async function main(): Promise<Row[]> {
-  await ip.exec(['ip', 'netns', 'attach', 'coilbench-node', String(process.pid)]);
-  const n: TestNetns = { name: 'coilbench-node', path: '/run/netns/coilbench-node' };
-  const x = await netns.create('x');
-  const es = [await netns.create('e1'), await netns.create('e2'), await netns.create('e3')];
-  const clients: ClientPod[] = [];
-  for (const [i, address] of pickClients().entries()) {
-    const ns = await netns.create(`c${i + 1}`);
-    const k = address.split('.')[2]!;
-    await wire(ip, ns, 'eth0', n, `n-c${i + 1}`);
-    await ip.batch([['addr', 'add', `10.1.${k}.1/24`, 'dev', `n-c${i + 1}`]], { netns: n.path });
-    await ip.batch([['addr', 'add', `${address}/24`, 'dev', 'eth0'], ['route', 'add', 'default', 'via', `10.1.${k}.1`]], { netns: ns.path });
-    clients.push({ ns, address, index: i });
-  }
-  await wire(ip, x, 'eth0', n, 'n-x');
-  for (const [i, e] of es.entries()) await wire(ip, e, 'eth0', n, `n-e${i + 1}`);
-  await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'n-x'], ...NAT.map((_, i) => ['addr', 'add', `10.2.${i + 1}.1/24`, 'dev', `n-e${i + 1}`])], { netns: n.path });
-  await ip.batch([['addr', 'add', `${TARGET}/24`, 'dev', 'eth0'], ['route', 'add', '10.2.0.0/16', 'via', '198.51.100.1']], { netns: x.path });
-  for (const [i, e] of es.entries()) await ip.batch([['addr', 'add', `${NAT[i]}/24`, 'dev', 'eth0'], ['route', 'add', 'default', 'via', `10.2.${i + 1}.1`]], { netns: e.path });
-  await writeSysctl(ip, 'net.ipv4.ip_forward', '1');
+  const { n, x, nat: es, clients } = await wireEgressTestbed(ip, netns, { nodeName: 'coilbench-node', natAddresses: NAT, clientAddresses: pickClients() });
   await setDnat(n, NAT);
-  for (const [i, e] of es.entries()) {
-    // E2 has Coil's default backend (its iptables rules), E1 and E3 the nftables one: steered
-    // tunnels work with a NAT pod set up as Coil's.
-    await (i === 1 ? new IptablesNat({ ip, podAddresses: [NAT[i]!], outInterface: 'eth0', netns: e.path }) : new NftablesNat({ ip, podAddresses: [NAT[i]!], outInterface: 'eth0', netns: e.path })).init();
-    const server = new FouServer({ ip, podAddresses: [NAT[i]!], port: 5555, isSourcePortAuto: false, outInterface: 'eth0', netns: e.path });
-    await server.init();
-    await server.sync(new Set(clients.map((c) => c.address)));
-  }
+  // E2 has Coil's default backend (its iptables rules), E1 and E3 the nftables one: steered
+  // tunnels work with a NAT pod set up as Coil's.
+  for (const [i, e] of es.entries()) await startNatPod(ip, e, NAT[i]!, clients.map((c) => c.address), { backend: i === 1 ? 'iptables' : 'nftables' });
   log(`topology up; clients ${clients.map((c) => c.address).join(', ')}`);
 
   const echo = await inNetns(x, ECHO);
@@ -284,7 +243,7 @@ async function main(): Promise<Row[]> {
 
 /** Starts every client's program; @returns them in client order. */
 async function startClients(clients: readonly ClientPod[]): Promise<ChildProcess[]> {
-  return Promise.all(clients.map((c) => inNetns(c.ns, CLIENT_PROGRAM, TARGET, String(STREAMS))));
+  return Promise.all(clients.map((c) => inNetns(c.ns, CLIENT_PROGRAM, [TARGET, String(STREAMS)])));
 }
 
 async function stopClients(ps: readonly ChildProcess[]): Promise<void> {
