@@ -61,7 +61,7 @@ import type { Client } from '../../src/runtime/client.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
-import { TARGET, inNetns, sleep, startNatPod, wireEgressTestbed, type ClientPod } from './egress-testbed.js';
+import { TARGET, ask, inNetns, sleep, startNatPod, wireEgressTestbed, type ClientPod } from './egress-testbed.js';
 
 const { values: args } = parseArgs({ options: {
   kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
@@ -103,16 +103,7 @@ process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='
 interface Dump { sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }> }
 
 async function dump(p: ChildProcess): Promise<Dump> {
-  return new Promise((resolve) => {
-    let buf = '';
-    const on = (b: Buffer) => {
-      buf += b.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) { p.stdout!.off('data', on); resolve(JSON.parse(buf.slice(0, nl)) as Dump); }
-    };
-    p.stdout!.on('data', on);
-    p.stdin!.write('dump\n');
-  });
+  return ask<Dump>(p, 'dump');
 }
 
 /** What one client saw in [t0, t0 + WINDOW_MS]. */

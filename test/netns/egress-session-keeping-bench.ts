@@ -31,7 +31,7 @@ import type { ChildProcess } from 'node:child_process';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { EgressClient, planEgressClient, type EgressClientPlan } from '../../src/node-agent/egress/egress-client.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
-import { FOU_PORT, TARGET, inNetns, sleep, startNatPod, wireEgressTestbed, wireNatPod, type ClientPod, type EgressTestbed } from './egress-testbed.js';
+import { FOU_PORT, TARGET, ask, inNetns, quit, sleep, startNatPod, wireEgressTestbed, wireNatPod, type ClientPod, type EgressTestbed } from './egress-testbed.js';
 
 /** The modes (see the file header). */
 export const SESSION_MODES = ['masquerade', 'shared', 'collision', 'two-active'] as const;
@@ -92,25 +92,6 @@ c.on('error',(e)=>{st.err=e.code;st.errAt=Date.now();});c.on('close',()=>{if(!st
 process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='stop')stop=true;if(l==='dump')console.log(JSON.stringify(st));if(l==='quit')process.exit(0);}});`;
 
 export interface ClientDump { connected: boolean; sent: number; echoed: number; bad: number; echo: number[]; err: string; errAt: number; closedAt: number; local: number }
-
-/** Sends `cmd` to a {@link STREAM_SERVER} or {@link STREAM_CLIENT} and reads the one JSON line it answers. */
-export async function ask<T>(p: ChildProcess, cmd: string): Promise<T> {
-  return new Promise((resolve) => {
-    let buf = '';
-    const on = (b: Buffer) => {
-      buf += b.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) { p.stdout!.off('data', on); resolve(JSON.parse(buf.slice(0, nl)) as T); }
-    };
-    p.stdout!.on('data', on);
-    p.stdin!.write(`${cmd}\n`);
-  });
-}
-
-/** Ends a {@link STREAM_SERVER} or {@link STREAM_CLIENT} (killed after 5 s). */
-export async function quit(p: ChildProcess): Promise<void> {
-  await new Promise<void>((r) => { p.once('exit', () => r()); p.stdin!.write('quit\n'); setTimeout(() => { p.kill('SIGKILL'); r(); }, 5_000).unref(); });
-}
 
 function tunnelTo(client: ClientPod, nat: string): EgressClientPlan {
   return planEgressClient({ podIps: [client.address], port: FOU_PORT, gateways: [{ egress: 'internet/nat', clusterIp: nat, destinations: ['198.51.100.0/24'], isSourcePortAuto: false }] });

@@ -18,8 +18,8 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
-import { inNetns, sleep } from './egress-testbed.js';
-import { STREAM_CLIENT, STREAM_SERVER, ask, quit, type ClientDump } from './egress-session-keeping-bench.js';
+import { ask, inNetns, quit, sleep } from './egress-testbed.js';
+import { STREAM_CLIENT, STREAM_SERVER, type ClientDump } from './egress-session-keeping-bench.js';
 import { prerequisite } from '../support/prerequisite.js';
 
 const S = '203.0.113.10';

@@ -101,3 +101,22 @@ export function inNetns(ns: TestNetns, script: string, argv: readonly string[] =
 export async function sleep(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
 }
+
+/** Sends `cmd` to a helper started by {@link inNetns} and reads the one JSON line it answers. */
+export async function ask<T>(p: ChildProcess, cmd: string): Promise<T> {
+  return new Promise((resolve) => {
+    let buf = '';
+    const on = (b: Buffer) => {
+      buf += b.toString();
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) { p.stdout!.off('data', on); resolve(JSON.parse(buf.slice(0, nl)) as T); }
+    };
+    p.stdout!.on('data', on);
+    p.stdin!.write(`${cmd}\n`);
+  });
+}
+
+/** Sends `quit` to a helper started by {@link inNetns}; kills it after 5 s. */
+export async function quit(p: ChildProcess): Promise<void> {
+  await new Promise<void>((r) => { p.once('exit', () => r()); p.stdin!.write('quit\n'); setTimeout(() => { p.kill('SIGKILL'); r(); }, 5_000).unref(); });
+}
