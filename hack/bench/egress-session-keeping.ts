@@ -2,7 +2,7 @@
  * Benchmark (not a test): the session-keeping prototype — a TCP stream through a NAT pod that is
  * lost, with the NAT pods masquerading (Coil's NAT) and SNATing to a shared address — in the
  * stock-kernel VM:
- *   flock /tmp/coil-heavy.lock hack/fou-vm.sh -- node dist/hack/bench/egress-session-keeping.js [--modes masquerade,shared,collision,two-active] [--runs 5] [--detect-ms 400]
+ *   flock /tmp/coil-heavy.lock hack/fou-vm.sh -- node dist/hack/bench/egress-session-keeping.js [--modes masquerade,shared,collision,two-active] [--runs 5] [--collision-runs 2] [--detect-ms 400]
  * The scenario lives in test/netns/egress-session-keeping-bench.ts (it drives coil-egress's and
  * coild's parts, which hack/ may not import); its header says what is measured and how.
  * Results: docs/egress-failover.md#sessions-across-the-loss-of-a-nat-pod.
@@ -14,7 +14,8 @@ import { runBench } from './bench-flags.js';
 
 const FLAGS = defineFlags('egress-session-keeping', {
   modes: { kind: 'string', default: SESSION_MODES.join(','), help: `comma-separated, of ${SESSION_MODES.join(', ')}` },
-  runs: { kind: 'int', default: 5, min: 1, max: 100, help: 'runs per mode' },
+  runs: { kind: 'int', default: 5, min: 1, max: 100, help: 'runs of masquerade and shared' },
+  'collision-runs': { kind: 'int', default: 2, min: 1, max: 100, help: 'runs of collision and two-active' },
   'detect-ms': { kind: 'int', default: 400, min: 0, max: 60_000, help: "ms from the loss to the tunnel's and the shared address's move (coild's detection)" },
   'window-ms': { kind: 'int', default: 4_000, min: 1_000, max: 60_000, help: 'ms the streams run after the loss' },
   verbose: { kind: 'bool', default: false, help: 'log each run' },
@@ -50,7 +51,7 @@ await runBench(FLAGS, async (v) => {
   if (unknown.length > 0 || modes.length === 0) throw new Error(`--modes: unknown ${unknown.join(', ') || '(none given)'}; of ${SESSION_MODES.join(', ')}`);
   const started = Date.now();
   const rows = await runSessionKeeping({
-    modes: modes as SessionMode[], runs: v.runs, detectMs: v['detect-ms'], windowMs: v['window-ms'],
+    modes: modes as SessionMode[], runs: v.runs, collisionRuns: v['collision-runs'], detectMs: v['detect-ms'], windowMs: v['window-ms'],
     log: (s) => { if (v.verbose) console.error(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${s}`); },
   });
   print(rows);

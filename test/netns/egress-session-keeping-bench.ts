@@ -47,7 +47,10 @@ const FIXED_PORT = 40_000;
 /** What to run. */
 export interface SessionKeepingOptions {
   modes: readonly SessionMode[];
+  /** Runs of `masquerade` and `shared`. */
   runs: number;
+  /** Runs of `collision` and `two-active`. */
+  collisionRuns: number;
   /** ms from the loss to the tunnel's move and S's route move (coild's detection). */
   detectMs: number;
   /** ms the streams run after the loss. */
@@ -111,7 +114,7 @@ export async function runSessionKeeping(o: SessionKeepingOptions): Promise<Sessi
     const server = await inNetns(bed.x, STREAM_SERVER);
     try {
       for (const mode of o.modes) {
-        for (let run = 0; run < o.runs; run++) rows.push(await oneRun(ip, netns, tunnels, bed, server, mode, run, o));
+        for (let run = 0; run < (mode === 'masquerade' || mode === 'shared' ? o.runs : o.collisionRuns); run++) rows.push(await oneRun(ip, netns, tunnels, bed, server, mode, run, o));
       }
     } finally {
       await quit(server);
