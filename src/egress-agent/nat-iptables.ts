@@ -23,16 +23,27 @@ export interface IptablesNatOptions {
   outInterface: string;
   /** netns path (tests); undefined = own netns. */
   netns?: string;
+  /** Addresses to SNAT to instead of masquerading, at most one per family (see {@link iptablesNatRules}). */
+  snatAddresses?: readonly string[];
   /** iptables/ip6tables commands (tests pick the legacy or nft variant). Default the image's. */
   commands?: IptablesCommands;
 }
 
-/** Coil's two rules of one family. Pure. */
-export function iptablesNatRules(family: 4 | 6, ownAddress: string, outInterface: string): { masquerade: IptablesRule; invalid: IptablesRule } {
+/**
+ * Coil's two rules of one family; with `snatAddress`, `-j SNAT --to-source <it>` instead of
+ * MASQUERADE (no port range: the client's source port is kept when free, as in
+ * src/netlink/nftables.ts's NatRuleOptions.snatAddress). Pure.
+ * @throws TypeError when `snatAddress` is not an address of `family`
+ */
+export function iptablesNatRules(family: 4 | 6, ownAddress: string, outInterface: string, snatAddress?: string): { masquerade: IptablesRule; invalid: IptablesRule; strayDrop?: IptablesRule } {
   const own = `${canonicalAddress(ownAddress)}/${family === 4 ? 32 : 128}`;
+  if (snatAddress !== undefined && addressFamily(snatAddress) !== family) throw new TypeError(`SNAT address ${snatAddress} is not an IPv${family} address`);
+  const target = snatAddress === undefined ? ['MASQUERADE'] : ['SNAT', '--to-source', canonicalAddress(snatAddress)];
   return {
-    masquerade: { table: 'nat', chain: 'POSTROUTING', spec: ['!', '-s', own, '-o', outInterface, '-j', 'MASQUERADE'] },
+    masquerade: { table: 'nat', chain: 'POSTROUTING', spec: ['!', '-s', own, '-o', outInterface, '-j', ...target] },
     invalid: { table: 'filter', chain: 'FORWARD', spec: ['-o', outInterface, '-m', 'state', '--state', 'INVALID', '-j', 'DROP'] },
+    // Untracked packets from outside to the shared address: why, in src/netlink/nftables.ts natRuleset.
+    ...(snatAddress !== undefined ? { strayDrop: { table: 'filter', chain: 'FORWARD', spec: ['-i', outInterface, '-d', `${canonicalAddress(snatAddress)}/${family === 4 ? 32 : 128}`, '-m', 'conntrack', '--ctstate', 'NEW', '-j', 'DROP'] } as IptablesRule } : {}),
   };
 }
 
@@ -44,7 +55,7 @@ export class IptablesNat implements NatBackend {
     const out: Array<{ family: 4 | 6; rules: ReturnType<typeof iptablesNatRules> }> = [];
     for (const a of this.o.podAddresses) {
       const f = addressFamily(a);
-      if (f !== undefined && !out.some((x) => x.family === f)) out.push({ family: f, rules: iptablesNatRules(f, a, this.o.outInterface) });
+      if (f !== undefined && !out.some((x) => x.family === f)) out.push({ family: f, rules: iptablesNatRules(f, a, this.o.outInterface, this.o.snatAddresses?.find((s) => addressFamily(s) === f)) });
     }
     return out;
   }
@@ -57,6 +68,7 @@ export class IptablesNat implements NatBackend {
     for (const { family, rules } of this.families()) {
       await ensureIptablesRule(this.o.ip, rules.masquerade, this.target(family));
       await ensureIptablesRule(this.o.ip, rules.invalid, this.target(family));
+      if (rules.strayDrop) await ensureIptablesRule(this.o.ip, rules.strayDrop, this.target(family));
     }
   }
 
@@ -78,6 +90,7 @@ export class IptablesNat implements NatBackend {
     for (const { family, rules } of this.families()) {
       await deleteIptablesRule(this.o.ip, rules.masquerade, this.target(family));
       await deleteIptablesRule(this.o.ip, rules.invalid, this.target(family));
+      if (rules.strayDrop) await deleteIptablesRule(this.o.ip, rules.strayDrop, this.target(family));
     }
   }
 }

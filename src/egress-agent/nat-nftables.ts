@@ -17,6 +17,11 @@ export interface NftablesNatOptions {
   outInterface: string;
   /** netns path (tests); undefined = own netns. */
   netns?: string;
+  /**
+   * Addresses to SNAT to instead of masquerading (at most one per family; a family without one
+   * masquerades): see `NatRuleOptions.snatAddress` in src/netlink/nftables.ts.
+   */
+  snatAddresses?: readonly string[];
   /** nft binary. Default `'nft'`. */
   nftPath?: string;
 }
@@ -39,7 +44,10 @@ export class NftablesNat implements NatBackend {
   }
 
   async init(): Promise<void> {
-    for (const [family, ownAddress] of this.own()) await applyNatRules(this.o.ip, { family, outInterface: this.o.outInterface, ownAddress }, this.target());
+    for (const [family, ownAddress] of this.own()) {
+      const snatAddress = this.o.snatAddresses?.find((a) => addressFamily(a) === family);
+      await applyNatRules(this.o.ip, { family, outInterface: this.o.outInterface, ownAddress, ...(snatAddress !== undefined ? { snatAddress } : {}) }, this.target());
+    }
   }
 
   async counters(): Promise<NatCountersByFamily> {

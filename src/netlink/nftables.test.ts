@@ -17,6 +17,16 @@ describe('nftables NAT rules (pure)', () => {
     assert.match(natRuleset({ family: 6, outInterface: 'eth0', ownAddress: 'fd00::5' }), /table ip6 coil-egress[^]*ip6 saddr != fd00::5 counter masquerade/);
   });
 
+  test('with a shared SNAT address: snat to it without a port range (the client port is kept), and stray new packets to it are dropped', () => {
+    const s = natRuleset({ family: 4, outInterface: 'eth0', ownAddress: '10.1.0.5', snatAddress: '203.0.113.10' });
+    assert.match(s, /oifname "eth0" ip saddr != 10\.1\.0\.5 counter snat to 203\.0\.113\.10 comment/);
+    assert.doesNotMatch(s, /masquerade counter|snat to 203\.0\.113\.10:/);
+    assert.match(s, /type filter hook forward priority filter;[^]*iifname "eth0" ip daddr 203\.0\.113\.10 ct state new counter drop/);
+    assert.match(natRuleset({ family: 6, outInterface: 'eth0', ownAddress: 'fd00::5', snatAddress: '2001:DB8::a' }), /snat to 2001:db8::a[^]*ip6 daddr 2001:db8::a ct state new/);
+    assert.throws(() => natRuleset({ family: 4, outInterface: 'eth0', ownAddress: '10.1.0.5', snatAddress: '2001:db8::a' }), /SNAT address 2001:db8::a is not an IPv4 address/);
+    assert.doesNotMatch(natRuleset({ family: 4, outInterface: 'eth0', ownAddress: '10.1.0.5' }), /snat|daddr/);
+  });
+
   test('a wrong-family own address or an unsafe interface name is refused', () => {
     assert.throws(() => natRuleset({ family: 4, outInterface: 'eth0', ownAddress: 'fd00::5' }), TypeError);
     assert.throws(() => natRuleset({ family: 4, outInterface: 'eth0"; flush ruleset', ownAddress: '10.0.0.1' }), TypeError);

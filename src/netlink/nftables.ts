@@ -9,8 +9,10 @@
  */
 import type { IpRunner, RunTarget } from './ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
-import { parseCidr } from './cidr.js';
+import { addressFamily, canonicalAddress, parseCidr } from './cidr.js';
 
+/** Comment of the rule dropping untracked packets to the shared SNAT address ({@link NatRuleOptions.snatAddress}). */
+export const NFT_SHARED_STRAY_COMMENT = 'coil-egress-shared-stray';
 /** Name of coil's table in both the `ip` and `ip6` families. */
 export const NFT_EGRESS_TABLE = 'coil-egress';
 /** Comment of the masquerade rule: how its counter is found when reading counters back. */
@@ -25,6 +27,14 @@ export interface NatRuleOptions {
   outInterface: string;
   /** The egress pod's own address of this family: its own traffic is not masqueraded. */
   ownAddress: string;
+  /**
+   * An address of this family to SNAT to instead of masquerading to the pod's own address: an
+   * address that outlives the pod, so that another NAT pod SNATing to it picks the pod's flows up
+   * (docs/egress-failover.md#sessions-across-the-loss-of-a-nat-pod). No port range: the kernel
+   * keeps the client's source port whenever that tuple is free (nf_nat_core.c get_unique_tuple,
+   * "try the original tuple first"), so two NAT pods map one flow to the same address and port.
+   */
+  snatAddress?: string;
 }
 
 /** Packet and byte counts of one rule. */
@@ -47,6 +57,8 @@ const NAME = /^[A-Za-z0-9_.-]{1,15}$/;
  * The `nft -f` script that (re)creates one family's table atomically: declare, delete, define —
  * so the script succeeds whether or not the table exists, and nothing else is touched.
  *   postrouting (nat, srcnat): `oifname <if> <ip|ip6> saddr != <own> counter masquerade`
+ *     (`snat to <address>` with {@link NatRuleOptions.snatAddress}, and in forward
+ *     `iifname <if> <ip|ip6> daddr <address> ct state new counter drop`)
  *   forward (filter): `oifname <if> ct state invalid counter drop`
  * @throws TypeError on a bad interface name or an address not of `family`
  */
@@ -55,17 +67,29 @@ export function natRuleset(o: NatRuleOptions): string {
   const own = parseCidr(o.ownAddress);
   if (own.family !== o.family) throw new TypeError(`${o.ownAddress} is not an IPv${o.family} address`);
   const fam = o.family === 4 ? 'ip' : 'ip6';
+  let translate = 'masquerade';
+  const strayDrop: string[] = [];
+  if (o.snatAddress !== undefined) {
+    if (addressFamily(o.snatAddress) !== o.family) throw new TypeError(`SNAT address ${o.snatAddress} is not an IPv${o.family} address`);
+    const shared = canonicalAddress(o.snatAddress);
+    translate = `snat to ${shared}`;
+    // A packet from outside to the shared address that no flow of this pod expects (the server
+    // retransmitting into a flow whose client has not reached this pod yet) would otherwise be
+    // tracked as a flow of its own, taking the very tuple the client's flow must be SNATed to.
+    strayDrop.push(`    iifname "${o.outInterface}" ${fam} daddr ${shared} ct state new counter drop comment "${NFT_SHARED_STRAY_COMMENT}"`);
+  }
   return [
     `table ${fam} ${NFT_EGRESS_TABLE} {}`,
     `delete table ${fam} ${NFT_EGRESS_TABLE}`,
     `table ${fam} ${NFT_EGRESS_TABLE} {`,
     '  chain postrouting {',
     '    type nat hook postrouting priority srcnat; policy accept;',
-    `    oifname "${o.outInterface}" ${fam} saddr != ${own.address} counter masquerade comment "${NFT_MASQUERADE_COMMENT}"`,
+    `    oifname "${o.outInterface}" ${fam} saddr != ${own.address} counter ${translate} comment "${NFT_MASQUERADE_COMMENT}"`,
     '  }',
     '  chain forward {',
     '    type filter hook forward priority filter; policy accept;',
     `    oifname "${o.outInterface}" ct state invalid counter drop comment "${NFT_INVALID_COMMENT}"`,
+    ...strayDrop,
     '  }',
     '}',
     '',
