@@ -10,7 +10,7 @@
  * connections it accepts; a TCP pass-through in front of it plays the half-open connection.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { constants as h2, createSecureServer, type Http2SecureServer, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import { connect, createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from 'node:net';
@@ -21,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { TLSSocket } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ApiTransport, type ApiTransportOptions } from '../src/runtime/api-transport.js';
+import { Http2Connection } from '../src/runtime/api-http2.js';
 import { ApiError } from '../src/runtime/errors.js';
 import { TestCA, type CertPair } from './envtest/pki.js';
 
@@ -29,7 +30,8 @@ let ca: TestCA;
 let serving: CertPair;
 
 /**
- * The test server: `/watch` streams one event every 20 ms until the client goes; `/echo` answers
+ * The test server: `/watch` streams one event every 20 ms until the client goes; `/burst` sends 5
+ * events with its headers and ends; `/echo` answers
  * the method, body and protocol; `/hang` never answers; `/missing` is a 404 Status.
  */
 class Server {
@@ -60,6 +62,12 @@ class Server {
         const tick = setInterval(() => res.write(JSON.stringify({ type: 'ADDED', object: { n: n++, user } }) + '\n'), 20);
         res.on('close', () => clearInterval(tick));
         return;
+      }
+      if (req.url === '/burst') {
+        // A watch resumed with a backlog: its first events leave with the response headers.
+        res.writeHead(200, { 'content-type': 'application/json' });
+        for (let n = 0; n < 5; n++) res.write(JSON.stringify({ type: 'ADDED', object: { n } }) + '\n');
+        return void res.end();
       }
       if (req.url === '/hang') return;
       if (req.url === '/missing') {
@@ -185,6 +193,26 @@ describe('HTTP/2', () => {
     }
     assert.equal(server.connections, 1, `${server.connections} TCP connections for 7 watches and 51 requests`);
     assert.ok(server.versions.every((v) => v === '2.0'));
+  });
+
+  test('a body whose DATA came before the caller reads it is whole (a watch keeps its first events)', async () => {
+    // The caller reads a body only after the headers resolved its promise; the DATA sent with
+    // them (a resumed watch's backlog) must wait for it, not be emitted to nobody. Lost, the
+    // controller's Node cache missed Nodes, and its GC released their blocks (docs/performance.md#scale).
+    const port = Number(new URL(kc.getCurrentCluster()!.server).port);
+    const url = new URL(`https://127.0.0.1:${port}/burst`);
+    const conn = new Http2Connection(url, { ca: ca.caPem, cert: await readFile(join(dir, 'user.crt')), key: await readFile(join(dir, 'user.key')) }, { readIdleTimeoutMs: 30_000, pingTimeoutMs: 15_000, connectTimeoutMs: 5_000 });
+    try {
+      const res = await conn.send({ method: 'GET', url, headers: {}, payload: undefined, signal: new AbortController().signal });
+      assert.equal(res?.status, 200);
+      await sleep(200);
+      const parts: Uint8Array[] = [];
+      for await (const c of res!.chunks) parts.push(c);
+      const lines = Buffer.concat(parts).toString('utf8').trim().split('\n');
+      assert.deepEqual(lines.map((l) => (JSON.parse(l) as { object: { n: number } }).object.n), [0, 1, 2, 3, 4]);
+    } finally {
+      conn.close();
+    }
   });
 
   test('a timeout or an abort closes its stream, not the session', async () => {

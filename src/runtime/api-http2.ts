@@ -178,7 +178,19 @@ export class Http2Connection {
       // Bun ends a stream whose session was destroyed under it with 'end'; Node does not.
       cleanEnd = !session.destroyed && (stream.rstCode === undefined || stream.rstCode === h2.NGHTTP2_NO_ERROR);
     });
-    stream.on('data', () => health?.read());
+    // Every DATA chunk is kept from the start, for the body's reader to take in order. Read from
+    // the stream itself once the caller reads the body (after the response headers resolved its
+    // promise), the chunks that came in the same socket read as the headers had already gone to
+    // this flowing listener: a body read from its middle, a watch silently missing its first
+    // events (docs/performance.md#scale: a Node the controller's cache never showed).
+    const chunks = new ChunkQueue();
+    stream.on('data', (chunk: Uint8Array) => {
+      health?.read();
+      chunks.push(chunk);
+    });
+    stream.once('end', () => chunks.end());
+    stream.once('close', () => chunks.end());
+    stream.on('error', (err: unknown) => chunks.fail(err));
     const onAbort = (): void => {
       stream.close(h2.NGHTTP2_CANCEL);
       // The stream is ours to give up; whether the session still lives is the PING's to say.
@@ -198,16 +210,59 @@ export class Http2Connection {
       stream.once('response', (h: IncomingHttpHeaders) => {
         stream.off('close', onClose);
         health?.read();
-        resolve({ status: Number(h[h2.HTTP2_HEADER_STATUS] ?? 0), chunks: body(stream, () => cleanEnd, signal) });
+        resolve({ status: Number(h[h2.HTTP2_HEADER_STATUS] ?? 0), chunks: body(stream, chunks, () => cleanEnd, signal) });
       });
     });
   }
 }
 
+/**
+ * The DATA chunks of one stream, in order, from its creation until it ends, closes or fails: what
+ * a flowing stream emits before its reader comes is kept, not lost.
+ */
+class ChunkQueue {
+  private readonly chunks: Uint8Array[] = [];
+  private done = false;
+  private failure: { err: unknown } | undefined;
+  private wake: (() => void) | undefined;
+
+  push(chunk: Uint8Array): void {
+    this.chunks.push(chunk);
+    this.notify();
+  }
+
+  end(): void {
+    this.done = true;
+    this.notify();
+  }
+
+  fail(err: unknown): void {
+    this.failure ??= { err };
+    this.notify();
+  }
+
+  /** The next chunk; undefined at the end. @throws the stream's error, once the chunks before it were taken */
+  async next(): Promise<Uint8Array | undefined> {
+    for (;;) {
+      const chunk = this.chunks.shift();
+      if (chunk !== undefined) return chunk;
+      if (this.failure) throw this.failure.err;
+      if (this.done) return undefined;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+}
+
 /** The body of `stream`, throwing at its end unless the server ended it (END_STREAM, no reset). */
-async function* body(stream: ClientHttp2Stream, clean: () => boolean, signal: AbortSignal): AsyncGenerator<Uint8Array> {
+async function* body(stream: ClientHttp2Stream, chunks: ChunkQueue, clean: () => boolean, signal: AbortSignal): AsyncGenerator<Uint8Array> {
   try {
-    for await (const chunk of stream) yield chunk as Uint8Array;
+    for (let chunk = await chunks.next(); chunk !== undefined; chunk = await chunks.next()) yield chunk;
   } catch (err) {
     throw signal.aborted ? signal.reason : err;
   }
