@@ -31,7 +31,7 @@ let serving: CertPair;
 
 /**
  * The test server: `/watch` streams one event every 20 ms until the client goes; `/burst` sends 5
- * events with its headers and ends; `/echo` answers
+ * events with its headers and ends; `/empty` is a 200 without a body; `/echo` answers
  * the method, body and protocol; `/hang` never answers; `/missing` is a 404 Status.
  */
 class Server {
@@ -67,6 +67,10 @@ class Server {
         // A watch resumed with a backlog: its first events leave with the response headers.
         res.writeHead(200, { 'content-type': 'application/json' });
         for (let n = 0; n < 5; n++) res.write(JSON.stringify({ type: 'ADDED', object: { n } }) + '\n');
+        return void res.end();
+      }
+      if (req.url === '/empty') {
+        res.writeHead(200, { 'content-type': 'application/json' });
         return void res.end();
       }
       if (req.url === '/hang') return;
@@ -185,6 +189,8 @@ describe('HTTP/2', () => {
     assert.deepEqual(answers[0], { method: 'PATCH', body: '{"i":0}', version: '2.0', user: 'alice', type: 'application/merge-patch+json' });
     assert.deepEqual(answers[1], { method: 'GET', body: '', version: '2.0', user: 'alice' });
     await assert.rejects(t.request({ method: 'GET', path: '/missing' }), (e: ApiError) => e.code === 404 && e.reason === 'NotFound');
+    // A GET answered without a body is an error, never `undefined` (Client.get's "not found").
+    await assert.rejects(t.request({ method: 'GET', path: '/empty' }), (e: ApiError) => e.code === 0 && /empty response body/.test(e.message));
     await sleep(100);
     stop.abort(new Error('stopped'));
     for (const w of watches) {

@@ -101,7 +101,11 @@ export class ApiTransport {
     this.h2 = undefined;
   }
 
-  /** Sends `req` and returns the decoded JSON body (`undefined` for an empty body). */
+  /**
+   * Sends `req` and returns the decoded JSON body (`undefined` for an empty body).
+   * @throws ApiError (code 0) for a GET answered 2xx with an empty body: a GET always has one, and
+   *   read as `undefined` it would look like a 404 to {@link Client.get} (an object taken for gone)
+   */
   async request<T>(req: ApiRequest): Promise<T> {
     const timeout = AbortSignal.timeout(this.requestTimeoutMs);
     const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
@@ -112,7 +116,10 @@ export class ApiTransport {
     } catch (cause) {
       throw networkError(req, signal, cause);
     }
-    if (status >= 200 && status < 300) return (text === '' ? undefined : JSON.parse(text)) as T;
+    if (status >= 200 && status < 300) {
+      if (text === '' && req.method === 'GET') throw new ApiError(0, '', `${req.method} ${req.path}: empty response body (HTTP ${status})`);
+      return (text === '' ? undefined : JSON.parse(text)) as T;
+    }
     throw failure(req, status, text);
   }
 
