@@ -118,7 +118,16 @@ const READ_MAX_POLLS = 16;
 class ReadBackoff {
   private intervalPolls = 1;
   private left = 2;
-  inFlight = false;
+  private inFlight = false;
+
+  /** Holds the next reads back until `read` (which handles its own failure) has settled. */
+  track(read: Promise<void>): void {
+    this.inFlight = true;
+    const settled = (): void => {
+      this.inFlight = false;
+    };
+    void read.then(settled, settled);
+  }
 
   /** Counts one poll. @returns true when a read is due now (the next is scheduled) */
   due(): boolean {
@@ -380,36 +389,33 @@ export class BlockRequester implements Runnable {
 
   /** Reads an outstanding request by name, then re-checks it. */
   private read(o: Outstanding): void {
-    o.reads.inFlight = true;
-    this.o.client.get<BlockRequest>(Kinds.BlockRequest, { name: o.name! }).then((br) => {
+    o.reads.track(this.readByName(o.name!, o.uid).then((result) => {
       if (this.outstanding.get(o.pool) !== o) return;
-      o.read = br === undefined || br.metadata?.uid !== o.uid ? { kind: 'gone' } : blockRequestResult(br.status);
+      o.read = result;
       this.check(o);
     }, (err: unknown) => {
       // Read again on the backoff; an outage is also told by the informers.
       if (!o.readFailed) this.o.logger.warn({ err, pool: o.pool, request: o.name }, 'cannot read the BlockRequest; reading it again later');
       o.readFailed = true;
-    }).finally(() => {
-      o.reads.inFlight = false;
-    });
+    }));
   }
 
   /** Reads a followed request by name: answered or gone, it is told and (answered) deleted. */
   private readFollowed(f: Followed): void {
-    f.reads.inFlight = true;
-    this.o.client.get<BlockRequest>(Kinds.BlockRequest, { name: f.name }).then((br) => {
-      if (this.followed.get(f.uid) !== f) return;
-      const gone = br === undefined || br.metadata?.uid !== f.uid;
-      const result = gone ? undefined : blockRequestResult(br.status);
-      if (result?.kind === 'pending') return;
+    f.reads.track(this.readByName(f.name, f.uid).then((result) => {
+      if (this.followed.get(f.uid) !== f || result.kind === 'pending') return;
       this.followed.delete(f.uid);
-      f.onAnswer?.(result ?? { kind: 'lost' });
-      if (result !== undefined) this.consume(f.name, f.uid);
+      f.onAnswer?.(result.kind === 'gone' ? { kind: 'lost' } : result);
+      if (result.kind !== 'gone') this.consume(f.name, f.uid);
     }, (err: unknown) => {
       this.o.logger.debug({ err, request: f.name }, 'cannot read a BlockRequest to clean up; reading it again later');
-    }).finally(() => {
-      f.reads.inFlight = false;
-    });
+    }));
+  }
+
+  /** Request `name` read from the server: its answer, or `gone` when it is not there or is another request (another UID). */
+  private async readByName(name: string, uid: string | undefined): Promise<BlockRequestResult | { readonly kind: 'gone' }> {
+    const br = await this.o.client.get<BlockRequest>(Kinds.BlockRequest, { name });
+    return br === undefined || br.metadata?.uid !== uid ? { kind: 'gone' } : blockRequestResult(br.status);
   }
 
   /**
@@ -420,8 +426,7 @@ export class BlockRequester implements Runnable {
   private listLeftovers(): void {
     const list = this.leftoverList;
     if (list === undefined) return;
-    list.inFlight = true;
-    this.o.client.list<BlockRequest>(Kinds.BlockRequest, { labelSelector: `${LABEL_NODE}=${this.o.nodeName}` }).then((items) => {
+    list.track(this.o.client.list<BlockRequest>(Kinds.BlockRequest, { labelSelector: `${LABEL_NODE}=${this.o.nodeName}` }).then((items) => {
       if (this.leftoverList !== list) return;
       this.leftoverList = undefined;
       const waited = new Set([...this.outstanding.values()].map((o) => o.uid));
@@ -432,9 +437,7 @@ export class BlockRequester implements Runnable {
       if (this.followed.size > 0) this.o.logger.info({ requests: this.followed.size }, 'BlockRequests an earlier run left: deleting each once answered');
     }, (err: unknown) => {
       this.o.logger.warn({ err }, 'cannot list this node\'s BlockRequests; listing again later');
-    }).finally(() => {
-      list.inFlight = false;
-    });
+    }));
   }
 
   /**
