@@ -174,10 +174,6 @@ export class Http2Connection {
     opened(session);
     const health = HealthCheck.of(session);
     let cleanEnd = false;
-    stream.once('end', () => {
-      // Bun ends a stream whose session was destroyed under it with 'end'; Node does not.
-      cleanEnd = !session.destroyed && (stream.rstCode === undefined || stream.rstCode === h2.NGHTTP2_NO_ERROR);
-    });
     // Every DATA chunk is kept from the start, for the body's reader to take in order. Read from
     // the stream itself once the caller reads the body (after the response headers resolved its
     // promise), the chunks that came in the same socket read as the headers had already gone to
@@ -188,8 +184,11 @@ export class Http2Connection {
       health?.read();
       chunks.push(chunk);
     });
-    stream.once('end', () => chunks.end());
-    stream.once('close', () => chunks.end());
+    stream.once('end', () => {
+      // Bun ends a stream whose session was destroyed under it with 'end'; Node does not.
+      cleanEnd = !session.destroyed && (stream.rstCode === undefined || stream.rstCode === h2.NGHTTP2_NO_ERROR);
+      chunks.end();
+    });
     stream.on('error', (err: unknown) => chunks.fail(err));
     const onAbort = (): void => {
       stream.close(h2.NGHTTP2_CANCEL);
@@ -198,6 +197,7 @@ export class Http2Connection {
     };
     signal.addEventListener('abort', onAbort, { once: true });
     stream.once('close', () => {
+      chunks.end();
       signal.removeEventListener('abort', onAbort);
       closed(session);
     });
