@@ -84,8 +84,10 @@ import type { Cache } from '../../src/runtime/cache.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { silentLogger } from '../../src/runtime/logging.js';
+import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
+import { ask, inNetns, type ClientPod } from './egress-testbed.js';
 
 const { values: args } = parseArgs({ options: {
   kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
@@ -176,27 +178,6 @@ process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='
 
 interface Dump { sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }> }
 
-function inNetns(ns: TestNetns, script: string, ...argv: string[]): Promise<ChildProcess> {
-  const p = spawn('ip', ['netns', 'exec', ns.name, process.execPath, '-e', script, ...argv], { stdio: ['pipe', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    p.stdout!.once('data', () => resolve(p));
-    p.once('exit', (c) => reject(new Error(`helper exited ${c}`)));
-  });
-}
-
-async function dump(p: ChildProcess): Promise<Dump> {
-  return new Promise((resolve) => {
-    let buf = '';
-    const on = (b: Buffer) => {
-      buf += b.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) { p.stdout!.off('data', on); resolve(JSON.parse(buf.slice(0, nl)) as Dump); }
-    };
-    p.stdout!.on('data', on);
-    p.stdin!.write('dump\n');
-  });
-}
-
 /** What one client saw in [t0, t0 + WINDOW_MS]. */
 interface Seen {
   outageMs: number; lost: number; sent: number; streams: string[]; disturbed: number;
@@ -251,10 +232,6 @@ function measure(d: Dump, t0: number, windowMs = WINDOW_MS): Seen {
   return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore };
 }
 
-async function sleep(ms: number): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
-}
-
 /** kube-proxy's DNAT of the ClusterIP over `endpoints`, by a hash of the client address (ClientIP affinity). */
 async function setDnat(node: TestNetns, endpoints: readonly string[]): Promise<void> {
   const map = endpoints.map((e, i) => `${i} : ${e}`).join(', ');
@@ -290,7 +267,6 @@ function slice(conditions: Record<string, { serving: boolean; terminating: boole
     addressType: V6 ? 'IPv6' : 'IPv4', endpoints: NAT.filter((a) => conditions[a]).map((a) => ({ addresses: [a], conditions: conditions[a] })) };
 }
 
-interface ClientPod { ns: TestNetns; address: string; index: number }
 interface Row {
   path: string; kind: string; lost: string; onLost: Seen[]; others: Seen[]; detectMs?: number; movedMs?: number;
   /** coild's failovers (a NAT pod declared down while its slice said serving) and its probes' round trips. */
@@ -426,7 +402,7 @@ function reviveNatProcess(idx: number): void {
 
 /** Starts every client's program; @returns them in client order. */
 async function startClients(clients: readonly ClientPod[]): Promise<ChildProcess[]> {
-  return Promise.all(clients.map((c) => inNetns(c.ns, CLIENT_PROGRAM, TARGET, String(STREAMS))));
+  return Promise.all(clients.map((c) => inNetns(c.ns, CLIENT_PROGRAM, [TARGET, String(STREAMS)])));
 }
 
 async function stopClients(ps: readonly ChildProcess[]): Promise<void> {
@@ -489,7 +465,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     t0 = Date.now();
     if (kind === 'steady') {
       await sleep(STEADY_MS + SETTLE_MS);
-      const seenSteady = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, STEADY_MS));
+      const seenSteady = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0, STEADY_MS));
       const probes = await probeStats(registry);
       log(`coil steady: ${JSON.stringify(probes)}`);
       return { path: 'coil', kind, lost: `none (${STEADY_MS / 1000} s, ${BURN} busy processes)`, onLost: [], others: seenSteady, probes };
@@ -500,7 +476,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
         api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: false } }));
       });
       await sleep(Math.max(0, notReadyAt + WINDOW_MS + SETTLE_MS - (Date.now() - t0)));
-      const m = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
+      const m = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
       reviveNatProcess(idx - 1);
       log(`coil ${kind}: ${lost}, ${JSON.stringify(m)}`);
       return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), probes: await probeStats(registry) };
@@ -508,7 +484,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     if (kind === 'scale-up') {
       api.put(Kinds.EndpointSlice.kind, slice(all));
       await sleep(WINDOW_MS + SETTLE_MS);
-      const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0));
+      const seenUp = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0));
       log(`coil scale-up: added ${lost}, ${JSON.stringify(seenUp)}`);
       return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp, probes: await probeStats(registry) };
     }
@@ -522,7 +498,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     }
     await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
     await sleep(WINDOW_MS + SETTLE_MS);
-    const seen = await Promise.all(ps.map((p) => dump(p)));
+    const seen = await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')));
     const m = seen.map((d) => measure(d, t0));
     await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
     m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`coil: client ${clients[i]!.address} got no answer through NAT pod ${on[i]} before the loss`); });
@@ -554,7 +530,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
       const t = Date.now();
       await setDnat(n, NAT);
       await sleep(WINDOW_MS + SETTLE_MS);
-      const seenUp = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t));
+      const seenUp = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t));
       log(`Coil scale-up: ${JSON.stringify(seenUp)}`);
       return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost: `${NAT[2]} added`, onLost: [], others: seenUp };
     }
@@ -568,7 +544,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
         await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
       });
       await sleep(Math.max(0, notReadyAt + WINDOW_MS + SETTLE_MS - (Date.now() - t0)));
-      const m = (await Promise.all(ps.map((p) => dump(p)))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
+      const m = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
       reviveNatProcess(idx - 1);
       log(`Coil ${kind}: ${lost}, ${JSON.stringify(m)}`);
       return { path: 'Coil (kube-proxy)', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost) };
@@ -584,7 +560,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
     await setDnat(n, NAT.filter((a) => a !== lost));
     await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
     await sleep(WINDOW_MS + SETTLE_MS);
-    const seen = await Promise.all(ps.map((p) => dump(p)));
+    const seen = await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')));
     const m = seen.map((d) => measure(d, t0));
     await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
     m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`Coil: client ${clients[i]!.address} got no answer through the ClusterIP before the loss`); });

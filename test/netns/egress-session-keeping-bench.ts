@@ -31,7 +31,8 @@ import type { ChildProcess } from 'node:child_process';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { EgressClient, planEgressClient, type EgressClientPlan } from '../../src/node-agent/egress/egress-client.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
-import { FOU_PORT, TARGET, ask, inNetns, quit, sleep, startNatPod, wireEgressTestbed, wireNatPod, type ClientPod, type EgressTestbed } from './egress-testbed.js';
+import { sleep } from '../../src/runtime/clock.js';
+import { FOU_PORT, TARGET, ask, inNetns, quit, startNatPod, wireEgressTestbed, wireNatPod, type ClientPod, type EgressTestbed } from './egress-testbed.js';
 
 /** The modes (see the file header). */
 export const SESSION_MODES = ['masquerade', 'shared', 'collision', 'two-active'] as const;

@@ -16,9 +16,10 @@ import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
+import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
-import { ask, inNetns, quit, sleep } from './egress-testbed.js';
+import { ask, inNetns, quit } from './egress-testbed.js';
 import { STREAM_CLIENT, STREAM_SERVER, type ClientDump } from './egress-session-keeping-bench.js';
 import { prerequisite } from '../support/prerequisite.js';
 

@@ -97,11 +97,6 @@ export function inNetns(ns: TestNetns, script: string, argv: readonly string[] =
   });
 }
 
-/** Resolves after `ms`. */
-export async function sleep(ms: number): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
-}
-
 /** Sends `cmd` to a helper started by {@link inNetns} and reads the one JSON line it answers. */
 export async function ask<T>(p: ChildProcess, cmd: string): Promise<T> {
   return new Promise((resolve) => {
