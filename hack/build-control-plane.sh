@@ -18,16 +18,9 @@ OUT="$CACHE/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 WORK="$CACHE/control-plane/build"
 
 have() { [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-controller-manager" ] && [ -x "$OUT/etcd" ]; }
-if have; then
-  echo "control plane cached: $OUT" >&2
-  echo "$OUT"; exit 0
-fi
-# Parallel callers (several test files, the lab) wait for one build instead of racing it.
-mkdir -p "$CACHE/control-plane"
-exec 9>"$CACHE/control-plane/.lock"
-flock 9
-if have; then echo "$OUT"; exit 0; fi
-command -v go >/dev/null || { echo "go is required (Go >= 1.26) to build the control plane" >&2; exit 1; }
+# shellcheck source=lib/cached-build.sh
+. "$(dirname "$0")/lib/cached-build.sh"
+cached_build_start "control plane" "$CACHE/control-plane/.lock" "$OUT" "the control plane"
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp" "$WORK/k8s" "$WORK/etcd"

@@ -15,15 +15,9 @@ CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}
 OUT="$CACHE/tools/kwok-$KWOK_VERSION"
 
 have() { [ -x "$OUT/kwok" ] && [ -f "$OUT/stages/node-initialize.yaml" ] && [ -f "$OUT/stages/node-heartbeat-with-lease.yaml" ]; }
-if have; then
-  echo "kwok cached: $OUT/kwok" >&2
-  echo "$OUT/kwok"; exit 0
-fi
-mkdir -p "$CACHE/tools"
-exec 9>"$CACHE/tools/.kwok.lock"
-flock 9
-if have; then echo "$OUT/kwok"; exit 0; fi
-command -v go >/dev/null || { echo "go is required (Go >= 1.26) to build kwok" >&2; exit 1; }
+# shellcheck source=lib/cached-build.sh
+. "$(dirname "$0")/lib/cached-build.sh"
+cached_build_start kwok "$CACHE/tools/.kwok.lock" "$OUT/kwok"
 
 export GOWORK=off CGO_ENABLED=0 GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp"

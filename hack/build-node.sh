@@ -18,16 +18,9 @@ WORK="$CACHE/node/build"
 BINS=(kubelet kube-proxy kube-scheduler)
 
 have() { for b in "${BINS[@]}"; do [ -x "$OUT/$b" ] || return 1; done; }
-if have; then
-  echo "node binaries cached: $OUT" >&2
-  echo "$OUT"; exit 0
-fi
-# Parallel callers wait for one build instead of racing it.
-mkdir -p "$CACHE/node"
-exec 9>"$CACHE/node/.lock"
-flock 9
-if have; then echo "$OUT"; exit 0; fi
-command -v go >/dev/null || { echo "go is required (Go >= 1.26) to build kubelet" >&2; exit 1; }
+# shellcheck source=lib/cached-build.sh
+. "$(dirname "$0")/lib/cached-build.sh"
+cached_build_start "node binaries" "$CACHE/node/.lock" "$OUT" kubelet
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 rm -rf "$OUT.tmp"; mkdir -p "$OUT.tmp" "$WORK/k8s"
