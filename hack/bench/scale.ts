@@ -346,7 +346,7 @@ class Cluster {
   readonly messages = new Map<string, number>();
   /** retryNow hurries: informers listed again because an ADD waited. */
   hurriedLists = 0;
-  readonly events = { complete: [] as { node: string; at: number; ms: number }[], created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>(), releasedNodes: new Set<string>() };
+  readonly events = { created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>(), releasedNodes: new Set<string>() };
   /** Pods per node (what the benchmark created and has not deleted). */
   readonly pods = new Map<string, string[]>();
   blocks!: Informer<AddressBlock>;
