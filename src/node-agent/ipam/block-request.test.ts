@@ -222,10 +222,18 @@ describe('BlockRequester after an API server outage', () => {
     down();
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 10 });
     r.start();
-    const waiting = r.request('p', 2_000);
+    const waiting = r.request('p', 10_000);
     await new Promise((res) => setTimeout(res, 300));
     outage = false; // the next hurried list succeeds: the informer watches again
-    await new Promise((res) => setTimeout(res, 400));
+    // That list comes when the hurry's own backoff says: a hurry at the very end of the outage
+    // waits 160–480 ms for the next (a fixed 400 ms here once ended before it, so the informer was
+    // still backing off and the "new" outage was the old one). Wait for the recovery itself, then
+    // 50 ms: at least one 10 ms poll sees the informer healthy and resets the hurry.
+    for (const deadline = Date.now() + 5_000; cache.informer(Kinds.AddressBlock).backingOff;) {
+      assert.ok(Date.now() < deadline, 'the informer recovers at the first hurried list after the outage');
+      await new Promise((res) => setTimeout(res, 10));
+    }
+    await new Promise((res) => setTimeout(res, 50));
     const before = cache.retried.length;
     cache.backOff(Kinds.AddressBlock, () => undefined); // a new outage
     await new Promise((res) => setTimeout(res, 60));
