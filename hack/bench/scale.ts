@@ -307,6 +307,8 @@ class Controller {
   readonly exits: { at: number; code: number | null; signal: string | null }[] = [];
   private killing = false;
   private stopped = false;
+  /** Stops that did not end within the grace period and were SIGKILLed (kill). */
+  readonly hung: { at: number; signal: string }[] = [];
   /** `--blockrequest-max-concurrent-reconciles` of its next start; undefined: the controller's default. */
   concurrency: number | undefined;
 
@@ -375,7 +377,16 @@ class Controller {
     this.killing = true;
     const exited = new Promise((r) => p.once('exit', r));
     p.kill(signal);
+    // A process that has not exited by its grace period (the controller's --graceful-shutdown, 20 s,
+    // plus 5 s) is SIGKILLed, as the kubelet does after terminationGracePeriodSeconds: seen once on
+    // Node 24, a process.exit after "manager stopped" that never ended (the main thread joining a V8
+    // worker that waited for a GC).
+    const grace = signal === 'SIGKILL' ? undefined : setTimeout(() => {
+      this.hung.push({ at: performance.now(), signal });
+      p.kill('SIGKILL');
+    }, 25_000);
     await exited;
+    clearTimeout(grace);
     this.killing = false;
   }
 
@@ -644,6 +655,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     }
     const warnings = await c.controller.warnings();
     fig.controllerWarnings = Object.fromEntries(warnings);
+    if (c.controller.hung.length > 0) warnings.set(`did not exit within 25 s of ${c.controller.hung.map((h) => h.signal).join(', ')}: SIGKILLed`, c.controller.hung.length);
     print('coil-controller warnings and errors over the whole run', [...warnings].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, v]) => [k.replace(/\|/g, '/'), String(v)]));
     const nodeWarn = [...c.messages].filter(([k]) => !/^(requested a new address block|block request answered|an ADD waits)/.test(k)).sort((a, b) => b[1] - a[1]).slice(0, 12);
     print('coild stand-ins: other log messages (info and above)', nodeWarn.map(([k, v]) => [k, String(v)]));
