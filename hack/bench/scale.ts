@@ -1222,12 +1222,12 @@ function growth(figs: RunFigures[]): void {
 let outDir = '';
 
 async function main(s: Settings): Promise<void> {
+  const ns = s.nodes.split(',').map((x) => Number(x.trim()));
+  if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
   concurrencies(s);
   outDir = s['out-dir'] || (await mkdtemp(join(tmpdir(), 'coil-scale-out-')));
   await mkdir(outDir, { recursive: true });
   console.log(`(the run's files — apiserver CPU profiles — go to ${outDir})`);
-  const ns = s.nodes.split(',').map((x) => Number(x.trim()));
-  if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
   console.log(`# coil scale benchmark — ${new Date().toISOString()}; ${JSON.stringify(s)}`);
   const figs: RunFigures[] = [];
   for (const n of ns) {
