@@ -202,7 +202,7 @@ async function sampler(pids: () => Record<string, number | undefined> | Promise<
 }
 
 /** Sum and count of the controller's blockrequest reconcile time and queue wait (its /metrics). */
-async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number }> {
+async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number; workers: number }> {
   // '' (NaN figures) while the controller is not there to answer.
   const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
   const v = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
@@ -211,13 +211,15 @@ async function controllerTimes(port: number): Promise<{ reconcileSum: number; re
     reconcileCount: v(/^controller_runtime_reconcile_time_seconds_count\{controller="blockrequest"\} (\S+)$/m),
     queueSum: v(/^workqueue_queue_duration_seconds_sum\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
     queueCount: v(/^workqueue_queue_duration_seconds_count\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
+    // The workers the running controller has (its own gauge): the flag as it reached the process.
+    workers: v(/^controller_runtime_max_concurrent_reconciles\{controller="blockrequest"\} (\S+)$/m),
   };
 }
 
 /** Mean reconcile time and queue wait of the blockrequest controller between two scrapes. */
 function meanTimes(before: Awaited<ReturnType<typeof controllerTimes>>, b: Awaited<ReturnType<typeof controllerTimes>>): string {
   const m = meanFigures(before, b);
-  return `${m.reconciles} reconciles, mean ${m.reconcileMeanMs.toFixed(0)} ms each after a mean ${m.queueMeanMs.toFixed(0)} ms in the queue`;
+  return `${Number.isNaN(b.workers) ? '' : `${b.workers} workers: `}${m.reconciles} reconciles, mean ${m.reconcileMeanMs.toFixed(0)} ms each after a mean ${m.queueMeanMs.toFixed(0)} ms in the queue`;
 }
 
 /** {@link meanTimes} as numbers (ms). */
