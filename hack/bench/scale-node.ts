@@ -7,7 +7,9 @@
  * no gRPC server, no veths, no export table (the kernel parts are stand-ins holding the node's
  * allocations in memory). A "kubelet" stand-in reacts to the node's own Pod watch: a Pod bound to
  * the node gets an address (NodeIpam.allocate, as coild's ADD does) and a status with its IP (the
- * kubelet's write); a deleted Pod's address is freed (coild's DEL).
+ * kubelet's write); a failed ADD is tried again after the kubelet's pod-worker backoff (10 s with
+ * up to 50 % jitter, {@link ADD_RETRY_MS}) for as long as the Pod is there without an IP; a
+ * deleted Pod's address is freed (coild's DEL).
  */
 import type { KubeConfig, KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import type { KindDescriptor } from '../../src/runtime/kind.js';
@@ -27,6 +29,13 @@ import { Cache } from '../../src/runtime/cache.js';
 import { Client } from '../../src/runtime/client.js';
 import type { ApiTransport } from '../../src/runtime/api-transport.js';
 
+/**
+ * After a failed ADD the kubelet's pod worker syncs the Pod again after its `backOffPeriod`
+ * (10 s, kubelet.go) jittered by up to `workerBackOffPeriodJitterFactor` (0.5, pod_workers.go):
+ * a failed sandbox creation (the CNI ADD) is retried 10–15 s later, again and again.
+ */
+export const ADD_RETRY_MS = { base: 10_000, jitter: 0.5 } as const;
+
 /** coild's flags that matter here (its defaults unless the benchmark says otherwise). */
 export interface SimNodeSettings {
   readonly pool: string;
@@ -45,11 +54,13 @@ export interface SimNodeObserver {
   onAnswered?(node: string, result: 'allocated' | 'failed', waitMs: number): void;
   /** The releaser gave blocks back. */
   onReleased?(node: string, names: string[]): void;
-  /** An ADD failed (no block in time, out of blocks, API error). */
+  /** An ADD failed (no block in time, out of blocks, API error); the kubelet stand-in tries it again after {@link ADD_RETRY_MS}. */
   onAddFailed?(node: string, pod: string, err: unknown): void;
   /** The node's cache delivered a watch event of `kind` (what the apiserver sends every node). */
   onWatchEvent?(kind: string): void;
-  /** An ADD succeeded, `ms` after the Pod appeared in the node's cache. */
+  /** The kubelet stand-in tries a failed ADD again. */
+  onAddRetried?(node: string, pod: string): void;
+  /** An ADD succeeded, `ms` after the ADD (its last try) began. */
   onAdded?(node: string, pod: string, ms: number): void;
 }
 
@@ -114,8 +125,10 @@ export class SimNode {
   private readonly host = new HostStandIn();
   private readonly abort = new AbortController();
   private readonly loops: Promise<void>[] = [];
-  /** Pod UID → when the node's cache first showed it. */
+  /** Pods (UID) whose ADD runs. */
   private readonly adding = new Set<string>();
+  /** The kubelet's retries of failed ADDs, by Pod UID (cleared on the Pod's delete and at stop). */
+  private readonly retries = new Map<string, NodeJS.Timeout>();
 
   constructor(
     readonly name: string,
@@ -174,6 +187,8 @@ export class SimNode {
   /** Stops the loops and the caches (a node powered off: nothing is cleaned up in the API). */
   async stop(): Promise<void> {
     this.abort.abort();
+    for (const t of this.retries.values()) clearTimeout(t);
+    this.retries.clear();
     await Promise.allSettled(this.loops);
     this.ipam.stop();
     await this.cache.stop();
@@ -194,14 +209,31 @@ export class SimNode {
       }
     } catch (err) {
       this.observer.onAddFailed?.(this.name, pod.metadata!.name!, err);
+      this.retryAdd(pod);
     } finally {
       this.adding.delete(uid);
     }
   }
 
+  /** The kubelet's next sync of a Pod whose ADD failed: the ADD again, if the Pod is still there and has no address. */
+  private retryAdd(pod: V1Pod): void {
+    const uid = pod.metadata!.uid!;
+    if (this.abort.signal.aborted || this.retries.has(uid)) return;
+    const delay = ADD_RETRY_MS.base * (1 + Math.random() * ADD_RETRY_MS.jitter);
+    this.retries.set(uid, setTimeout(() => {
+      this.retries.delete(uid);
+      const now = this.cache.get(Kinds.Pod, { namespace: pod.metadata!.namespace!, name: pod.metadata!.name! }) as V1Pod | undefined;
+      if (this.abort.signal.aborted || now?.metadata?.uid !== uid || now.metadata?.deletionTimestamp) return;
+      this.observer.onAddRetried?.(this.name, pod.metadata!.name!);
+      void this.add(now);
+    }, delay));
+  }
+
   /** DEL: the pod's address is freed (it cools, then its block may be released). */
   private del(pod: V1Pod): void {
     const uid = pod.metadata!.uid!;
+    clearTimeout(this.retries.get(uid));
+    this.retries.delete(uid);
     this.host.entries.delete(`${uid}:eth0`);
     this.ipam.free(uid, 'eth0');
   }

@@ -17,8 +17,13 @@
  * Phases, each printed as a table:
  * 1. start: N coilds list and watch at once (time until every cache synced);
  * 2. cold start: every node asks for its first block at once → to `Complete` (seen in the node's
- *    cache) and to the block in the node's cache, p50/p99/max; duplicate and lost blocks;
- * 3. steady churn: `--churn-rate` pod creates/deletes per second across the nodes for
+ *    cache) and to the block in the node's cache, p50/p99/max; duplicate and lost blocks; the
+ *    apiserver's CPU profile over it, grouped (apiserver-profile.ts). Once per
+ *    `--controller-concurrency` value (coil-controller restarted with that
+ *    `--blockrequest-max-concurrent-reconciles` before each), so their ratios come from one run;
+ * 3. steady churn, after a fill of `--pods-per-node` Pods on every node (fewer when the first
+ *    round shows the machine's memory would not hold them; each failed ADD retried by the kubelet
+ *    stand-in after 10–15 s, as a kubelet's pod worker does): `--churn-rate` pod creates/deletes per second across the nodes for
  *    `--churn` → BlockRequest latency, ADD latency, API requests per second by verb and resource
  *    (server side: apiserver_request_total; the nodes' own share counted client side), watches
  *    open, coil-controller RSS and CPU;
@@ -34,10 +39,11 @@
  *        (--help lists the flags). Run under `flock /tmp/coil-heavy.lock` on a shared machine.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, open, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { connect as http2Connect } from 'node:http2';
 import 'reflect-metadata';
 import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
@@ -56,6 +62,7 @@ import { Registry } from '../../src/runtime/registry.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { registerWebhooks } from '../../test/envtest/controller-support.js';
 import { CountingTransport, diff, durationQuantile, rateLines, serverCounts, total, type Counts, type ServerCounts } from './api-counts.js';
+import { goBinary, groupProfile, readProfile, takeCpuProfile } from './apiserver-profile.js';
 import { KWOK_NODE_ANNOTATION, Kwok } from './kwok.js';
 import { SimNode, type SimNodeSettings } from './scale-node.js';
 
@@ -64,7 +71,8 @@ const FLAGS = defineFlags('scale', {
   phases: { kind: 'string', default: 'cold,churn,handover,scaledown,apiserver', help: 'phases to run after the start, in this order' },
   churn: { kind: 'duration', default: '60s', help: 'length of the steady-churn phase' },
   'churn-rate': { kind: 'int', default: 20, min: 1, help: 'pod creates + deletes per second across all nodes (Kubernetes\' steady-state limit is 20)' },
-  'pods-per-node': { kind: 'int', default: 6, min: 1, help: 'mean pods per node the churn hovers around' },
+  'pods-per-node': { kind: 'int', default: 6, min: 1, help: 'mean pods per node the churn hovers around (fewer if the machine\'s memory would not hold them: see the fill)' },
+  'fill-timeout': { kind: 'duration', default: '20m', help: 'how long the fill before the churn may take until every Pod has its address' },
   'block-size-bits': { kind: 'int', default: 2, max: 10, help: 'the AddressPool\'s blockSizeBits (small blocks: more BlockRequests per pod)' },
   'low-water-mark': { kind: 'int', default: 1, help: 'coild --low-water-mark of the stand-ins' },
   'cooling-period': { kind: 'duration', default: '30s', help: 'coild --cooling-period of the stand-ins' },
@@ -75,12 +83,17 @@ const FLAGS = defineFlags('scale', {
   outage: { kind: 'duration', default: '10s', help: 'how long the apiserver stays down in the apiserver phase' },
   'start-concurrency': { kind: 'int', default: 100, min: 1, help: 'node stand-ins starting at once' },
   out: { kind: 'string', default: '', help: 'append each run\'s figures as one JSON line to this file' },
+  'controller-concurrency': { kind: 'string', default: '', help: 'comma-separated coil-controller --blockrequest-max-concurrent-reconciles values: the cold start runs once per value (the controller restarted with it), the later phases with the first (default: the controller\'s own default)' },
+  'profile-seconds': { kind: 'int', default: 0, help: 'length of the apiserver CPU profile taken at each cold start\'s begin (0: N/100 + 5 s, at most --alloc-timeout)' },
+  'out-dir': { kind: 'string', default: '', help: 'directory kept for the run\'s files (apiserver CPU profiles); default a new one under the temp dir, printed' },
 });
 
 type Settings = ReturnType<typeof FLAGS.parse>;
 const POOL = 'default';
 const NS = 'scale';
 const SYSTEM_NS = 'kube-system';
+/** Nodes whose kubelet stand-ins share one connection (Cluster.kubeletFor): 50 connections at 5,000 nodes. */
+const NODES_PER_KUBELET_CONNECTION = 100;
 
 // ---------------------------------------------------------------- small helpers
 
@@ -189,7 +202,7 @@ async function sampler(pids: () => Record<string, number | undefined> | Promise<
 }
 
 /** Sum and count of the controller's blockrequest reconcile time and queue wait (its /metrics). */
-async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number }> {
+async function controllerTimes(port: number): Promise<{ reconcileSum: number; reconcileCount: number; queueSum: number; queueCount: number; workers: number }> {
   // '' (NaN figures) while the controller is not there to answer.
   const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
   const v = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
@@ -198,16 +211,46 @@ async function controllerTimes(port: number): Promise<{ reconcileSum: number; re
     reconcileCount: v(/^controller_runtime_reconcile_time_seconds_count\{controller="blockrequest"\} (\S+)$/m),
     queueSum: v(/^workqueue_queue_duration_seconds_sum\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
     queueCount: v(/^workqueue_queue_duration_seconds_count\{[^}]*controller="blockrequest"[^}]*\} (\S+)$/m),
+    // The workers the running controller has (its own gauge): the flag as it reached the process.
+    workers: v(/^controller_runtime_max_concurrent_reconciles\{controller="blockrequest"\} (\S+)$/m),
   };
 }
 
 /** Mean reconcile time and queue wait of the blockrequest controller between two scrapes. */
 function meanTimes(before: Awaited<ReturnType<typeof controllerTimes>>, b: Awaited<ReturnType<typeof controllerTimes>>): string {
+  const m = meanFigures(before, b);
+  return `${Number.isNaN(b.workers) ? '' : `${b.workers} workers: `}${m.reconciles} reconciles, mean ${m.reconcileMeanMs.toFixed(0)} ms each after a mean ${m.queueMeanMs.toFixed(0)} ms in the queue`;
+}
+
+/** {@link meanTimes} as numbers (ms). */
+function meanFigures(before: Awaited<ReturnType<typeof controllerTimes>>, b: Awaited<ReturnType<typeof controllerTimes>>): { reconciles: number; reconcileMeanMs: number; queueMeanMs: number } {
   // Before its first reconcile the controller exports no series for it: zero.
   const a = Object.fromEntries(Object.entries(before).map(([k, v]) => [k, Number.isNaN(v) ? 0 : v])) as typeof before;
   const r = (b.reconcileSum - a.reconcileSum) / (b.reconcileCount - a.reconcileCount);
   const q = (b.queueSum - a.queueSum) / (b.queueCount - a.queueCount);
-  return `${b.reconcileCount - a.reconcileCount} reconciles, mean ${(r * 1000).toFixed(0)} ms each after a mean ${(q * 1000).toFixed(0)} ms in the queue`;
+  return { reconciles: b.reconcileCount - a.reconcileCount, reconcileMeanMs: r * 1000, queueMeanMs: q * 1000 };
+}
+
+/**
+ * The apiserver's SETTINGS_MAX_CONCURRENT_STREAMS: calls one HTTP/2 connection carries at once
+ * (the rest wait for a stream), read from a connection of the admin's credentials.
+ */
+async function apiserverMaxStreams(kc: KubeConfig): Promise<number | undefined> {
+  const cluster = kc.getCurrentCluster()!;
+  const user = kc.getCurrentUser()!;
+  const b64 = (x: string | undefined) => (x ? Buffer.from(x, 'base64') : undefined);
+  const session = http2Connect(cluster.server, { ca: b64(cluster.caData), cert: b64(user.certData), key: b64(user.keyData) });
+  try {
+    return await new Promise<number | undefined>((resolve, reject) => {
+      session.once('remoteSettings', (st) => resolve(st.maxConcurrentStreams));
+      session.once('error', reject);
+      setTimeout(() => resolve(undefined), 10_000).unref();
+    });
+  } catch {
+    return undefined;
+  } finally {
+    session.close();
+  }
 }
 
 /** Pids of the control plane's processes, found by their command lines. */
@@ -266,6 +309,10 @@ class Controller {
   readonly exits: { at: number; code: number | null; signal: string | null }[] = [];
   private killing = false;
   private stopped = false;
+  /** Stops that did not end within the grace period and were SIGKILLed (kill). */
+  readonly hung: { at: number; signal: string }[] = [];
+  /** `--blockrequest-max-concurrent-reconciles` of its next start; undefined: the controller's default. */
+  concurrency: number | undefined;
 
   constructor(private readonly cp: ControlPlane, private readonly dir: string, private readonly settings: Settings) {}
 
@@ -292,6 +339,7 @@ class Controller {
       `--leader-election-namespace=${SYSTEM_NS}`,
       `--gc-interval=${this.settings['gc-interval']}ms`,
       '--log-level=info',
+      ...(this.concurrency === undefined ? [] : [`--blockrequest-max-concurrent-reconciles=${this.concurrency}`]),
     ], { env, stdio: ['ignore', log.fd, log.fd] });
     const proc = this.proc;
     proc.once('exit', (code, signal) => {
@@ -306,6 +354,23 @@ class Controller {
     await eventually(async () => (await fetch(`http://127.0.0.1:${this.ports.health}/readyz`)).status === 200, { timeoutMs: 180_000, intervalMs: 200 });
   }
 
+  /** Waits until this process holds the Lease (its `leader_election_master_status` is 1). */
+  async leading(): Promise<void> {
+    await eventually(async () => /^leader_election_master_status\{[^}]*\} 1$/m.test(await (await fetch(`http://127.0.0.1:${this.ports.metrics}/metrics`)).text()), { timeoutMs: 180_000, intervalMs: 200 });
+  }
+
+  /**
+   * Stops it cleanly (SIGTERM: it releases its Lease) and starts it again with `concurrency`;
+   * resolves once the new one is ready and leads.
+   */
+  async restartWith(concurrency: number | undefined): Promise<void> {
+    await this.kill('SIGTERM');
+    this.concurrency = concurrency;
+    await this.start();
+    await this.ready();
+    await this.leading();
+  }
+
   /** Kills it (the benchmark's doing: not restarted); `final` also stops any restart for good. */
   async kill(signal: NodeJS.Signals = 'SIGKILL', final = false): Promise<void> {
     if (final) this.stopped = true;
@@ -314,7 +379,16 @@ class Controller {
     this.killing = true;
     const exited = new Promise((r) => p.once('exit', r));
     p.kill(signal);
+    // A process that has not exited by its grace period (the controller's --graceful-shutdown, 20 s,
+    // plus 5 s) is SIGKILLed, as the kubelet does after terminationGracePeriodSeconds: seen once on
+    // Node 24, a process.exit after "manager stopped" that never ended (the main thread joining a V8
+    // worker that waited for a GC).
+    const grace = signal === 'SIGKILL' ? undefined : setTimeout(() => {
+      this.hung.push({ at: performance.now(), signal });
+      p.kill('SIGKILL');
+    }, 25_000);
     await exited;
+    clearTimeout(grace);
     this.killing = false;
   }
 
@@ -346,7 +420,14 @@ class Cluster {
   readonly messages = new Map<string, number>();
   /** retryNow hurries: informers listed again because an ADD waited. */
   hurriedLists = 0;
-  readonly events = { created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], released: new Set<string>(), releasedNodes: new Set<string>() };
+  readonly events = { created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], addRetried: 0, released: new Set<string>(), releasedNodes: new Set<string>() };
+  /**
+   * The kubelet stand-ins' connections (their Pod status writes), one per
+   * {@link NODES_PER_KUBELET_CONNECTION} nodes: over one HTTP/2 connection at most the apiserver's
+   * SETTINGS_MAX_CONCURRENT_STREAMS calls run at once, the rest wait for a stream, so one
+   * connection for every kubelet would make 30,000 status writes queue behind each other.
+   */
+  private readonly kubelets: Client[] = [];
   /** Pods per node (what the benchmark created and has not deleted). */
   readonly pods = new Map<string, string[]>();
   blocks!: Informer<AddressBlock>;
@@ -355,8 +436,12 @@ class Cluster {
   client!: Client;
   transport!: ApiTransport;
   private podSeq = 0;
+  /** Pods per node the churn hovers around: `--pods-per-node`, or fewer when the fill found the machine's memory short (fill). */
+  podsPerNode: number;
 
-  constructor(readonly cp: ControlPlane, readonly dir: string, readonly n: number, readonly s: Settings) {}
+  constructor(readonly cp: ControlPlane, readonly dir: string, readonly n: number, readonly s: Settings) {
+    this.podsPerNode = s['pods-per-node'];
+  }
 
   /** The processes of the run besides the control plane's (planePids): coil-controller and kwok. */
   pids(): Record<string, number | undefined> {
@@ -381,7 +466,19 @@ class Cluster {
     };
   }
 
-  newNode(name: string): SimNode {
+  /** The kubelet connection of the `i`-th node. */
+  kubeletFor(i: number): Client {
+    const k = Math.floor(i / NODES_PER_KUBELET_CONNECTION);
+    while (this.kubelets.length <= k) this.kubelets.push(new Client(new ApiTransport(this.cp.kubeConfig), 'kubelet'));
+    return this.kubelets[k]!;
+  }
+
+  /** Connections the kubelet stand-ins write over. */
+  get kubeletConnections(): number {
+    return this.kubelets.length;
+  }
+
+  newNode(name: string, i: number): SimNode {
     const t = new CountingTransport(this.cp.kubeConfig, this.nodeCounts);
     const ev = this.events;
     return new SimNode(name, t, this.nodeSettings(), {
@@ -393,7 +490,8 @@ class Cluster {
       onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),
       onWatchEvent: (kind) => this.watchEvents.set(kind, (this.watchEvents.get(kind) ?? 0) + 1),
       onAddFailed: (_node, _pod, err) => ev.addFailed.push({ at: performance.now(), err: String((err as Error)?.message ?? err).slice(0, 100) }),
-    }, (msg, rec) => this.count(msg, rec as { informers?: unknown[] }), this.client);
+      onAddRetried: () => ev.addRetried++,
+    }, (msg, rec) => this.count(msg, rec as { informers?: unknown[] }), this.kubeletFor(i));
   }
 
   /** Creates a Pod on `node` (bound: no scheduler). */
@@ -417,7 +515,7 @@ class Cluster {
 
   /** Churn at `rate` ops/s across the live nodes until `signal` aborts. */
   async churn(rate: number, signal: AbortSignal): Promise<number> {
-    const target = this.s['pods-per-node'];
+    const target = this.podsPerNode;
     const names = () => [...this.nodes.keys()];
     let ops = 0;
     const inflight = new Set<Promise<void>>();
@@ -478,6 +576,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
   try {
     // --- control side
     c.controller = new Controller(cp, dir, s);
+    c.controller.concurrency = concurrencies(s)[0];
     await c.controller.prepare();
     const registry = addEgress(addIpam(new Registry(), { addressPool: false, blockRequest: false, gc: false }), { egress: false, access: false });
     await registerWebhooks(cp, registry, c.controller.ports.webhook, 'coilv2');
@@ -525,8 +624,8 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     const tStart = performance.now();
     const startRes = await processSampler(c);
     const syncMs: number[] = [];
-    await pool(names, s['start-concurrency'], async (name) => {
-      const node = c.newNode(name);
+    await pool(names, s['start-concurrency'], async (name, i) => {
+      const node = c.newNode(name, i);
       c.nodes.set(name, node);
       const t0 = performance.now();
       await node.start();
@@ -534,24 +633,31 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
     });
     const startS = (performance.now() - tStart) / 1000;
     const after0 = await serverCounts(cp);
+    const maxStreams = await apiserverMaxStreams(cp.kubeConfig);
     const startResources = await startRes('start', print);
-    fig.start = { nodesCreatedS: createdS, nodesReadyS: nodesS, allSyncedS: startS, syncP50: pct(syncMs, 0.5), syncP99: pct(syncMs, 0.99), watches: after0.watches, resources: startResources };
+    fig.start = { kubeletConnections: c.kubeletConnections, maxStreams, nodesCreatedS: createdS, nodesReadyS: nodesS, allSyncedS: startS, syncP50: pct(syncMs, 0.5), syncP99: pct(syncMs, 0.99), watches: after0.watches, resources: startResources };
     print('start', [
       ['Node objects created (32 at a time), then all Ready with a Lease by kwok', `${createdS.toFixed(1)} s, ${nodesS.toFixed(1)} s`],
       [`coild stand-ins started, ${s['start-concurrency']} at a time, until every cache synced`, `${startS.toFixed(1)} s (per node ${dist(syncMs)})`],
       ['watches open (apiserver)', `${after0.watches} (${(after0.watches / n).toFixed(1)} per node)`],
+      ['kubelet stand-ins\' connections (Pod status writes), the apiserver\'s HTTP/2 streams per connection', `${c.kubeletConnections} (${NODES_PER_KUBELET_CONNECTION} nodes each), ${maxStreams ?? 'unknown'}`],
       ['LISTs during the start (apiserver)', `${total(diff(after0.requests, before0.requests), /^LIST /)}`],
     ]);
 
-    const phases: Record<string, (c: Cluster, print: Print) => Promise<object>> = { cold: coldStart, churn: steadyChurn, handover, scaledown: scaleDown, apiserver: apiserverRestart };
+    const phases: Record<string, (c: Cluster, print: Print) => Promise<object>> = { cold: (cc, p) => coldStart(cc, p, outDir), churn: steadyChurn, handover, scaledown: scaleDown, apiserver: apiserverRestart };
     for (const phase of s.phases.split(',').map((p) => p.trim()).filter(Boolean)) {
       if (!phases[phase]) throw new ConfigError(`--phases: unknown phase ${phase}`);
+      if (phase === 'cold') {
+        Object.assign(fig, await coldStarts(c, print, outDir));
+        continue;
+      }
       const res = await processSampler(c);
       fig[phase] = await phases[phase](c, print);
       Object.assign(fig[phase] as object, { resources: await res(phase, print) });
     }
     const warnings = await c.controller.warnings();
     fig.controllerWarnings = Object.fromEntries(warnings);
+    if (c.controller.hung.length > 0) warnings.set(`did not exit within 25 s of ${c.controller.hung.map((h) => h.signal).join(', ')}: SIGKILLed`, c.controller.hung.length);
     print('coil-controller warnings and errors over the whole run', [...warnings].sort((a, b) => b[1] - a[1]).slice(0, 12).map(([k, v]) => [k.replace(/\|/g, '/'), String(v)]));
     const nodeWarn = [...c.messages].filter(([k]) => !/^(requested a new address block|block request answered|an ADD waits)/.test(k)).sort((a, b) => b[1] - a[1]).slice(0, 12);
     print('coild stand-ins: other log messages (info and above)', nodeWarn.map(([k, v]) => [k, String(v)]));
@@ -640,7 +746,88 @@ async function kwokCheck(c: Cluster): Promise<{ pods: number; podsByKwok: number
   return { pods: pods.length, podsByKwok: pods.filter(byKwok).length, podsWithOtherIp: otherIp, nodesByKwok: nodes.filter(byKwok).length };
 }
 
-async function coldStart(c: Cluster, print: Print): Promise<object> {
+/** `--controller-concurrency` as numbers; [undefined] for the controller's default. */
+function concurrencies(s: Settings): (number | undefined)[] {
+  if (!s['controller-concurrency'].trim()) return [undefined];
+  const values = s['controller-concurrency'].split(',').map((x) => x.trim());
+  if (values.some((x) => !/^\d+$/.test(x) || Number(x) < 1 || Number(x) > 1024)) throw new ConfigError(`--controller-concurrency: expected integers in [1, 1024], got ${JSON.stringify(s['controller-concurrency'])}`);
+  return values.map(Number);
+}
+
+/**
+ * The cold start once per `--controller-concurrency` value, coil-controller restarted with it
+ * before (SIGTERM, so it releases its Lease and the new one leads at once). Between two, the
+ * benchmark waits until the nodes released the blocks of the last one (empty blocks go after
+ * max(grace, cooling)) so that each starts from the same state; the later phases run with the
+ * first value. `cold` in the figures is the first value's, `coldByConcurrency` all.
+ */
+async function coldStarts(c: Cluster, print: Print, outDir: string): Promise<{ cold: object; coldByConcurrency?: Record<string, object> }> {
+  const values = concurrencies(c.s);
+  const by: Record<string, object> = {};
+  for (const [i, v] of values.entries()) {
+    if (v !== c.controller.concurrency) await c.controller.restartWith(v);
+    const res = await processSampler(c);
+    const f = await coldStart(c, print, outDir);
+    Object.assign(f, { concurrency: v ?? 'default', resources: await res(`cold (concurrency ${v ?? 'default'})`, print) });
+    by[String(v ?? 'default')] = f;
+    if (i < values.length - 1) await blocksSettled(c);
+  }
+  if (values.length > 1 && c.controller.concurrency !== values[0]) await c.controller.restartWith(values[0]);
+  return { cold: by[String(values[0] ?? 'default')]!, ...(values.length > 1 ? { coldByConcurrency: by } : {}) };
+}
+
+/** Waits out the nodes' release of the empty blocks a cold start gave them: max(grace, cooling) + 5 s, then until the block count held for 5 s. */
+async function blocksSettled(c: Cluster): Promise<void> {
+  const t0 = performance.now();
+  await sleep(Math.max(c.s['block-release-grace'], c.s['cooling-period']) + 5000);
+  let last = -1;
+  let since = performance.now();
+  await eventually(() => {
+    const n = c.blocks.list().length;
+    if (n !== last) {
+      last = n;
+      since = performance.now();
+    }
+    return performance.now() - since >= 5000;
+  }, { timeoutMs: 600_000, intervalMs: 500 }).catch(() => undefined);
+  console.log(`\n(waited ${((performance.now() - t0) / 1000).toFixed(0)} s for the nodes to release the cold start's blocks: ${last} blocks left)`);
+}
+
+/** Seconds of the cold start's apiserver profile: `--profile-seconds`, else N/100 + 5, at most the ADDs' timeout. */
+function profileSeconds(c: Cluster): number {
+  return c.s['profile-seconds'] || Math.min(Math.ceil(c.n / 100) + 5, Math.ceil(c.s['alloc-timeout'] / 1000));
+}
+
+/** Takes the apiserver's CPU profile over the cold start into `file` and prints it grouped; never throws (a note instead). */
+async function apiserverProfile(c: Cluster, seconds: number, file: string, print: Print, title: string): Promise<object> {
+  try {
+    await takeCpuProfile(c.cp.kubeConfig, seconds, file);
+  } catch (err) {
+    console.log(`\n(no apiserver CPU profile: ${(err as Error).message})`);
+    return { error: (err as Error).message };
+  }
+  const go = goBinary();
+  if (!go) {
+    console.log(`\n(apiserver CPU profile kept in ${file}; no Go toolchain here to read it: /usr/local/go/bin/go or go on PATH)`);
+    return { file };
+  }
+  try {
+    const p = await readProfile(go, file);
+    const groups = groupProfile(p);
+    print(`${title}: the apiserver's CPU profile, first ${seconds} s (${p.totalS.toFixed(1)} CPU-s sampled = ${(p.totalS / seconds).toFixed(2)} core; ${file})`, groups.map((g) => [
+      g.name, `${g.flatPct.toFixed(1)} % as leaf${g.cumPct === undefined ? '' : `, ${g.cumPct.toFixed(1)} % under its entry point`}${g.top.length ? ` (${g.top.join(', ')})` : ''}`,
+    ]));
+    return { file, totalS: p.totalS, seconds, groups: Object.fromEntries(groups.map((g) => [g.name, { flatPct: g.flatPct, cumPct: g.cumPct }])) };
+  } catch (err) {
+    console.log(`\n(apiserver CPU profile kept in ${file}, not read: ${(err as Error).message})`);
+    return { file, error: (err as Error).message };
+  }
+}
+
+async function coldStart(c: Cluster, print: Print, outDir: string): Promise<object> {
+  const label = `concurrency ${c.controller.concurrency ?? 'default'}`;
+  const profSeconds = profileSeconds(c);
+  const profiling = apiserverProfile(c, profSeconds, join(outDir, `apiserver-cold-n${c.n}-c${c.controller.concurrency ?? 'default'}.pprof`), print, `cold start, ${label}`);
   const before = await serverCounts(c.cp);
   const cpu = new CpuWindow(c.cp, () => c.pids());
   await cpu.start();
@@ -658,7 +845,8 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   }));
   const wallMs = performance.now() - t0;
   const cpuText = await cpu.stop();
-  const timesText = meanTimes(times0, await controllerTimes(c.controller.ports.metrics));
+  const times1 = await controllerTimes(c.controller.ports.metrics);
+  const timesText = meanTimes(times0, times1);
   for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
   await sleep(2000);
   const census = await blockCensus(c);
@@ -676,7 +864,7 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
   const completeMs = [...firstComplete.values()];
   const over10 = inCache.filter((v) => v > 10_000).length;
   const d = diff(after.requests, before.requests);
-  print(`cold start (${c.nodes.size} nodes ask for their first block at once)`, [
+  print(`cold start (${c.nodes.size} nodes ask for a block at once; coil-controller --blockrequest-max-concurrent-reconciles: ${c.controller.concurrency ?? 'its default'})`, [
     ['to the answer (its AddressBlock created; the bench\'s watch)', dist(completeMs)],
     ['to the block in the node\'s cache', dist(inCache)],
     ['all served after', ms(wallMs)],
@@ -692,20 +880,68 @@ async function coldStart(c: Cluster, print: Print): Promise<object> {
     ['coil-controller\'s blockrequest controller', timesText],
     ['CPU while the nodes waited', cpuText],
   ]);
-  return { allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, releasedOwn, doubled: census.doubled };
+  const profile = await profiling;
+  return { ...meanFigures(times0, times1), profile, allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, releasedOwn, doubled: census.doubled };
+}
+
+/** RSS (bytes) of every process of the run: control plane, coil-controller, kwok, this process. */
+async function runRssBytes(c: Cluster): Promise<number> {
+  const pids = Object.values({ ...c.pids(), ...(await planePids(c.cp)), self: process.pid }).filter((p): p is number => !!p);
+  const rss = await Promise.all(pids.map((p) => procStats(p).then((x) => x.rssMb * 1024 * 1024, () => 0)));
+  return rss.reduce((a, b) => a + b, 0);
+}
+
+/** MemAvailable of the machine (bytes). */
+async function memAvailable(): Promise<number> {
+  return Number(/MemAvailable:\s+(\d+) kB/.exec(await readFile('/proc/meminfo', 'utf8'))![1]) * 1024;
+}
+
+/**
+ * Fills every node with `--pods-per-node` Pods (one round across all nodes at a time, 64 creates
+ * in flight) so the churn starts from a populated cluster, and waits until every one has its
+ * address (the kubelet stand-in retries failed ADDs) or `--fill-timeout`. The first round
+ * measures what a Pod costs in memory across every process of the run (apiserver and etcd store
+ * it, the controller caches it, the node's cache holds it); when the remaining rounds would take
+ * more than nine tenths of the machine's available memory, fewer Pods per node are made (never
+ * fewer than 1) and the churn hovers around that count.
+ */
+async function fill(c: Cluster): Promise<{ seconds: number; blocks: number; pods: number; addressed: number; failed: number; retried: number; complete: boolean; memory: string; bytesPerPod: number }> {
+  const t0 = performance.now();
+  const markBlocks = c.events.created.length;
+  const markAdded = c.events.added.length;
+  const markFailed = c.events.addFailed.length;
+  const markRetried = c.events.addRetried;
+  const pods0 = c.podCount();
+  const round = () => pool([...c.nodes.keys()], 64, (node) => c.createPod(node));
+  const addressed = () => c.events.added.length - markAdded;
+  const rss0 = await runRssBytes(c);
+  await round();
+  await eventually(() => addressed() >= c.podCount() - pods0, { timeoutMs: c.s['fill-timeout'], intervalMs: 500 }).catch(() => undefined);
+  const bytesPerPod = Math.max(0, (await runRssBytes(c)) - rss0) / Math.max(1, c.podCount() - pods0);
+  const avail = await memAvailable();
+  const wanted = c.s['pods-per-node'];
+  // Rounds that fit in nine tenths of what is available now. The first round's cost per Pod is an
+  // upper bound (it includes the heaps' growth under its burst of BlockRequests and ADDs, which later
+  // rounds reuse: 51 KiB a Pod at N=100, 448 KiB at N=500 with 1,083 ADDs retried), so this errs
+  // towards fewer Pods only on a machine near its limit.
+  const fits = 1 + Math.floor((0.9 * avail) / Math.max(1, bytesPerPod * c.nodes.size));
+  c.podsPerNode = Math.max(1, Math.min(wanted, fits));
+  const memory = `${(bytesPerPod / 1024).toFixed(0)} KiB a Pod, ${(avail / 2 ** 30).toFixed(1)} GiB available after the first round${c.podsPerNode < wanted ? `: ${wanted} a node would not fit, ${c.podsPerNode} do` : ''}`;
+  if (c.podsPerNode < wanted) console.log(`fill: ${memory}`);
+  for (let r = 1; r < c.podsPerNode; r++) await round();
+  const complete = await eventually(() => addressed() >= c.podCount() - pods0, { timeoutMs: Math.max(1, c.s['fill-timeout'] - (performance.now() - t0)), intervalMs: 500 }).then(() => true, () => false);
+  return {
+    seconds: (performance.now() - t0) / 1000, blocks: c.events.created.length - markBlocks, pods: c.podCount() - pods0, addressed: addressed(), complete,
+    failed: c.events.addFailed.length - markFailed, retried: c.events.addRetried - markRetried, memory, bytesPerPod,
+  };
 }
 
 async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const seconds = c.s.churn / 1000;
   const rate = c.s['churn-rate'];
-  // Fill: pods-per-node Pods on every node first (one round across all nodes at a time), so
-  // the churn starts from a populated cluster, not from empty nodes.
-  const tFill = performance.now();
-  const markFill = c.events.created.length;
-  for (let r = 0; r < c.s['pods-per-node']; r++) await pool([...c.nodes.keys()], 64, (node) => c.createPod(node));
-  await eventually(() => c.events.added.length >= c.s['pods-per-node'] * c.nodes.size * 0.99, { timeoutMs: 600_000, intervalMs: 500 }).catch(() => undefined);
-  const fillS = (performance.now() - tFill) / 1000;
-  const fillBlocks = c.events.created.length - markFill;
+  const filled = await fill(c);
+  const fillS = filled.seconds;
+  const fillBlocks = filled.blocks;
   await sleep(3000);
   const pods0 = [...c.pods.values()].reduce((a, l) => a + l.length, 0);
   const before = await serverCounts(c.cp);
@@ -741,7 +977,8 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   const census = await blockCensus(c);
   const kwok = await kwokCheck(c);
   print(`steady churn (${ops} pod creates/deletes in ${elapsed.toFixed(0)} s across ${c.nodes.size} nodes, ${pods0} pods at the start)`, [
-    [`fill before the churn: ${c.s['pods-per-node']} Pods on every node`, `${fillS.toFixed(1)} s, ${fillBlocks} blocks created`],
+    [`fill before the churn: ${c.podsPerNode} Pods on every node${c.podsPerNode < c.s['pods-per-node'] ? ` (of --pods-per-node=${c.s['pods-per-node']}: ${filled.memory})` : ''}`, `${fillS.toFixed(1)} s${filled.complete ? '' : ` (stopped at --fill-timeout)`}, ${filled.addressed} of ${filled.pods} Pods with an address, ${fillBlocks} blocks created, ADDs failed ${filled.failed} (each retried by the kubelet stand-in: ${filled.retried} retries)`],
+    ['memory the fill cost per Pod (RSS of every process, first round)', filled.memory],
     ['BlockRequest create → its AddressBlock created (the bench\'s watch)', dist(complete)],
     ['BlockRequest create → block in the node\'s cache', dist(answered)],
     ['ADD (Pod seen → address)', dist(added)],
@@ -766,7 +1003,7 @@ async function steadyChurn(c: Cluster, print: Print): Promise<object> {
   console.log('watch events the coild stand-ins received, by kind:');
   for (const l of rateLines(de, elapsed, 0.01, c.nodes.size)) console.log(`  ${l}`);
   return {
-    cpu: cpuText, mutatingP99S: durationQuantile(after, before, MUTATING, 0.99), fillS, fillBlocks, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
+    cpu: cpuText, mutatingP99S: durationQuantile(after, before, MUTATING, 0.99), fillS, fillBlocks, fill: filled, podsPerNode: c.podsPerNode, ops, seconds: elapsed, completeP50: pct(complete, 0.5), completeP99: pct(complete, 0.99), answeredP50: pct(answered, 0.5), answeredP99: pct(answered, 0.99), requests: complete.length,
     addP50: pct(added, 0.5), addP99: pct(added, 0.99), addFailed: failed.length, rssMax: ctl.rssMax, rssLast: ctl.rssLast, cpuCores: ctl.cores, kwok, watches: after.watches,
     nodeEventsPerSecPerNode: total(de) / elapsed / c.nodes.size, nodeEventsByKind: Object.fromEntries([...de].map(([k, v]) => [k, v / elapsed / c.nodes.size])),
     apiPerSec: total(d) / elapsed, nodeApiPerSec: total(dn) / elapsed, nodeApiPerSecPerNode: nodeRate, blocks: census.total, doubled: census.doubled,
@@ -947,6 +1184,22 @@ function growth(figs: RunFigures[]): void {
     ['churn: Pods written by kwok', 'churn.kwok.podsByKwok', (v) => String(v)],
     ['churn: Pods whose IP is not their stand-in\'s', 'churn.kwok.podsWithOtherIp', (v) => String(v)],
   ];
+  // The cold start per --controller-concurrency value (coldStarts), when more than one.
+  for (const v of Object.keys((figs[0]?.coldByConcurrency as Record<string, object> | undefined) ?? {})) {
+    rows.push(
+      [`cold start, concurrency ${v}: → block in cache p50`, `coldByConcurrency.${v}.cacheP50`, ms],
+      [`cold start, concurrency ${v}: → block in cache p99`, `coldByConcurrency.${v}.cacheP99`, ms],
+      [`cold start, concurrency ${v}: served after more than 10 s`, `coldByConcurrency.${v}.over10`, (x) => String(x)],
+      [`cold start, concurrency ${v}: duplicates`, `coldByConcurrency.${v}.duplicates`, (x) => String(x)],
+      [`cold start, concurrency ${v}: apiserver p99 of coil's writes (s)`, `coldByConcurrency.${v}.mutatingP99S`, (x) => String(x)],
+      [`cold start, concurrency ${v}: blockrequest reconcile mean`, `coldByConcurrency.${v}.reconcileMeanMs`, ms],
+      [`cold start, concurrency ${v}: queue wait mean`, `coldByConcurrency.${v}.queueMeanMs`, ms],
+      // Over the whole phase (which waits for the apiserver's profile): the cold start's own CPU is its table's "CPU while the nodes waited".
+      [`cold start, concurrency ${v}: apiserver CPU over the phase (core)`, `coldByConcurrency.${v}.resources.apiserver.cores`, (x) => x.toFixed(3)],
+      [`cold start, concurrency ${v}: coil-controller CPU over the phase (core)`, `coldByConcurrency.${v}.resources.controller.cores`, (x) => x.toFixed(3)],
+      [`cold start, concurrency ${v}: apiserver CPU profiled (CPU-s)`, `coldByConcurrency.${v}.profile.totalS`, (x) => x.toFixed(1)],
+    );
+  }
   // Per phase: the Pods alive at its end and what each process used (processSampler).
   const mb = (v: number) => `${v.toFixed(0)} MB`;
   const core = (v: number) => v.toFixed(3);
@@ -969,9 +1222,16 @@ function growth(figs: RunFigures[]): void {
   }
 }
 
+/** The directory kept for the run's files (`--out-dir`, else a new one under the temp dir). */
+let outDir = '';
+
 async function main(s: Settings): Promise<void> {
   const ns = s.nodes.split(',').map((x) => Number(x.trim()));
   if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
+  concurrencies(s);
+  outDir = s['out-dir'] || (await mkdtemp(join(tmpdir(), 'coil-scale-out-')));
+  await mkdir(outDir, { recursive: true });
+  console.log(`(the run's files — apiserver CPU profiles — go to ${outDir})`);
   console.log(`# coil scale benchmark — ${new Date().toISOString()}; ${JSON.stringify(s)}`);
   const figs: RunFigures[] = [];
   for (const n of ns) {

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import 'reflect-metadata';
+import { Container } from 'inversify';
+import { BlockRequestReconciler } from '../reconcilers/blockrequest.js';
+import { controllerSettings } from '../runtime/controller.js';
+import { Registry } from '../runtime/registry.js';
 import { parseConfig, parseReleaseFinalizersConfig } from './config.js';
+import { addIpam, bindIpam } from './ipam-registry.js';
 
 describe('coil-controller Egress flags', () => {
   test('defaults: both parts on, port 5555, nftables, image from the Pod', () => {
@@ -56,5 +62,24 @@ describe('coil-controller Go flag forms (one flag table)', () => {
     assert.deepEqual(parseReleaseFinalizersConfig(['--namespace', 'ns', '--release=r', '--wait=5s', '--kubeconfig=/kc'], {}), { namespace: 'ns', release: 'r', waitMs: 5000, kubeconfig: '/kc' });
     assert.throws(() => parseReleaseFinalizersConfig(['--namespace=ns'], {}), /--namespace and --release are required/);
     assert.throws(() => parseReleaseFinalizersConfig(['--namespace=ns', '--release=r', '--wait=long'], {}), /--wait: invalid duration "long"/);
+  });
+});
+
+describe('coil-controller --blockrequest-max-concurrent-reconciles', () => {
+  /** The workers the Manager gives the blockrequest controller under `argv` (its own path: bindIpam, controllerSettings). */
+  const workers = (argv: string[]) => {
+    const reg = addIpam(new Registry(), { webhooks: false, addressPool: false, gc: false, findingsMetrics: false }).reconcilers.find((r) => r.target === BlockRequestReconciler)!;
+    const container = bindIpam(new Container(), parseConfig(argv, {}).ipam);
+    return controllerSettings(reg, (token) => container.get(token)).maxConcurrentReconciles;
+  };
+  test('reaches the blockrequest controller\'s worker count; default 16', () => {
+    assert.equal(workers([]), 16);
+    assert.equal(workers(['--blockrequest-max-concurrent-reconciles=64']), 64);
+    assert.equal(workers(['--blockrequest-max-concurrent-reconciles', '1']), 1);
+  });
+  test('anything but an integer ≥ 1 is refused naming the flag', () => {
+    for (const bad of ['0', '-4', '2.5', 'many', '']) {
+      assert.throws(() => parseConfig([`--blockrequest-max-concurrent-reconciles=${bad}`], {}), /--blockrequest-max-concurrent-reconciles: ".*" is not an integer in \[1, 1024\]/, bad);
+    }
   });
 });

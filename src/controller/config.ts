@@ -43,7 +43,7 @@ export interface ControllerConfig {
   readonly gracefulShutdownMs: number;
   /** `--log-level` (ours; `--zap-log-level` is accepted as an alias), default `info`. */
   readonly logLevel: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
-  /** `--gc-interval` (1h), `--node-notready-reclaim` (1h), `--blockrequest-ttl` (5m). */
+  /** `--gc-interval` (1h), `--node-notready-reclaim` (1h), `--blockrequest-ttl` (5m), `--blockrequest-max-concurrent-reconciles` (16). */
   readonly ipam: IpamOptions;
   /** `--enable-ipam`, default true: AddressPool webhooks, AddressPool/BlockRequest reconcilers, GC. */
   readonly enableIpam: boolean;
@@ -80,6 +80,7 @@ export const CONTROLLER_FLAGS = defineFlags('coil-controller', {
   'gc-interval': { kind: 'duration', default: '1h', help: 'interval of the AddressBlock garbage collection' },
   'node-notready-reclaim': { kind: 'duration', default: '1h', help: 'reclaim the blocks of a Node NotReady this long' },
   'blockrequest-ttl': { kind: 'duration', default: '5m', help: 'keep a completed BlockRequest this long' },
+  'blockrequest-max-concurrent-reconciles': { kind: 'int', default: DEFAULT_IPAM_OPTIONS.blockRequestConcurrency, min: 1, max: 1024, help: 'BlockRequests answered at once (the blockrequest controller\'s workers)' },
   'enable-ipam': { kind: 'bool', default: true, help: 'run the IPAM controller (AddressPool, BlockRequest, GC)' },
   'enable-egress': { kind: 'bool', default: true, help: 'run the Egress controller' },
   'egress-port': { kind: 'port', default: DEFAULT_EGRESS_OPTIONS.fouPort, help: "UDP port of the Egress Services and coil-egress's --fou-port" },
@@ -134,6 +135,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
       gcIntervalMs: positive('gc-interval', v['gc-interval']),
       nodeNotReadyReclaimMs: v['node-notready-reclaim'],
       blockRequestTtlMs: v['blockrequest-ttl'],
+      blockRequestConcurrency: v['blockrequest-max-concurrent-reconciles'],
     },
     enableIpam,
     enableEgress,

@@ -21,7 +21,7 @@ import { Client } from '../runtime/client.js';
 import { Reconciler } from '../runtime/decorators.js';
 import { isAlreadyExists, isNotFound, PermanentError, TransientError, type Result } from '../runtime/errors.js';
 import { EventRecorder } from '../runtime/event-recorder.js';
-import type { Reconcile, ReconcileContext, Request } from '../runtime/registry.js';
+import { fromBinding, type Reconcile, type ReconcileContext, type Request } from '../runtime/registry.js';
 import { Kinds, timeMs } from '../api/v2/kinds.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 import { blockNodeIndex, blockPoolIndex } from './block-indexes.js';
@@ -48,7 +48,8 @@ const POOL_MISSING_RETRY_MS = 5_000;
  *   it) is done: the 404 of the status write is not an error.
  * Errors are thrown, never swallowed (Coil returns nil after a failed List).
  *
- * Leader-only; runs 16 keys at once (each waits on two API round trips) — safe because {@link PoolManager.allocate} is synchronous.
+ * Leader-only; runs `blockRequestConcurrency` keys at once (IpamOptions, `--blockrequest-max-concurrent-reconciles`,
+ * default 16; each waits on two API round trips) — safe because {@link PoolManager.allocate} is synchronous.
  */
 @Reconciler({
   name: 'blockrequest',
@@ -61,7 +62,7 @@ const POOL_MISSING_RETRY_MS = 5_000;
     { kind: Kinds.AddressBlock, name: INDEX_BLOCK_BY_POOL, fn: blockPoolIndex },
   ],
   leaderOnly: true,
-  maxConcurrentReconciles: 16,
+  maxConcurrentReconciles: fromBinding(IPAM_OPTIONS, (o: IpamOptions) => o.blockRequestConcurrency),
   rbac: [
     kindRule(Kinds.BlockRequest, ['get', 'list', 'watch', 'delete']),
     kindRule(Kinds.BlockRequest, ['get', 'update', 'patch'], { subresource: 'status' }),

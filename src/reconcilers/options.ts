@@ -71,6 +71,15 @@ export interface IpamOptions {
    * (ipam-findings.ts). Default 60 000 ms.
    */
   readonly findingsRecomputeMs: number;
+  /**
+   * BlockRequests the blockrequest reconciler answers at once (its workers; `--blockrequest-max-concurrent-reconciles`,
+   * an integer ≥ 1). Default 16. Each reconcile waits on two API round trips (the AddressBlock's
+   * create, the request's status) and allocates synchronously (PoolManager.allocate), so the workers
+   * only overlap those waits: at a cold start of N nodes the controller answers about
+   * concurrency ÷ (two write latencies) requests a second and the last node waits N ÷ that
+   * (docs/performance.md#scale measures it per value).
+   */
+  readonly blockRequestConcurrency: number;
 }
 
 /** The defaults documented on {@link IpamOptions}. */
@@ -84,4 +93,5 @@ export const DEFAULT_IPAM_OPTIONS: IpamOptions = Object.freeze({
   crdProbeIntervalMs: 300_000,
   findingThresholds: DEFAULT_THRESHOLDS,
   findingsRecomputeMs: 60_000,
+  blockRequestConcurrency: 16,
 });
