@@ -101,6 +101,8 @@ export class EgressWatcher implements Runnable {
   private readonly steerOnly = new Set<string>();
   /** Attachments moved by a retarget whose flow pins are still to be synced, once no move waits. */
   private readonly pinsDue = new Set<string>();
+  /** The pin sync under way, if any. */
+  private pinning: Promise<void> | undefined;
   /** What each attachment was last brought to: its Egresses' gateways (with the chosen NAT pods) and plan. */
   private readonly applied = new Map<string, { egresses: string[]; gateways: EgressGateway[]; plan: EgressClientPlan }>();
   private wake: (() => void) | undefined;
@@ -192,9 +194,14 @@ export class EgressWatcher implements Runnable {
       while (!signal.aborted) {
         const [key] = this.dirty;
         if (key === undefined) {
+          // Pins are synced beside the loop, one pod at a time: a move of another pod never
+          // waits for their processes (a move of the same pod waits for its lock).
           const [due] = this.pinsDue;
-          if (due !== undefined) await this.syncPins(due);
-          else await new Promise<void>((resolve) => { this.wake = resolve; });
+          if (due !== undefined && !this.pinning) {
+            this.pinning = this.syncPins(due).finally(() => { this.pinning = undefined; this.wake?.(); });
+            continue;
+          }
+          await new Promise<void>((resolve) => { this.wake = resolve; });
           continue;
         }
         this.dirty.delete(key);
@@ -218,13 +225,15 @@ export class EgressWatcher implements Runnable {
       offEgress();
       offPod();
       clearInterval(timer);
+      await this.pinning;
     }
   }
 
   /**
-   * The flow pins of an attachment moved by a retarget (docs/egress-failover.md#draining): after
-   * every waiting move, so that hundreds of moves are not each held up by nft or iptables
-   * processes. On failure the attachment is resynced in full.
+   * The flow pins of an attachment moved by a retarget (docs/egress-failover.md#draining), once no
+   * move waits and beside the loop, so that no move of another pod is held up by their ip, nft or
+   * iptables processes (under TCG in the VM one sync took ~2 s, and held the drain's end back that
+   * long while it ran in the loop). On failure the attachment is resynced in full.
    */
   private async syncPins(key: string): Promise<void> {
     this.pinsDue.delete(key);

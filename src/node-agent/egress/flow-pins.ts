@@ -52,10 +52,7 @@ export class FlowPins {
 
   /** Removes pinning from both families (anchor: the rules at prio 1700). @throws NetlinkError */
   async remove(netns: string): Promise<void> {
-    for (const family of [4, 6] as const) {
-      const rules = await this.rules(netns, family);
-      if (rules.length > 0) await this.applyFamily(netns, family, []);
-    }
+    for (const family of [4, 6] as const) await this.applyFamily(netns, family, []);
   }
 
   /**
@@ -64,7 +61,11 @@ export class FlowPins {
    * @throws NetlinkError
    */
   async current(netns: string, family: 4 | 6): Promise<Map<string, number>> {
-    const slots = new Set((await this.rules(netns, family)).flatMap((r) => {
+    return this.slotsOf(netns, family, await this.rules(netns, family));
+  }
+
+  private async slotsOf(netns: string, family: 4 | 6, rules: readonly RawRule[]): Promise<Map<string, number>> {
+    const slots = new Set(rules.flatMap((r) => {
       const s = slotOfTable(Number(r.table));
       return s !== undefined && rawRuleFwmark(r) === pinMark(s) ? [s] : [];
     }));
@@ -81,9 +82,12 @@ export class FlowPins {
   private async applyFamily(netns: string, family: 4 | 6, links: readonly string[]): Promise<Map<string, number>> {
     const ip = this.o.ip;
     const target = { netns, family };
-    const existing = await this.current(netns, family);
+    const rules = await this.rules(netns, family);
+    // The rules are the anchor: a family with none and no link to pin has nothing to do (one read).
+    if (rules.length === 0 && links.length === 0) return new Map();
+    const existing = await this.slotsOf(netns, family, rules);
     const slots = assignPinSlots(links, existing);
-    const held = new Set((await this.rules(netns, family)).flatMap((r) => slotOfTable(Number(r.table)) ?? []));
+    const held = new Set(rules.flatMap((r) => slotOfTable(Number(r.table)) ?? []));
     const lines: BatchLine[] = [];
     const def = family === 4 ? '0.0.0.0/0' : '::/0';
     // Tables first, rules after: nothing is steered into an empty table that will not stay empty.
