@@ -204,4 +204,22 @@ for (const variant of VARIANTS) describe(`per-flow egress drain: ${variant.name}
     assert.deepEqual(await table(117002), []);
     assert.deepEqual(await marks(), []);
   });
+
+  test('IPv6: a peer link gets its slot, rule, table and mark the same way, and loses them', async () => {
+    const link6 = fouPeerLinkName('fd64::1');
+    await wire(ip, c, link6, await netns.create('fd-nat6'), 'c');
+    const rules6 = async () => (await ip.json<Array<{ priority: number; fwmark?: string; table: string }>>(['rule', 'show'], { netns: c.path, family: 6 }))
+      .filter((r) => r.priority === 1700).map((r) => `1700 fwmark ${r.fwmark} lookup ${r.table}`);
+    const marks6 = async () => (variant.backend === 'iptables'
+      ? (await readIptablesRules(ip, 'mangle', { family: 6, netns: c.path, commands: variant.iptables! })).map((r) => `-A ${r.chain} ${r.text}`)
+      : (await ip.exec(['nft', 'list', 'ruleset', 'ip6'], { netns: c.path })).stdout.split('\n').map((l) => l.trim()).filter((l) => l.includes('comment "coil-flow-pin')));
+    const slots = await pins.apply(c.path, { 4: [], 6: [link6] });
+    const s = slots[6].get(link6)!;
+    assert.deepEqual(await rules6(), [`1700 fwmark 0x${(0x636f0000 + s).toString(16)} lookup ${117000 + s}`]);
+    assert.deepEqual((await ip.json<Array<{ dst: string; dev: string }>>(['route', 'show', 'table', String(117000 + s)], { netns: c.path, family: 6 })).map((r) => `${r.dst} dev ${r.dev}`), [`default dev ${link6}`]);
+    assert.equal((await marks6()).filter((l) => l.includes(link6)).length, 1);
+    await pins.remove(c.path);
+    assert.deepEqual(await rules6(), []);
+    assert.deepEqual(await marks6(), []);
+  });
 });
