@@ -65,7 +65,9 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     // Per-flow drain (docs/egress-failover.md#draining): the streams through the draining NAT pod
     // go on until it ends (1 s after the drain began), and a stream opened during the drain goes
     // through another NAT pod and outlives the drained one.
-    for (const line of out.split('\n').filter((l) => /^\| coil \| graceful \|/.test(l))) {
+    const detail = out.split('\n').filter((l) => /^\| coil \| graceful \|/.test(l) && l.split('|').length === 13);
+    assert.equal(detail.length, 1, `the graceful run's detail row:\n${out}`);
+    for (const line of detail) {
       const cells = line.split('|').map((c) => c.trim());
       const lost = cells[3]!;
       const streams = cells[7]!.split('; ');
