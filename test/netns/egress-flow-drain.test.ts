@@ -24,6 +24,7 @@ import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { FlowPins } from '../../src/node-agent/egress/flow-pins.js';
+import { OriginatingOnly } from '../../src/node-agent/egress/originating-only.js';
 import { peerSeenBy, wire } from './egress-peer.js';
 import { prerequisite } from '../support/prerequisite.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
@@ -221,5 +222,27 @@ for (const variant of VARIANTS) describe(`per-flow egress drain: ${variant.name}
     await pins.remove(c.path);
     assert.deepEqual(await rules6(), []);
     assert.deepEqual(await marks6(), []);
+  });
+
+  test('originating-only in the same netns, on the same backend: each one\'s sync and removal leaves the other\'s rules alone', async () => {
+    const oo = new OriginatingOnly({ ip, backend: variant.backend, ...(variant.iptables ? { iptables: variant.iptables } : {}) });
+    await wire(ip, c, LINK_A, await netns.create('fd-nat-a2'), 'c');
+    // originating-only takes a pod link with a global address and routes.
+    await ip.batch([['route', 'add', '10.100.0.1/32', 'dev', 'eth0', 'scope', 'link']], { netns: c.path });
+    const ooRules = async () => (await ip.json<Array<{ priority: number }>>(['rule', 'show'], { netns: c.path, family: 4 })).filter((r) => r.priority === 1000).length;
+    const ooMarks = async () => (variant.backend === 'iptables'
+      ? (await readIptablesRules(ip, 'mangle', { family: 4, netns: c.path, commands: variant.iptables! })).filter((r) => r.chain === 'INPUT').length
+      : (await ip.exec(['nft', 'list', 'ruleset', 'ip'], { netns: c.path })).stdout.split('\n').filter((l) => l.includes('comment "coil-input-')).length);
+    const ours = async () => (await marks()).filter((l) => l.includes(LINK_A)).length;
+    await pins.apply(c.path, { 4: [LINK_A], 6: [] });
+    await oo.apply(c.path, [4]);
+    await pins.apply(c.path, { 4: [LINK_A], 6: [] });
+    assert.deepEqual([await ooRules(), await ooMarks(), (await rules()).length, await ours()], [1, 1, 1, 1], 'both in place after each other\'s sync');
+    await oo.remove(c.path);
+    assert.deepEqual([await ooRules(), await ooMarks(), (await rules()).length, await ours()], [0, 0, 1, 1], 'originating-only\'s removal kept the pins');
+    await oo.apply(c.path, [4]);
+    await pins.remove(c.path);
+    assert.deepEqual([await ooRules(), await ooMarks(), (await rules()).length, await ours()], [1, 1, 0, 0], 'the pins\' removal kept originating-only');
+    await oo.remove(c.path);
   });
 });
