@@ -234,8 +234,8 @@ export class EgressClient {
 
   /**
    * Brings the pod netns to `plan`: FoU init, peer links (re-created when the source port
-   * changed), links up, routes in 117/118, rules 1800–2100, and removal of what the plan no longer
-   * holds. Links come up in the same batch as their routes, just before them (Coil #287).
+   * changed; a drain's kept, never made), links up, routes in 117/118, rules 1800–2100, removal of
+   * what the plan no longer holds, then the flow pins ({@link syncFlowPins}). Links come up in the same batch as their routes, just before them (Coil #287).
    * @throws NetlinkError when the kernel refuses (e.g. no FoU: "Error talking to the kernel")
    */
   async apply(netns: string, plan: EgressClientPlan): Promise<void> {
