@@ -44,6 +44,7 @@ import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress/egress-client.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
 import { NatSteering } from './egress/nat-steering.js';
+import { FlowPins } from './egress/flow-pins.js';
 import { allocationKey } from './ipam/node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
 import { NodeIpam } from './ipam/node-ipam.js';
@@ -165,7 +166,9 @@ export class Coild {
         : undefined;
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
-        egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) } }),
+        egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) },
+          // Per-flow draining needs coild's own NAT pod choice (docs/egress-failover.md#draining).
+          flowPins: { enabled: cfg.egressNatSteering, applier: new FlowPins({ ip, backend: cfg.backend }) } }),
         logger: log.child({ logger: 'egress' }),
         stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
         registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,

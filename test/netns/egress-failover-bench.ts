@@ -32,7 +32,9 @@
  * Kinds of loss (`-k`, comma-separated): `node-lost` (the NAT pod's link goes down: no answer at
  * all, as a lost node or a partition), `graceful` (the pod's endpoint turns terminating, then,
  * 1 s later, not serving and its link goes down: a graceful deletion after its grace period, as a
- * scale-down deletes a pod), `scale-up` (the Egress runs two NAT pods, E3 is added: on coil's
+ * scale-down deletes a pod; 0.5 s into the drain each client opens one more TCP stream, to a port
+ * of X that first names the address it sees, i.e. the NAT pod it went through: `new +N ms via
+ * <NAT pod>` in its streams), `scale-up` (the Egress runs two NAT pods, E3 is added: on coil's
  * path its slice endpoint appears, on Coil's the DNAT gets the third endpoint; the lost column
  * names the added pod and the outage should be 0).
  *
@@ -77,13 +79,14 @@ import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { EgressWatcher } from '../../src/node-agent/egress/egress-watcher.js';
 import { NatSteering } from '../../src/node-agent/egress/nat-steering.js';
+import { FlowPins } from '../../src/node-agent/egress/flow-pins.js';
 import { rendezvousChoice } from '../../src/node-agent/egress/nat-pod-choice.js';
 import { KeyedMutex } from '../../src/node-agent/podnet/keyed-mutex.js';
 import { SpawnHelper } from '../../src/node-agent/podnet/spawn-helper.js';
 import type { Cache } from '../../src/runtime/cache.js';
 import type { Client } from '../../src/runtime/client.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
-import { silentLogger } from '../../src/runtime/logging.js';
+import { createLogger, silentLogger } from '../../src/runtime/logging.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
@@ -162,21 +165,27 @@ const SETTLE_MS = 300;
 const started = Date.now();
 const log = (s: string) => { if (args.verbose) console.error(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${s}`); };
 
-/** The UDP and TCP echo at X. */
-const ECHO = `const s=require('dgram').createSocket('udp6');s.on('message',(m,r)=>s.send(m,r.port,r.address));
-require('net').createServer((c)=>{c.on('error',()=>{});c.pipe(c);}).listen(7008,()=>s.bind(7007,()=>console.log('ready')));`;
+/** The UDP and TCP echo at X; on 7009 the TCP echo first names the address it sees (the NAT pod's). */
+const ECHO = `const s=require('dgram').createSocket('udp6');s.on('message',(m,r)=>s.send(m,r.port,r.address));const net=require('net');
+net.createServer((c)=>{c.on('error',()=>{});c.write(c.remoteAddress.replace(/^::ffff:/,'')+'\\n');c.pipe(c);}).listen(7009);
+net.createServer((c)=>{c.on('error',()=>{});c.pipe(c);}).listen(7008,()=>s.bind(7007,()=>console.log('ready')));`;
 /** A client pod: the 10 ms UDP probe and N TCP streams; `dump` on stdin prints what it saw. */
 const CLIENT_PROGRAM = `const dgram=require('dgram'),net=require('net');const [target,n]=[process.argv[1],+process.argv[2]];
 const s=dgram.createSocket(target.includes(':')?'udp6':'udp4');const sent=[],got={};let seq=0;
 s.on('message',(m)=>{const k=m.readUInt32BE(0);if(!(k in got))got[k]=Date.now();});
 const streams=[];
-for(let i=0;i<n;i++){const st={echo:[],err:'',errAt:0,closedAt:0};streams.push(st);
- const c=net.connect(7008,target,()=>{setInterval(()=>{if(!st.errAt&&!st.closedAt)c.write('0123456789abcdef')},50);});
- c.on('data',()=>st.echo.push(Date.now()));c.on('error',(e)=>{st.err=e.code;st.errAt=Date.now();});c.on('close',()=>{if(!st.closedAt)st.closedAt=Date.now();});}
+const open=(st,port)=>{const c=net.connect(port,target,()=>{setInterval(()=>{if(!st.errAt&&!st.closedAt)c.write('0123456789abcdef')},50);});
+ c.on('data',(b)=>{if(port===7009&&!st.via){st.via=b.toString().split('\\n')[0];return;}st.echo.push(Date.now())});c.on('error',(e)=>{st.err=e.code;st.errAt=Date.now();});c.on('close',()=>{if(!st.closedAt)st.closedAt=Date.now();});};
+for(let i=0;i<n;i++){const st={echo:[],err:'',errAt:0,closedAt:0};streams.push(st);open(st,7008);}
+const late=[];
 s.bind(0,()=>{console.log('ready');setInterval(()=>{const b=Buffer.alloc(8);b.writeUInt32BE(++seq,0);sent.push([seq,Date.now()]);s.send(b,7007,target,()=>{});},10);});
-process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='dump')console.log(JSON.stringify({sent,got,streams}));if(l==='quit')process.exit(0);}});`;
+process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='dump')console.log(JSON.stringify({sent,got,streams,late}));if(l==='open'){const st={echo:[],err:'',errAt:0,closedAt:0,via:'',openedAt:Date.now()};late.push(st);open(st,7009);}if(l==='quit')process.exit(0);}});`;
 
-interface Dump { sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }> }
+interface Dump {
+  sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }>;
+  /** Streams opened on `open` (to 7009, which names the NAT pod's address first): `via`. */
+  late: Array<{ echo: number[]; err: string; errAt: number; closedAt: number; via: string; openedAt: number }>;
+}
 
 /** What one client saw in [t0, t0 + WINDOW_MS]. */
 interface Seen {
@@ -190,6 +199,8 @@ interface Seen {
   maxRttMs: number;
   /** Probes answered in the 2 s before the loss (0: the path never worked). */
   answeredBefore: number;
+  /** Streams opened during the window: `new +N ms via <NAT pod>: kept | reset +M ms (…) | closed +M ms | hung`. */
+  late: string[];
 }
 
 /**
@@ -229,7 +240,12 @@ function measure(d: Dump, t0: number, windowMs = WINDOW_MS): Seen {
     // own pause between sends, or as a probe answered late) is not the network's.
     return maxGap > 300 + Math.max(stallMs, maxRttMs) ? `paused ${maxGap} ms` : 'kept';
   });
-  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore };
+  const late = (d.late ?? []).map((st) => {
+    const what = st.errAt ? `reset +${st.errAt - t0} ms (${st.err})` : st.closedAt ? `closed +${st.closedAt - t0} ms`
+      : (st.echo[st.echo.length - 1] ?? 0) < end - 1_000 ? 'hung' : 'kept';
+    return `new +${st.openedAt - t0} ms via ${st.via || '?'}: ${what}`;
+  });
+  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore, late };
 }
 
 /** kube-proxy's DNAT of the ClusterIP over `endpoints`, by a hash of the client address (ClientIP affinity). */
@@ -428,16 +444,18 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
   let detectMs: number | undefined;
   let movedMs: number | undefined;
   const steering = new NatSteering({ cache: api.cache, port: 5555, logger: silentLogger(), registry, onChange: (e) => watcher?.onSteeringChange(e), ...(FAIL_AFTER ? { probeFailAfter: FAIL_AFTER } : {}) });
-  const egressClient = new EgressClient({ ip: coildIp, kernel: coildKernel, port: 5555 });
+  // coild's flow pinning, on the nftables backend (docs/egress-failover.md#draining).
+  const egressClient = new EgressClient({ ip: coildIp, kernel: coildKernel, port: 5555, flowPins: { enabled: true, applier: new FlowPins({ ip: coildIp, backend: 'nftables' }) } });
   const retarget = egressClient.retarget.bind(egressClient);
   egressClient.retarget = async (...a) => {
     const moved = await retarget(...a);
     if (t0 && movedMs === undefined) movedMs = Date.now() - t0;
+    if (t0) log(`coil ${kind}: retarget ${a[1].peers.map((p) => p.remote).join()} → ${a[2].peers.map((p) => p.remote).join()}${a[2].drains.length > 0 ? ` draining ${a[2].drains.map((p) => p.remote).join()}` : ''} done +${Date.now() - t0} ms`);
     return moved;
   };
   watcher = new EgressWatcher({
     cache: api.cache, client: api.client, recorder: { event: () => undefined } as unknown as EventRecorder,
-    egressClient, locks: new KeyedMutex(), lockKey: (a, b) => `${a}:${b}`, logger: silentLogger(),
+    egressClient, locks: new KeyedMutex(), lockKey: (a, b) => `${a}:${b}`, logger: args.verbose ? createLogger({ name: 'bench-coild', level: 'warn' }) : silentLogger(),
     stateDir, port: 5555, probe: async () => ({ veth: true, ipv6: true, vxlan: true, ipip: true, ip6tnl: true, fou: true }), registry, steering,
   });
   const onSteeringChange = watcher.onSteeringChange.bind(watcher);
@@ -490,8 +508,12 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     }
     if (kind === 'graceful') {
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: true, terminating: true } }));
-      await sleep(1_000);
+      // A connection opened during the drain: it should go to another NAT pod and outlive this one.
+      await sleep(500);
+      for (const p of ps) p.stdin!.write('open\n');
+      await sleep(500);
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: true } }));
+      log(`coil graceful: ${lost} not serving +${Date.now() - t0} ms`);
       // The sandbox (and its netns) goes some time after the containers stopped and the endpoint
       // turned not serving: kubelet's teardown, the CNI DEL. 200 ms here, a lower bound.
       await sleep(200);
@@ -581,7 +603,7 @@ main().then(
     console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|');
     for (const r of rows) {
       const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
-      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => s.streams).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))} | ${r.probes ? `${r.probes.failovers}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} |`);
+      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))} | ${r.probes ? `${r.probes.failovers}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} |`);
     }
     console.log('');
     console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum) |');

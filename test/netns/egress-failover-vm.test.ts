@@ -7,7 +7,9 @@
  * - coild's probe through the NAT pods' FoU decapsulation, forwarding and MASQUERADE answers, and a
  *   lost NAT pod's clients move within the bound below while the other clients lose no probe and
  *   no stream;
- * - a graceful deletion loses no probe; a NAT pod added moves no client; a NAT pod whose process
+ * - a graceful deletion loses no probe, and drains per flow: the streams through the deleted NAT
+ *   pod go on until it ends, a stream opened during the drain goes through another NAT pod and
+ *   outlives it; a NAT pod added moves no client; a NAT pod whose process
  *   is SIGKILLed or SIGSTOPped (its endpoint turns not ready, its kernel data path still works)
  *   keeps its clients: no probe lost, its streams kept, where Coil's path resets them.
  * Also egress-probe-scenario.js: the probe on real FoU in both families.
@@ -60,6 +62,24 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     assert.ok(Number(coilLost[5]) <= OUTAGE_BOUND_MS, `coil's outage for a lost NAT pod: ${coilLost[5]} ms`);
     assert.equal(coilLost[7], '0, 0', 'clients of the other NAT pods lost probes or had streams disturbed');
     assert.equal(row('coil graceful')[6], '0', 'a graceful deletion lost probes');
+    // Per-flow drain (docs/egress-failover.md#draining): the streams through the draining NAT pod
+    // go on until it ends (1 s after the drain began), and a stream opened during the drain goes
+    // through another NAT pod and outlives the drained one.
+    const detail = out.split('\n').filter((l) => /^\| coil \| graceful \|/.test(l) && l.split('|').length === 13);
+    assert.equal(detail.length, 1, `the graceful run's detail row:\n${out}`);
+    for (const line of detail) {
+      const cells = line.split('|').map((c) => c.trim());
+      const lost = cells[3]!;
+      const streams = cells[7]!.split('; ');
+      const late = streams.filter((x) => x.startsWith('new '));
+      assert.equal(late.length, 1, `one stream opened during the drain: ${line}`);
+      const m = /^new \+\d+ ms via (\S+): (.*)$/.exec(late[0]!);
+      assert.ok(m && m[1] !== lost && m[1] !== '?' && m[2] === 'kept', `the stream opened during the drain went through the draining NAT pod or did not outlive it: ${late[0]}`);
+      for (const x of streams.filter((y) => !y.startsWith('new '))) {
+        const reset = /^reset \+(\d+) ms/.exec(x);
+        assert.ok(x === 'kept' || (reset && Number(reset[1]) >= 1_000), `a stream through the draining NAT pod ended before the pod did: ${x}`);
+      }
+    }
     assert.deepEqual([row('coil scale-up')[6], row('coil scale-up')[7]], ['0', '0, 0'], 'adding a NAT pod lost probes or disturbed streams');
     for (const kind of ['sigkill', 'sigstop']) {
       const r = row(`coil ${kind}`);

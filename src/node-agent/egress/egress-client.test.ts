@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type { IpRunner } from '../../netlink/ip-runner.js';
 import { formatRequest } from '../../netlink/rt-format.js';
 import type { RtApplier } from '../../netlink/rt-request.js';
-import { EgressClient, FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, planEgressClient } from './egress-client.js';
+import { EgressClient, FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, pinnedLinks, planEgressClient, retargetRequests } from './egress-client.js';
 
 describe('egress client plan', () => {
   test('IPv4 rules are 1800 link-local, 1900 → 117, 2000–2002 private → main, 2100 → 118', () => {
@@ -40,7 +40,7 @@ describe('egress client plan', () => {
 
   test('a gateway of a family the pod lacks is skipped (Coil ErrIPFamilyMismatch); none left means no rules', () => {
     const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ egress: 'a/b', clusterIp: 'fd02::1', destinations: ['::/0'], isSourcePortAuto: false }] });
-    assert.deepEqual(plan, { peers: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] });
+    assert.deepEqual(plan, { peers: [], drains: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] });
   });
 
   test('a chosen NAT pod is the peer link\'s remote (its name, its routes); one of another family is ignored', () => {
@@ -70,5 +70,27 @@ describe('egress client plan', () => {
     assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.8', ['0.0.0.0/0'])), false, 'destinations changed');
     assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.7')), true);
     assert.equal(batches.length, 2);
+  });
+  test('a draining NAT pod keeps a peer link with no route in 117/118; both links are pinned; one that is the tunnel, or of another family, is no drain', () => {
+    const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0'], isSourcePortAuto: false };
+    const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, linkMtuBytes: 1500, gateways: [{ ...gw, natPod: '10.64.0.8', draining: ['10.64.0.7', '10.64.0.8', 'fd00::7'] }] });
+    assert.deepEqual(plan.drains, [{ remote: '10.64.0.7', local: '10.100.0.5', port: 5555, sourcePort: 5555, mtuBytes: 1472 }]);
+    assert.deepEqual(plan.routes[4], { 118: [{ dst: '0.0.0.0/0', dev: 'fou4_0a400008' }] });
+    assert.deepEqual(pinnedLinks(plan), { 4: ['fou4_0a400008', 'fou4_0a400007'], 6: [] });
+  });
+
+  test('retarget at a drain\'s start makes the new link and keeps the old one; at its end deletes the old one only', () => {
+    const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0'], isSourcePortAuto: true };
+    const plan = (natPod: string, draining: string[] = []) => planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ ...gw, natPod, draining }] });
+    const lines = (from: ReturnType<typeof plan>, to: ReturnType<typeof plan>) => retargetRequests(from, to)?.map((r) => formatRequest(r).join(' '));
+    assert.deepEqual(lines(plan('10.64.0.7'), plan('10.64.0.8', ['10.64.0.7'])), [
+      'link add name fou4_0a400008 type ipip remote 10.64.0.8 local 10.100.0.5 ttl 225 encap fou encap-sport auto encap-dport 5555',
+      'link set dev fou4_0a400008 up',
+      'route replace 0.0.0.0/0 dev fou4_0a400008 proto 30 table 118',
+    ]);
+    assert.deepEqual(lines(plan('10.64.0.8', ['10.64.0.7']), plan('10.64.0.8')), ['link del dev fou4_0a400007']);
+    // The tunnel's new NAT pod lost during the drain: back to the draining one, whose link exists.
+    assert.deepEqual(lines(plan('10.64.0.8', ['10.64.0.7']), plan('10.64.0.7')), [
+      'route replace 0.0.0.0/0 dev fou4_0a400007 proto 30 table 118', 'link del dev fou4_0a400008']);
   });
 });

@@ -19,6 +19,7 @@ import { ensureFouPeer, fouPeerLinkName, fouPeerRequest, initFou, readFouPeers, 
 import type { IpRunner } from '../../netlink/ip-runner.js';
 import { rt, type RtApplier, type RtRequest } from '../../netlink/rt-request.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/policy-sync.js';
+import type { FlowPins } from './flow-pins.js';
 import type { OriginatingOnly } from './originating-only.js';
 
 /** Lowest priority of the client rules; every rule from here to the max is ours. */
@@ -58,12 +59,23 @@ export interface EgressGateway {
    * (docs/egress-failover.md#choosing-a-nat-pod).
    */
   natPod?: string;
+  /**
+   * NAT pods (plain addresses, the ClusterIP's family) the client drains from: their peer links
+   * stay, with the TCP flows pinned to them, while new flows go to `natPod`
+   * (docs/egress-failover.md#draining). Absent or empty: none.
+   */
+  draining?: string[];
 }
 
 /** The kernel state one client pod should have. */
 export interface EgressClientPlan {
-  /** One peer link per gateway, to its ClusterIP. */
+  /** One peer link per gateway, to its ClusterIP or chosen NAT pod: the tunnel routes 117/118 use. */
   peers: FouPeer[];
+  /**
+   * Peer links kept for draining NAT pods (no route in 117/118: only the flows pinned to them use
+   * them), each to one remote not among `peers`.
+   */
+  drains: FouPeer[];
   /** Rules 1800–2100 per family; empty for a family without gateways. */
   rules: Record<4 | 6, PolicyRule[]>;
   /** Routes per family and table (117 narrow, 118 wide). */
@@ -114,15 +126,16 @@ export function planEgressClient(input: EgressClientInput): EgressClientPlan {
     const f = addressFamily(a);
     if (f !== undefined && !local.has(f)) local.set(f, a);
   }
-  const plan: EgressClientPlan = { peers: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] };
+  const plan: EgressClientPlan = { peers: [], drains: [], rules: { 4: [], 6: [] }, routes: { 4: {}, 6: {} }, families: [] };
+  const drains: Array<{ remote: string; local: string; g: EgressGateway; family: 4 | 6 }> = [];
   for (const g of input.gateways) {
     const family = addressFamily(g.clusterIp);
     const own = family === undefined ? undefined : local.get(family);
     if (family === undefined || own === undefined) continue;
     const remote = g.natPod !== undefined && addressFamily(g.natPod) === family ? g.natPod : g.clusterIp;
     const dev = fouPeerLinkName(remote);
-    plan.peers.push({ remote, local: own, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
-      ...(input.linkMtuBytes ? { mtuBytes: input.linkMtuBytes - FOU_OVERHEAD_BYTES[family] } : {}) });
+    plan.peers.push(peerOf(remote, own, family, g, input));
+    for (const d of g.draining ?? []) if (addressFamily(d) === family) drains.push({ remote: d, local: own, g, family });
     if (!plan.families.includes(family)) plan.families.push(family);
     for (const dst of g.destinations) {
       if (parseCidr(dst).family !== family) continue;
@@ -131,16 +144,37 @@ export function planEgressClient(input: EgressClientInput): EgressClientPlan {
     }
   }
   for (const f of plan.families) plan.rules[f] = clientRules(f);
+  const taken = new Set(plan.peers.map((p) => fouPeerLinkName(p.remote)));
+  for (const d of drains) {
+    const name = fouPeerLinkName(d.remote);
+    if (taken.has(name)) continue;
+    taken.add(name);
+    plan.drains.push(peerOf(d.remote, d.local, d.family, d.g, input));
+  }
   return plan;
+}
+
+function peerOf(remote: string, local: string, family: 4 | 6, g: EgressGateway, input: EgressClientInput): FouPeer {
+  return { remote, local, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
+    ...(input.linkMtuBytes ? { mtuBytes: input.linkMtuBytes - FOU_OVERHEAD_BYTES[family] } : {}) };
+}
+
+/** The peer links whose flows are pinned, per family: the tunnels' and the draining ones. */
+export function pinnedLinks(plan: EgressClientPlan): Record<4 | 6, string[]> {
+  const out: Record<4 | 6, string[]> = { 4: [], 6: [] };
+  for (const p of [...plan.peers, ...plan.drains]) out[addressFamily(p.remote) ?? 4].push(fouPeerLinkName(p.remote));
+  return out;
 }
 
 /**
  * The requests that move the tunnels of `from` to the remotes of `to`: per moved peer, its new
  * link and `link set up`; `route replace` (proto 30) of the destinations routed through a new
- * link, in tables 117/118; the links `to` no longer holds deleted last — make before break, so
- * the destinations are never without a route (a packet would otherwise leave the pod
- * unencapsulated, around the NAT).
- * @returns undefined when the plans differ in more than their peers' remotes; [] when in nothing
+ * link, in tables 117/118; the links `to` no longer holds (neither as a peer nor as a drain)
+ * deleted last — make before break, so the destinations are never without a route (a packet
+ * would otherwise leave the pod unencapsulated, around the NAT). A link that turns from a peer
+ * into a drain stays as it is; its pinned flows keep using it.
+ * @returns undefined when the plans differ in more than their peers' remotes and their drains;
+ *   [] when in nothing the kernel's links and routes show
  */
 export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): RtRequest[] | undefined {
   const shape = (p: EgressClientPlan) => JSON.stringify({ f: p.families, n: p.peers.length, r: p.rules,
@@ -148,20 +182,18 @@ export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): 
     peers: p.peers.map((x) => [x.local, x.port, x.sourcePort, x.mtuBytes, addressFamily(x.remote)]) });
   if (shape(from) !== shape(to)) return undefined;
   const moved = to.peers.filter((p, i) => p.remote !== from.peers[i]!.remote);
-  if (moved.length === 0) return [];
-  const keep = new Set(to.peers.map((p) => fouPeerLinkName(p.remote)));
+  const keep = new Set([...to.peers, ...to.drains].map((p) => fouPeerLinkName(p.remote)));
+  const had = new Set([...from.peers, ...from.drains].map((p) => fouPeerLinkName(p.remote)));
   const requests: RtRequest[] = [];
-  for (const p of moved) requests.push(fouPeerRequest(p), rt.linkSet(fouPeerLinkName(p.remote), { up: true }));
+  // A drain that becomes the tunnel again already exists, up.
+  for (const p of moved) if (!had.has(fouPeerLinkName(p.remote))) requests.push(fouPeerRequest(p), rt.linkSet(fouPeerLinkName(p.remote), { up: true }));
   const newDevs = new Set(moved.map((p) => fouPeerLinkName(p.remote)));
   for (const family of [4, 6] as const) {
     for (const [table, routes] of Object.entries(to.routes[family])) {
       for (const r of routes) if (newDevs.has(r.dev)) requests.push(rt.routeReplace({ dst: r.dst, dev: r.dev, protocol: PROTOCOL_ID, table: Number(table) }));
     }
   }
-  for (const p of from.peers) {
-    const name = fouPeerLinkName(p.remote);
-    if (!keep.has(name)) requests.push(rt.linkDel(name));
-  }
+  for (const name of had) if (!keep.has(name)) requests.push(rt.linkDel(name));
   return requests;
 }
 
@@ -185,6 +217,12 @@ export interface EgressClientOptions {
    * Absent: the mode is not touched at all.
    */
   originatingOnly?: { enabled: boolean; applier: OriginatingOnly };
+  /**
+   * Per-flow draining (docs/egress-failover.md#draining): with `enabled` (coild steers tunnels to
+   * NAT pods), the TCP flows of every peer link are pinned to it, so a drain keeps them on the
+   * old link; without, what pinning left is taken away. Absent: not touched at all.
+   */
+  flowPins?: { enabled: boolean; applier: FlowPins };
 }
 
 /**
@@ -196,8 +234,8 @@ export class EgressClient {
 
   /**
    * Brings the pod netns to `plan`: FoU init, peer links (re-created when the source port
-   * changed), links up, routes in 117/118, rules 1800–2100, and removal of what the plan no longer
-   * holds. Links come up in the same batch as their routes, just before them (Coil #287).
+   * changed; a drain's kept, never made), links up, routes in 117/118, rules 1800–2100, removal of
+   * what the plan no longer holds, then the flow pins ({@link syncFlowPins}). Links come up in the same batch as their routes, just before them (Coil #287).
    * @throws NetlinkError when the kernel refuses (e.g. no FoU: "Error talking to the kernel")
    */
   async apply(netns: string, plan: EgressClientPlan): Promise<void> {
@@ -208,6 +246,7 @@ export class EgressClient {
     const stale = await this.ensureTunnels(netns, plan);
     await this.applyRouting(netns, plan);
     if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
+    await this.syncFlowPins(netns, plan);
     const oo = this.o.originatingOnly;
     if (oo?.enabled) await oo.applier.apply(netns, plan.families);
     else await oo?.applier.remove(netns);
@@ -222,14 +261,33 @@ export class EgressClient {
     if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
   }
 
-  /** FoU init and the wanted peer links; @returns the names of the peer links the plan no longer holds. */
+  /**
+   * FoU init and the wanted peer links (a drain's link is kept, never made: one that is gone has
+   * no flows left to drain); @returns the names of the peer links the plan no longer holds.
+   */
   private async ensureTunnels(netns: string, plan: EgressClientPlan): Promise<string[]> {
     const ip = this.o.ip;
     await initFou(ip, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
     const existing = await readFouPeers(ip, { netns });
-    const wanted = new Set(plan.peers.map((p) => fouPeerLinkName(p.remote)));
+    const wanted = new Set([...plan.peers, ...plan.drains].map((p) => fouPeerLinkName(p.remote)));
     for (const p of plan.peers) await ensureFouPeer(ip, p, existing, { netns });
     return existing.filter((l) => !wanted.has(l.name)).map((l) => l.name);
+  }
+
+  /**
+   * Pins the TCP flows of the plan's peer links and of its drains' links that still exist, and
+   * unpins every other link (`flowPins`; without it a no-op, with it disabled the pinning is
+   * removed). Not on a move's critical path: until it runs, a new link's flows are routed by
+   * 117/118, which point at it anyway.
+   * @throws NetlinkError when iproute2, nft or iptables fails
+   */
+  async syncFlowPins(netns: string, plan: EgressClientPlan): Promise<void> {
+    const fp = this.o.flowPins;
+    if (!fp) return;
+    if (!fp.enabled || plan.families.length === 0) return fp.applier.remove(netns);
+    const present = new Set((await readFouPeers(this.o.ip, { netns })).map((l) => l.name));
+    const links = pinnedLinks({ ...plan, drains: plan.drains.filter((d) => present.has(fouPeerLinkName(d.remote))) });
+    await fp.applier.apply(netns, links);
   }
 
   /**
@@ -244,9 +302,10 @@ export class EgressClient {
   /**
    * Moves tunnels from the NAT pods of `from` to those of `to` in one batch of typed requests
    * ({@link retargetRequests}) when the two plans differ only in their peers' remotes (a failover
-   * or a drain). One kernel round (rtnetlink through `kernel`, no process) instead of
+   * or a drain's start or end). One kernel round (rtnetlink through `kernel`, no process) instead of
    * {@link apply}'s dozen reads and writes: the move is what the client's outage is made of
    * (docs/egress-failover.md#moving-a-tunnel).
+   * The flow pins of a new link follow with {@link syncFlowPins}, off the move's critical path.
    * @returns false when the plans differ in more than that (call {@link apply} instead)
    * @throws NetlinkError when the kernel refuses (the caller falls back to {@link apply})
    */
@@ -290,6 +349,7 @@ export class EgressClient {
     }
     const links = await readFouPeers(ip, { netns });
     if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
+    await this.o.flowPins?.applier.remove(netns);
     await this.o.originatingOnly?.applier.remove(netns);
   }
 }

@@ -34,11 +34,14 @@ function world(features = ALL) {
   const events: string[] = [];
   const recorder = { event: (_o: unknown, type: string, reason: string) => events.push(`${type} ${reason}`) } as unknown as EventRecorder;
   const calls: string[] = [];
+  const pins: string[] = [];
+  const drainsOf = (p: EgressClientPlan) => (p.drains.length > 0 ? ` draining ${p.drains.map((d) => d.remote).join()}` : '');
   const egressClient = {
-    apply: async (netns: string, p: EgressClientPlan) => { calls.push(`apply ${netns} ${JSON.stringify(p.routes[4])}`); },
+    apply: async (netns: string, p: EgressClientPlan) => { calls.push(`apply ${netns} ${JSON.stringify(p.routes[4])}${drainsOf(p)}`); },
+    syncFlowPins: async (netns: string, p: EgressClientPlan) => { pins.push(`pins ${netns} ${[...p.peers, ...p.drains].map((x) => x.remote).join()}`); },
     remove: async (netns: string) => { calls.push(`remove ${netns}`); },
     retarget: async (netns: string, from: EgressClientPlan, to: EgressClientPlan) => {
-      calls.push(`retarget ${netns} ${from.peers.map((p) => p.remote).join()} → ${to.peers.map((p) => p.remote).join()}`);
+      calls.push(`retarget ${netns} ${from.peers.map((p) => p.remote).join()} → ${to.peers.map((p) => p.remote).join()}${drainsOf(to)}`);
       return true;
     },
   } as unknown as EgressClient;
@@ -50,7 +53,7 @@ function world(features = ALL) {
     objects.delete(key(kind, o.metadata!.namespace!, o.metadata!.name!));
     for (const h of handlers.get(kind) ?? []) h({ type: 'DELETED', object: o });
   };
-  return { cache, client, recorder, egressClient, events, calls, put, del, features };
+  return { cache, client, recorder, egressClient, events, calls, pins, put, del, features };
 }
 
 const egress = (destinations: string[]): Egress => ({ metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations, replicas: 1, sessionAffinity: 'ClientIP' } });
@@ -220,7 +223,7 @@ describe('EgressWatcher', () => {
     await running;
   });
 
-  test('steering: a terminating NAT pod keeps the clients it has while it serves (drain) and gets no new ones', async () => {
+  test('steering: a NAT pod turning terminating drains per flow: the tunnel moves at once, the old link stays until the pod stops serving; the pins follow each move', async () => {
     const w = world();
     w.put('Egress', egress(['0.0.0.0/0']));
     w.put('Service', service);
@@ -245,14 +248,51 @@ describe('EgressWatcher', () => {
     w.calls.length = 0;
     w.put('EndpointSlice', slice(true));
     ew.onSteeringChange('internet/nat');
+    await until(() => w.pins.length === 1);
+    assert.deepEqual(w.calls, ['retarget /run/netns/p 10.64.0.1 → 10.64.0.2 draining 10.64.0.1'], 'new flows go to 10.64.0.2 at once; 10.64.0.1 drains');
+    assert.deepEqual(w.pins, ['pins /run/netns/p 10.64.0.2,10.64.0.1'], 'both links pinned after the move');
+    w.calls.length = 0;
+    ew.onSteeringChange('internet/nat');
     await settle();
-    await new Promise((r) => setTimeout(r, 50));
-    assert.deepEqual(w.calls, [], 'the client stays on the draining NAT pod');
-    assert.equal(steering.natPod({ namespace: 'internet', name: 'nat' }, on1.ips[0]!), '10.64.0.2', 'a new client goes elsewhere');
+    assert.deepEqual(w.calls, [], 'nothing moves while the old NAT pod serves');
     w.put('EndpointSlice', slice(true, false));
     ew.onSteeringChange('internet/nat');
+    await until(() => w.pins.length === 2);
+    assert.deepEqual(w.calls, ['retarget /run/netns/p 10.64.0.2 → 10.64.0.2'], 'the drain ends: its link goes');
+    assert.equal(w.pins[1], 'pins /run/netns/p 10.64.0.2');
+    stop.abort();
+    await running;
+  });
+
+  test('steering: a coild restart mid-drain finds the tunnel and the draining link in the netns and keeps both; the drain then ends as before', async () => {
+    const w = world();
+    w.put('Egress', egress(['0.0.0.0/0']));
+    w.put('Service', service);
+    const slice = (serving: boolean) => ({ metadata: { namespace: 'internet', name: 'nat-x', labels: { 'kubernetes.io/service-name': 'nat' } }, addressType: 'IPv4',
+      endpoints: [{ addresses: ['10.64.0.1'], conditions: { serving, terminating: true } }, { addresses: ['10.64.0.2'], conditions: {} }] });
+    w.put('EndpointSlice', slice(true));
+    w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+    const prober = { setTargets: () => undefined, health: (): ProbeHealth => 'up', run: async () => undefined };
+    const first = await watcher(w);
+    await first.ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
+    w.calls.length = 0;
+    // The kernel's record: the old link listed first, as a dump may list it.
+    (w.egressClient as { peerRemotes?: unknown }).peerRemotes = async () => ['10.64.0.1', '10.64.0.2'];
+    let ew: EgressWatcher | undefined;
+    const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: (e) => ew?.onSteeringChange(e) });
+    ew = new EgressWatcher({
+      cache: w.cache, client: w.client, recorder: w.recorder, egressClient: w.egressClient, locks: new KeyedMutex(),
+      lockKey: (c, i) => `${c}:${i}`, logger: silentLogger(), stateDir: first.dir, port: 5555, probe: async () => ALL, registry: new Registry(), steering,
+    });
+    await ew.init();
+    const stop = new AbortController();
+    const running = ew.run(stop.signal);
     await until(() => w.calls.length === 1);
-    assert.equal(w.calls[0], 'retarget /run/netns/p 10.64.0.1 → 10.64.0.2');
+    assert.equal(w.calls[0], 'apply /run/netns/p {"118":[{"dst":"0.0.0.0/0","dev":"fou4_0a400002"}]} draining 10.64.0.1');
+    w.put('EndpointSlice', slice(false));
+    ew.onSteeringChange('internet/nat');
+    await until(() => w.calls.length === 2);
+    assert.equal(w.calls[1], 'retarget /run/netns/p 10.64.0.2 → 10.64.0.2');
     stop.abort();
     await running;
   });

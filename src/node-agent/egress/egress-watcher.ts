@@ -99,6 +99,10 @@ export class EgressWatcher implements Runnable {
   private readonly dirty = new Set<string>();
   /** Attachments whose only change is their NAT pod choice: moved by {@link EgressClient.retarget}. */
   private readonly steerOnly = new Set<string>();
+  /** Attachments moved by a retarget whose flow pins are still to be synced, once no move waits. */
+  private readonly pinsDue = new Set<string>();
+  /** The pin sync under way, if any. */
+  private pinning: Promise<void> | undefined;
   /** What each attachment was last brought to: its Egresses' gateways (with the chosen NAT pods) and plan. */
   private readonly applied = new Map<string, { egresses: string[]; gateways: EgressGateway[]; plan: EgressClientPlan }>();
   private wake: (() => void) | undefined;
@@ -173,6 +177,7 @@ export class EgressWatcher implements Runnable {
     this.attachments.delete(key);
     this.dirty.delete(key);
     this.steerOnly.delete(key);
+    this.pinsDue.delete(key);
     if (this.applied.delete(key)) this.publishUse();
     await rm(join(this.o.stateDir, fileOf(key)), { force: true });
   }
@@ -189,6 +194,13 @@ export class EgressWatcher implements Runnable {
       while (!signal.aborted) {
         const [key] = this.dirty;
         if (key === undefined) {
+          // Pins are synced beside the loop, one pod at a time: a move of another pod never
+          // waits for their processes (a move of the same pod waits for its lock).
+          const [due] = this.pinsDue;
+          if (due !== undefined && !this.pinning) {
+            this.pinning = this.syncPins(due).finally(() => { this.pinning = undefined; this.wake?.(); });
+            continue;
+          }
           await new Promise<void>((resolve) => { this.wake = resolve; });
           continue;
         }
@@ -213,6 +225,27 @@ export class EgressWatcher implements Runnable {
       offEgress();
       offPod();
       clearInterval(timer);
+      await this.pinning;
+    }
+  }
+
+  /**
+   * The flow pins of an attachment moved by a retarget (docs/egress-failover.md#draining), once no
+   * move waits and beside the loop, so that no move of another pod is held up by their ip, nft or
+   * iptables processes (under TCG in the VM one sync took ~2 s, and held the drain's end back that
+   * long while it ran in the loop). On failure the attachment is resynced in full.
+   */
+  private async syncPins(key: string): Promise<void> {
+    this.pinsDue.delete(key);
+    try {
+      await this.o.locks.run(key, async () => {
+        const a = this.attachments.get(key);
+        const last = this.applied.get(key);
+        if (a && last) await this.o.egressClient.syncFlowPins(a.netns, last.plan);
+      });
+    } catch (err) {
+      this.o.logger.error({ err, key }, 'pinning the egress flows failed; resyncing');
+      this.markFull(key);
     }
   }
 
@@ -263,6 +296,7 @@ export class EgressWatcher implements Runnable {
       return false;
     }
     this.remember(key, last.egresses, steered, plan);
+    this.pinsDue.add(key);
     const moved = steered.filter((g, i) => g.natPod !== last.gateways[i]?.natPod).map((g) => `${g.egress} ${last.gateways.find((x) => x.clusterIp === g.clusterIp)?.natPod ?? g.clusterIp} → ${g.natPod ?? g.clusterIp}`);
     if (moved.length > 0) this.o.logger.info({ pod: `${a.namespace}/${a.name}`, moved }, 'egress tunnel moved');
     return true;
@@ -274,16 +308,17 @@ export class EgressWatcher implements Runnable {
    */
   private steer(a: EgressAttachment, gateways: readonly EgressGateway[], previous: readonly EgressGateway[] | undefined, inKernel: readonly string[] = []): EgressGateway[] {
     const steering = this.o.steering;
-    return gateways.map(({ natPod: _, ...g }) => {
+    return gateways.map(({ natPod: _, draining: _d, ...g }) => {
       const family = g.clusterIp.includes(':') ? 6 : 4;
       const client = a.ips.find((ip) => (ip.includes(':') ? 6 : 4) === family);
       if (!steering || client === undefined) return g;
       const [namespace = '', name = ''] = g.egress.split('/');
       const ref = { namespace, name };
-      const current = previous?.find((p) => p.egress === g.egress && p.clusterIp === g.clusterIp)?.natPod
-        ?? inKernel.find((r) => r !== g.clusterIp && steering.natPod(ref, client, r) === r);
-      const natPod = steering.natPod(ref, client, current);
-      return natPod === undefined ? g : { ...g, natPod };
+      const prev = previous?.find((p) => p.egress === g.egress && p.clusterIp === g.clusterIp);
+      // After a restart: the peer links in the netns are the tunnel and the links it drains through.
+      const was = prev ? { current: prev.natPod, draining: prev.draining ?? [] } : steering.recover(ref, client, inKernel.filter((r) => r !== g.clusterIp));
+      const p = steering.placement(ref, client, was.current, was.draining);
+      return { ...g, ...(p.natPod !== undefined ? { natPod: p.natPod } : {}), ...(p.draining.length > 0 ? { draining: p.draining } : {}) };
     });
   }
 
@@ -312,7 +347,7 @@ export class EgressWatcher implements Runnable {
       const a = this.attachments.get(key);
       if (!a) continue;
       const steered = this.steer(a, last.gateways, last.gateways);
-      if (steered.some((g, i) => g.natPod !== last.gateways[i]?.natPod)) {
+      if (steered.some((g, i) => g.natPod !== last.gateways[i]?.natPod || drainKey(g) !== drainKey(last.gateways[i]))) {
         if (!this.dirty.has(key)) this.steerOnly.add(key);
         this.mark(key);
       }
@@ -357,6 +392,10 @@ export class EgressWatcher implements Runnable {
   private markPod(namespace: string, name: string): void {
     for (const [key, a] of this.attachments) if (a.namespace === namespace && a.name === name) this.markFull(key);
   }
+}
+
+function drainKey(g: EgressGateway | undefined): string {
+  return [...(g?.draining ?? [])].sort().join(',');
 }
 
 function fileOf(key: string): string {

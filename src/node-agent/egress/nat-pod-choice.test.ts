@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { chooseNatPod, rendezvousChoice, type NatPodView } from './nat-pod-choice.js';
+import { chooseNatPod, placeClient, recoverPlacement, rendezvousChoice, type NatPodView } from './nat-pod-choice.js';
 
 const v4 = fc.tuple(fc.nat(255), fc.nat(255)).map(([a, b]) => `10.64.${a}.${b}`);
 const v6 = fc.tuple(fc.nat(0xffff), fc.nat(0xffff)).map(([a, b]) => `fd00:64::${a.toString(16)}:${b.toString(16)}`);
@@ -114,5 +114,58 @@ describe('NAT pod choice (rendezvous hashing)', () => {
         assert.equal(chooseNatPod(c, rest, current), rendezvousChoice(c, rest.map((v) => v.address)), 'a NAT pod that left the slice');
       }
     }), { numRuns: 200 });
+  });
+});
+
+describe('per-flow drain (placeClient)', () => {
+  const A = '10.64.0.1';
+  const B = '10.64.0.2';
+  const C = '10.64.0.3';
+  const client = '10.100.0.5';
+
+  test('a client on a NAT pod turning terminating moves its new flows at once and drains from the old one', () => {
+    const pods = [up(A, { terminating: true }), up(B), up(C)];
+    const p = placeClient(client, pods, A);
+    assert.equal(p.natPod, rendezvousChoice(client, [B, C]));
+    assert.deepEqual(p.draining, [A]);
+    // Stable: asked again with the new state, nothing changes.
+    assert.deepEqual(placeClient(client, pods, p.natPod, p.draining), p);
+  });
+
+  test('the drain ends when the old NAT pod stops serving, stops answering or leaves the slice; not before', () => {
+    const at = (a: NatPodView) => placeClient(client, [a, up(B)], B, [A]).draining;
+    assert.deepEqual(at(up(A, { terminating: true })), [A], 'still serving and answering');
+    assert.deepEqual(at(up(A, { terminating: true, health: 'unknown' })), [A], 'not probed yet');
+    assert.deepEqual(at(up(A, { terminating: true, serving: false })), [], 'stopped serving');
+    assert.deepEqual(at(up(A, { terminating: true, health: 'down' })), [], 'stopped answering');
+    assert.deepEqual(placeClient(client, [up(B)], B, [A]).draining, [], 'left the slice');
+  });
+
+  test('with no other NAT pod to go to, the client stays on the terminating one entirely (as before)', () => {
+    assert.deepEqual(placeClient(client, [up(A, { terminating: true }), up(B, { health: 'down' })], A), { natPod: A, draining: [] });
+  });
+
+  test('a NAT process killed or hung (not ready, not terminating, answering) keeps its clients: no drain', () => {
+    assert.deepEqual(placeClient(client, [up(A, { serving: false }), up(B)], A), { natPod: A, draining: [] });
+  });
+
+  test('the new NAT pod lost during a drain: the tunnel moves on, the drain goes on', () => {
+    const p = placeClient(client, [up(A, { terminating: true }), up(B, { health: 'down' }), up(C)], B, [A]);
+    assert.deepEqual(p, { natPod: C, draining: [A] });
+  });
+
+  test('a second NAT pod terminating during a drain joins it', () => {
+    const p = placeClient(client, [up(A, { terminating: true }), up(B, { terminating: true }), up(C)], B, [A]);
+    assert.deepEqual(p, { natPod: C, draining: [A, B] });
+  });
+
+  test('after a restart the tunnel is the link to the NAT pod that takes new flows; the others are its drains', () => {
+    const pods = [up(A, { terminating: true }), up(B)];
+    assert.deepEqual(recoverPlacement(pods, [A, B]), { current: B, draining: [A] });
+    assert.deepEqual(recoverPlacement(pods, [B, A]), { current: B, draining: [A] });
+    assert.deepEqual(recoverPlacement([up(A, { terminating: true })], [A, '10.96.0.1']), { current: A, draining: [] });
+    assert.deepEqual(recoverPlacement(pods, []), { current: undefined, draining: [] });
+    const r = recoverPlacement(pods, [A, B]);
+    assert.deepEqual(placeClient(client, pods, r.current, r.draining), { natPod: B, draining: [A] });
   });
 });

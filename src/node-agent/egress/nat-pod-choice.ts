@@ -100,3 +100,57 @@ export function chooseNatPod(client: string, pods: readonly Readonly<NatPodView>
   const draining = pods.filter((p) => p.serving && p.health === 'up');
   return rendezvousChoice(client, draining.map((p) => p.address));
 }
+
+/**
+ * Whether a NAT pod the client is draining from still carries the flows pinned to it: it serves
+ * (its NAT process runs: coil-egress keeps serving while it drains, until its established flows
+ * ended or its `--drain-timeout`) and answers this node's probe. A NAT pod that stops serving,
+ * leaves the slice or stops answering ends the drain: its link goes, and what was left of its
+ * flows falls through to the tunnel's current NAT pod.
+ */
+export function drainsFlows(p: Readonly<NatPodView>): boolean {
+  return p.serving && p.health !== 'down';
+}
+
+/** Where a client's tunnel points and which NAT pods it drains from (their links stay). */
+export interface NatPodPlacement {
+  /** The NAT pod new flows go to; undefined for the ClusterIP. */
+  natPod: string | undefined;
+  /** NAT pods the client's pinned flows still go to, none of them `natPod`. */
+  draining: string[];
+}
+
+/**
+ * {@link chooseNatPod} with the per-flow drain (docs/egress-failover.md#draining): when `current`
+ * is terminating but still serves and answers, and another NAT pod takes new flows, the tunnel
+ * moves there (rendezvous) at once and `current` joins `draining`, so only the flows pinned to
+ * it stay. A NAT pod stays in `draining` while {@link drainsFlows}. Without another NAT pod to go
+ * to, the client stays on the terminating one entirely, as {@link chooseNatPod} says.
+ * @param draining the NAT pods the client drains from now
+ */
+export function placeClient(client: string, pods: readonly Readonly<NatPodView>[], current?: string, draining: readonly string[] = []): NatPodPlacement {
+  const view = (a: string): Readonly<NatPodView> | undefined => pods.find((p) => p.address === a);
+  const cur = current === undefined ? undefined : view(current);
+  const fresh = pods.filter(takesNewFlows);
+  const natPod = cur && cur.terminating && drainsFlows(cur) && fresh.length > 0
+    ? rendezvousChoice(client, fresh.map((p) => p.address))
+    : chooseNatPod(client, pods, current);
+  const out = new Set<string>();
+  for (const a of [...draining, ...(current !== undefined ? [current] : [])]) {
+    const v = view(a);
+    if (a !== natPod && v && drainsFlows(v)) out.add(a);
+  }
+  return { natPod, draining: [...out] };
+}
+
+/**
+ * After a coild restart, the NAT pod a client's tunnel pointed at, from the remotes of its peer
+ * links (`inKernel`): the one that still takes new flows, else one that keeps its client
+ * ({@link keepsClient}); the other remotes among `pods` are the NAT pods it was draining from.
+ */
+export function recoverPlacement(pods: readonly Readonly<NatPodView>[], inKernel: readonly string[]): { current: string | undefined; draining: string[] } {
+  const known = inKernel.filter((r) => pods.some((p) => p.address === r));
+  const ok = (f: (p: Readonly<NatPodView>) => boolean) => known.find((r) => f(pods.find((p) => p.address === r)!));
+  const current = ok(takesNewFlows) ?? ok(keepsClient);
+  return { current, draining: known.filter((r) => r !== current) };
+}

@@ -15,7 +15,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { Kinds } from '../../api/v2/kinds.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Runnable } from '../../runtime/runnable.js';
-import { chooseNatPod, takesNewFlows, type NatPodView } from './nat-pod-choice.js';
+import { chooseNatPod, placeClient, recoverPlacement, takesNewFlows, type NatPodPlacement, type NatPodView } from './nat-pod-choice.js';
 import { natEndpointsOf, LABEL_SERVICE_NAME, type NatEndpoint } from './nat-endpoints.js';
 import { NatProber, type ProbeHealth } from './nat-prober.js';
 import type { EgressRef } from './egress-gateways.js';
@@ -85,8 +85,25 @@ export class NatSteering implements Runnable {
    * for the ClusterIP. `current` is where it points now (a draining NAT pod keeps its clients).
    */
   natPod(egress: EgressRef, client: string, current?: string): string | undefined {
+    return chooseNatPod(client, this.familyViews(egress, client), current);
+  }
+
+  private familyViews(egress: EgressRef, client: string): Array<NatPodView & { family: 4 | 6 }> {
     const family = client.includes(':') ? 6 : 4;
-    return chooseNatPod(client, this.views(egress).filter((v) => v.family === family), current);
+    return this.views(egress).filter((v) => v.family === family);
+  }
+
+  /**
+   * Where `client`'s tunnel to `egress` should point and which NAT pods it drains from
+   * (docs/egress-failover.md#draining), given where it points now and what it drains from now.
+   */
+  placement(egress: EgressRef, client: string, current: string | undefined, draining: readonly string[]): NatPodPlacement {
+    return placeClient(client, this.familyViews(egress, client), current, draining);
+  }
+
+  /** After a coild restart: where the tunnel pointed and what it drained from, from its peer links' remotes. */
+  recover(egress: EgressRef, client: string, inKernel: readonly string[]): { current: string | undefined; draining: string[] } {
+    return recoverPlacement(this.familyViews(egress, client), inKernel);
   }
 
   /** Probes until aborted, following EndpointSlice changes of the Egresses in use. */

@@ -1,0 +1,109 @@
+/**
+ * Pins each TCP flow of a client pod to the peer link it started on, so a tunnel can move to
+ * another NAT pod for new flows while the established ones finish through the old one — the
+ * per-flow drain (docs/egress-failover.md#draining). Per pinned peer link, in the pod's netns:
+ * - a slot (flow-pin-slots.ts): conntrack mark `0x636f0000 | slot`, table `117000 + slot` holding
+ *   `default dev <link>` (proto 30), rule `prio 1700 fwmark <mark> lookup <table>`;
+ * - the netfilter marking on coild's `--backend` (flow-pin-marks.ts), the same backend
+ *   originating-only uses: set at the flow's first packet out of the link, restored as the fwmark
+ *   of its later packets.
+ * A link that goes (deleted: its table empties with it) leaves its flows to the egress rules
+ * 1800–2100, i.e. to the tunnel's current link. Synced declaratively, the rules at prio 1700 being
+ * the anchor (the state read back after a coild restart).
+ *
+ * Cost per flow: its conntrack mark (a field every conntrack entry has: no memory); per packet of
+ * the pod, one map lookup (nft) or one rule per pinned link (iptables) in postrouting while the
+ * mark is 0, one masked compare in output, and for pinned packets a second route lookup.
+ *
+ * Concurrency: callers serialise calls per pod (as for EgressClient).
+ */
+import type { NetfilterBackend } from '../../api/v2/keys.js';
+import { PROTOCOL_ID } from '../../api/v2/keys.js';
+import { syncFlowPinsIptables, syncFlowPinsNft, type FlowPinLink } from '../../netlink/flow-pin-marks.js';
+import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
+import type { IptablesCommands } from '../../netlink/iptables.js';
+import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/policy-sync.js';
+import { FLOW_PIN_RULE_PRIORITY, assignPinSlots, pinMark, pinTable, slotOfTable } from './flow-pin-slots.js';
+
+/** Constructor options of {@link FlowPins}. */
+export interface FlowPinsOptions {
+  ip: IpRunner;
+  backend: NetfilterBackend;
+  /** iptables commands (tests pick a variant); default the image's. */
+  iptables?: IptablesCommands;
+}
+
+interface RawTableRoute { dst: string; dev?: string; table?: string }
+
+/** Applies and removes flow pinning in pod netns. */
+export class FlowPins {
+  constructor(private readonly o: FlowPinsOptions) {}
+
+  /**
+   * Pins exactly `links` of each family (peer link names); links of a family not given lose theirs.
+   * @returns link name → slot, per family
+   * @throws NetlinkError when iproute2, nft or iptables fails
+   */
+  async apply(netns: string, links: Readonly<Record<4 | 6, readonly string[]>>): Promise<Record<4 | 6, Map<string, number>>> {
+    const out: Record<4 | 6, Map<string, number>> = { 4: new Map(), 6: new Map() };
+    for (const family of [4, 6] as const) out[family] = await this.applyFamily(netns, family, links[family]);
+    return out;
+  }
+
+  /** Removes pinning from both families (anchor: the rules at prio 1700). @throws NetlinkError */
+  async remove(netns: string): Promise<void> {
+    for (const family of [4, 6] as const) await this.applyFamily(netns, family, []);
+  }
+
+  /**
+   * The slots held now: link name → slot, from the tables named by the rules at prio 1700 and the
+   * link their route goes through.
+   * @throws NetlinkError
+   */
+  async current(netns: string, family: 4 | 6): Promise<Map<string, number>> {
+    return this.slotsOf(netns, family, await this.rules(netns, family));
+  }
+
+  private async slotsOf(netns: string, family: 4 | 6, rules: readonly RawRule[]): Promise<Map<string, number>> {
+    const slots = new Set(rules.flatMap((r) => {
+      const s = slotOfTable(Number(r.table));
+      return s !== undefined && rawRuleFwmark(r) === pinMark(s) ? [s] : [];
+    }));
+    const out = new Map<string, number>();
+    if (slots.size === 0) return out;
+    const routes = await this.o.ip.json<RawTableRoute[]>(['route', 'show', 'table', 'all'], { netns, family });
+    for (const r of routes) {
+      const s = slotOfTable(Number(r.table));
+      if (s !== undefined && slots.has(s) && r.dev && r.dst === 'default') out.set(r.dev, s);
+    }
+    return out;
+  }
+
+  private async applyFamily(netns: string, family: 4 | 6, links: readonly string[]): Promise<Map<string, number>> {
+    const ip = this.o.ip;
+    const target = { netns, family };
+    const rules = await this.rules(netns, family);
+    // The rules are the anchor: a family with none and no link to pin has nothing to do (one read).
+    if (rules.length === 0 && links.length === 0) return new Map();
+    const existing = await this.slotsOf(netns, family, rules);
+    const slots = assignPinSlots(links, existing);
+    const held = new Set(rules.flatMap((r) => slotOfTable(Number(r.table)) ?? []));
+    const lines: BatchLine[] = [];
+    const def = family === 4 ? '0.0.0.0/0' : '::/0';
+    // Tables first, rules after: nothing is steered into an empty table that will not stay empty.
+    for (const [link, s] of slots) lines.push(['route', 'replace', def, 'dev', link, 'proto', String(PROTOCOL_ID), 'table', String(pinTable(s))]);
+    const wanted = new Set(slots.values());
+    for (const s of held) if (!wanted.has(s)) lines.push(['route', 'flush', 'table', String(pinTable(s))]);
+    if (lines.length > 0) await ip.batch(lines, target);
+    await syncPolicyRules(ip, { netns, family, minPriority: FLOW_PIN_RULE_PRIORITY, maxPriority: FLOW_PIN_RULE_PRIORITY,
+      desired: [...slots.values()].map((s) => ({ priority: FLOW_PIN_RULE_PRIORITY, fwmark: pinMark(s), table: pinTable(s) })) });
+    const marks: FlowPinLink[] = [...slots].map(([name, s]) => ({ name, mark: pinMark(s) }));
+    if (this.o.backend === 'iptables') await syncFlowPinsIptables(ip, family, marks, { netns, ...(this.o.iptables ? { commands: this.o.iptables } : {}) });
+    else await syncFlowPinsNft(ip, family, marks, netns);
+    return slots;
+  }
+
+  private async rules(netns: string, family: 4 | 6): Promise<RawRule[]> {
+    return (await this.o.ip.json<RawRule[]>(['rule', 'show'], { netns, family })).filter((r) => r.priority === FLOW_PIN_RULE_PRIORITY);
+  }
+}
