@@ -12,6 +12,7 @@ import { LABEL_NODE, LABEL_POOL } from '../../api/v2/keys.js';
 import { silentLogger } from '../../runtime/logging.js';
 import { BlockRequester } from './block-request.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../../test/fakes/coild-cache.fake.js';
+import { until } from '../../../test/fakes/timing.js';
 import { Kinds } from '../../api/v2/kinds.js';
 
 const COMPLETE: Condition = { type: 'Complete', status: 'True', reason: 'allocated', message: 'allocated', lastTransitionTime: '' };
@@ -73,11 +74,13 @@ describe('BlockRequester clean-up', () => {
     ]) client.apiOnly.set(`BlockRequest/${br.metadata!.name!}`, br);
     const r = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger: silentLogger(), pollMs: 20 });
     r.start();
+    await until(() => client.requestsDeleted.length > 0, 'the answered request deleted');
     await settled();
     assert.deepEqual(client.lists, ['coil.cybozu.com/node=n1'], 'one list of this node\'s requests when it starts');
     assert.deepEqual(client.requestsDeleted, [{ name: 'req-p-n1-old', uid: 'u-old' }]);
     client.answer(pending, { conditions: [COMPLETE], addressBlockName: 'p-9' });
-    await new Promise((res) => setTimeout(res, 200));
+    await until(() => client.requestsDeleted.length > 1, 'the pending request deleted once answered');
+    await settled();
     assert.deepEqual(client.requestsDeleted.map((d) => d.uid), ['u-old', 'u-pending']);
     assert.deepEqual(client.lists.length, 1, 'listed once');
     r.stop();

@@ -14,6 +14,7 @@ import { Kinds } from '../../api/v2/kinds.js';
 import { silentLogger } from '../../runtime/logging.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../../test/fakes/coild-cache.fake.js';
 import { FakePodNetwork } from '../../../test/fakes/pod-network.fake.js';
+import { until } from '../../../test/fakes/timing.js';
 import type { RouteExporter } from './route-export.js';
 import { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { BlockExport } from './block-export.js';
@@ -104,7 +105,7 @@ describe('coild: addresses whose block was lost while their pods run', () => {
     assert.equal(claims.length, 1, 'one claim for block 0, which holds both addresses');
     assert.deepEqual([claims[0]!.metadata?.annotations?.[ANN_CLAIM_INDEX], claims[0]!.spec, claims[0]!.metadata?.ownerReferences?.[0]?.uid], ['0', { nodeName: 'n1', poolName: 'p' }, 'node-uid']);
     assert.deepEqual(t.reported.map((r) => r.split(':')[0]).sort(), ['web-a', 'web-b'], 'an Event on each Pod; none for an address no Pod shows');
-    await tick();
+    await until(() => t.ipam.lookup('ca', 'eth0') !== undefined, 'the claimed block back and its addresses registered');
     // Registered the moment the block arrived, before any ADD could be served from it.
     assert.deepEqual([t.ipam.lookup('ca', 'eth0')?.blockName, t.ipam.lookup('cb', 'eth0')?.ipv4], ['p-0', '10.8.0.2']);
     assert.deepEqual(t.orphans.list().map((o) => [o.containerId, o.state]), [['cc', 'no-pod']], 'the address no Pod shows stays kept and shown');
@@ -120,8 +121,11 @@ describe('coild: addresses whose block was lost while their pods run', () => {
   it('a refused claim leaves the wiring, shows why, and is asked again later', async () => {
     const t = await lab('refuse');
     await recoverAllocations({ podNetwork: t.podNetwork, ipam: t.ipam, releaser: t.releaser, logger: t.logger, orphans: t.orphans });
-    await tick();
-    t.orphans.check();
+    const stateOfCa = () => {
+      t.orphans.check();
+      return t.orphans.list().find((o) => o.containerId === 'ca')?.state;
+    };
+    await until(() => stateOfCa() === 'refused', 'the claim refused');
     const a = t.orphans.list().find((o) => o.containerId === 'ca')!;
     assert.equal(a.state, 'refused');
     assert.match(a.message!, /claim refused: live Pods of other nodes/);
@@ -140,8 +144,12 @@ describe('coild: addresses whose block was lost while their pods run', () => {
     const clock = { ms: 1_000_000 };
     const t = await lab('coil', { now: () => clock.ms });
     await recoverAllocations({ podNetwork: t.podNetwork, ipam: t.ipam, releaser: t.releaser, logger: t.logger, orphans: t.orphans });
-    await tick();
-    t.orphans.check();
+    // The answer, another block than the one claimed, reaches the claim: refused (each check asks
+    // at most once per retry period, so checking until then asks nothing more).
+    await until(() => {
+      t.orphans.check();
+      return t.orphans.list().find((x) => x.containerId === 'ca')?.state === 'refused';
+    }, 'the claim answered with another block');
     assert.equal(t.orphans.list().find((x) => x.containerId === 'ca')!.state, 'refused');
     assert.deepEqual(t.ipam.nodeBlocks().map((b) => [b.name, b.allocator.usedCount]), [['p-1', 0]], 'an empty extra block, released after its grace');
     clock.ms += 5 * 60_000;
@@ -161,7 +169,7 @@ describe('coild: addresses whose block was lost while their pods run', () => {
     assert.equal(t.client.created.length, 0);
     t.cache.emit(Kinds.AddressPool, 'ADDED', pool);
     assert.equal(t.client.created.length, 1);
-    await tick();
+    await until(() => t.ipam.lookup('ca', 'eth0') !== undefined, 'the claimed block back and its addresses registered');
     assert.equal(t.ipam.lookup('ca', 'eth0')?.blockName, 'p-0');
   });
 });
