@@ -243,10 +243,10 @@ export class EgressClient {
     // Make before break: the new links and routes first, the old links last, so a tunnel moving
     // to another NAT pod never leaves its destinations without a route (they would leave the pod
     // unencapsulated, around the NAT).
-    const stale = await this.ensureTunnels(netns, plan);
+    const { stale, present } = await this.ensureTunnels(netns, plan);
     await this.applyRouting(netns, plan);
     if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
-    await this.syncFlowPins(netns, plan);
+    await this.pinFlows(netns, plan, present);
     const oo = this.o.originatingOnly;
     if (oo?.enabled) await oo.applier.apply(netns, plan.families);
     else await oo?.applier.remove(netns);
@@ -257,21 +257,23 @@ export class EgressClient {
    * @throws NetlinkError when the kernel refuses (no FoU/ipip/ip6tnl)
    */
   async applyTunnels(netns: string, plan: EgressClientPlan): Promise<void> {
-    const stale = await this.ensureTunnels(netns, plan);
+    const { stale } = await this.ensureTunnels(netns, plan);
     if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
   }
 
   /**
    * FoU init and the wanted peer links (a drain's link is kept, never made: one that is gone has
-   * no flows left to drain); @returns the names of the peer links the plan no longer holds.
+   * no flows left to drain).
+   * @returns `stale`: the names of the peer links the plan no longer holds; `present`: the names of
+   *   the peer links there before, which the plan keeps or re-creates, for {@link pinFlows}
    */
-  private async ensureTunnels(netns: string, plan: EgressClientPlan): Promise<string[]> {
+  private async ensureTunnels(netns: string, plan: EgressClientPlan): Promise<{ stale: string[]; present: Set<string> }> {
     const ip = this.o.ip;
     await initFou(ip, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
     const existing = await readFouPeers(ip, { netns });
     const wanted = new Set([...plan.peers, ...plan.drains].map((p) => fouPeerLinkName(p.remote)));
     for (const p of plan.peers) await ensureFouPeer(ip, p, existing, { netns });
-    return existing.filter((l) => !wanted.has(l.name)).map((l) => l.name);
+    return { stale: existing.filter((l) => !wanted.has(l.name)).map((l) => l.name), present: new Set(existing.map((l) => l.name)) };
   }
 
   /**
@@ -282,10 +284,19 @@ export class EgressClient {
    * @throws NetlinkError when iproute2, nft or iptables fails
    */
   async syncFlowPins(netns: string, plan: EgressClientPlan): Promise<void> {
+    // The links in the netns matter only when something is to be pinned.
+    const pins = this.o.flowPins?.enabled === true && plan.families.length > 0;
+    await this.pinFlows(netns, plan, pins ? new Set((await readFouPeers(this.o.ip, { netns })).map((l) => l.name)) : new Set());
+  }
+
+  /**
+   * {@link syncFlowPins} with the peer links known to be in the netns (`present`): {@link apply}
+   * read them already, and makes no drain's link (a drain among them is there still).
+   */
+  private async pinFlows(netns: string, plan: EgressClientPlan, present: ReadonlySet<string>): Promise<void> {
     const fp = this.o.flowPins;
     if (!fp) return;
     if (!fp.enabled || plan.families.length === 0) return fp.applier.remove(netns);
-    const present = new Set((await readFouPeers(this.o.ip, { netns })).map((l) => l.name));
     const links = pinnedLinks({ ...plan, drains: plan.drains.filter((d) => present.has(fouPeerLinkName(d.remote))) });
     await fp.applier.apply(netns, links);
   }
