@@ -44,6 +44,7 @@ import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
 import { EgressClient } from './egress/egress-client.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
 import { NatSteering } from './egress/nat-steering.js';
+import { SnatRouter } from './egress/snat-routes.js';
 import { FlowPins } from './egress/flow-pins.js';
 import { allocationKey } from './ipam/node-ipam.js';
 import { NodeAgentMetrics } from './node-metrics.js';
@@ -156,14 +157,30 @@ export class Coild {
       onBlockBack: () => void this.runGc().catch((err: unknown) => log.error({ err }, 'GC pass registering claimed-back addresses failed')),
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
-    this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }) });
+    // The shared SNAT addresses this node routes are exported beside its blocks (egress/snat-routes.ts).
+    let snatRouter: SnatRouter | undefined;
+    this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }), extra: () => snatRouter?.exported() ?? [] });
     if (cfg.enableEgress) {
       const steering = cfg.egressNatSteering
         ? new NatSteering({
           cache, port: cfg.egressPort, logger: log.child({ logger: 'egress-steering' }), registry: this.manager.metrics.registry,
-          probeIntervalMs: cfg.egressProbeIntervalMs, onChange: (egress) => this.egress?.onSteeringChange(egress),
+          probeIntervalMs: cfg.egressProbeIntervalMs, nodeName: cfg.nodeName,
+          onChange: (egress) => {
+            this.egress?.onSteeringChange(egress);
+            snatRouter?.trigger();
+          },
         })
         : undefined;
+      if (steering) {
+        const router: SnatRouter = new SnatRouter({
+          ...host, cache, kernel, activeOf: (ref, family) => steering.active(ref, family), nodeName: cfg.nodeName,
+          podTableId: cfg.podTableId, protocolId: cfg.protocolId, logger: log.child({ logger: 'egress-snat-routes' }), registry: this.manager.metrics.registry,
+          // Without coil's IPAM no BlockExport runs: the export table then holds these alone.
+          onExportChange: () => (cfg.enableIpam ? this.blockExport.trigger()
+            : void this.exporter.sync(router.exported()).catch((err: unknown) => log.error({ err }, 'export table sync failed'))),
+        });
+        snatRouter = router;
+      }
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
         egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) },
@@ -176,6 +193,7 @@ export class Coild {
       });
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
       if (steering) this.manager.add({ name: 'egress-steering', leaderOnly: false }, steering);
+      if (snatRouter) this.manager.add({ name: 'egress-snat-routes', leaderOnly: false }, snatRouter);
     }
     // coild's loops are Manager runnables: started once the caches synced, stopped newest first
     // (GC, added once coild serves; the releaser; the requester; the export; the egress steering

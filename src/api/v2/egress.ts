@@ -40,6 +40,8 @@ export interface EgressSpec {
   /** Let the kernel pick the FoU source port per flow (Coil #252). Default false. */
   fouSourcePortAuto?: boolean;
   podDisruptionBudget?: EgressPDBSpec;
+  /** TEMP(lead): replaced by the API branch's field. */
+  snatAddresses?: string[];
 }
 
 export interface EgressStatus {

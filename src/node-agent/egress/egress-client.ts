@@ -65,6 +65,12 @@ export interface EgressGateway {
    * (docs/egress-failover.md#draining). Absent or empty: none.
    */
   draining?: string[];
+  /**
+   * The Egress's shared SNAT address of the ClusterIP's family (`spec.snatAddresses`), when it
+   * has one: then every client of the Egress goes to its one active NAT pod and none drains
+   * (docs/egress-failover.md#sessions-kept-the-shared-snat-address). Absent: per-client choice.
+   */
+  snatAddress?: string;
 }
 
 /** The kernel state one client pod should have. */

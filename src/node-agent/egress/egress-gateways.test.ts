@@ -27,4 +27,11 @@ describe('egress gateways', () => {
       ['fd00::/64'],
     ]);
   });
+
+  test('a shared SNAT address goes to the gateway of its family, in canonical form; a family without one gets none', () => {
+    const egress: Egress = { metadata: { namespace: 'internet', name: 'nat' }, spec: { destinations: ['0.0.0.0/0', '::/0'], replicas: 2, sessionAffinity: 'ClientIP', snatAddresses: ['2001:DB8:0::10'] } };
+    assert.deepEqual(gatewaysOf(egress, { spec: { clusterIPs: ['10.96.0.5', 'fd00:96::5'] } }).map((g) => g.snatAddress), [undefined, '2001:db8::10']);
+    egress.spec.snatAddresses = ['203.0.113.10', '2001:db8::10'];
+    assert.deepEqual(gatewaysOf(egress, { spec: { clusterIPs: ['10.96.0.5', 'fd00:96::5'] } }).map((g) => g.snatAddress), ['203.0.113.10', '2001:db8::10']);
+  });
 });

@@ -8,7 +8,7 @@ import type { V1Service } from '@kubernetes/client-node';
 import { ANN_EGRESS_PREFIX } from '../../api/v2/keys.js';
 import type { Egress } from '../../api/v2/egress.js';
 import { formatCidr, tryParseCidr } from '../../ipam/cidr.js';
-import { addressFamily } from '../../netlink/cidr.js';
+import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
 import type { EgressGateway } from './egress-client.js';
 
 
@@ -35,7 +35,8 @@ export function egressRefsOf(annotations: Readonly<Record<string, string>> | und
 
 /**
  * One gateway per ClusterIP of the Egress's Service (the Service has the Egress's name), with the
- * Egress destinations of that ClusterIP's family. Headless or IP-less Services give none.
+ * Egress destinations of that ClusterIP's family and its shared SNAT address of that family, if
+ * any. Headless or IP-less Services give none.
  * Destinations are read as Coil reads them (Go's `net.ParseCIDR`: `10.0.0.1/24` is
  * `10.0.0.0/24`, `10.0.0.0/0024` is `10.0.0.0/24`) and passed on in canonical form, the only
  * form iproute2 reads the same way; text Go would refuse is dropped.
@@ -52,7 +53,8 @@ export function gatewaysOf(egress: Readonly<Egress>, service: Readonly<V1Service
       const cidr = tryParseCidr(d);
       return cidr?.family === family ? [formatCidr(cidr)] : [];
     });
-    out.push({ egress: ref, clusterIp, destinations, isSourcePortAuto: egress.spec?.fouSourcePortAuto === true });
+    const snatAddress = (egress.spec?.snatAddresses ?? []).find((a) => addressFamily(a) === family);
+    out.push({ egress: ref, clusterIp, destinations, isSourcePortAuto: egress.spec?.fouSourcePortAuto === true, ...(snatAddress !== undefined ? { snatAddress: canonicalAddress(snatAddress) } : {}) });
   }
   return out;
 }

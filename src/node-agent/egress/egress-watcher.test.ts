@@ -336,4 +336,81 @@ describe('EgressWatcher', () => {
     stop.abort();
     await running;
   });
+
+  describe('an Egress with a shared SNAT address', () => {
+    const shared = (): Egress => ({ ...egress(['0.0.0.0/0']), spec: { ...egress(['0.0.0.0/0']).spec, snatAddresses: ['203.0.113.10'] } });
+    const natSlice = (eps: Array<[string, { serving?: boolean; terminating?: boolean }, string?]>) => ({ metadata: { namespace: 'internet', name: 'nat-x', labels: { 'kubernetes.io/service-name': 'nat' } }, addressType: 'IPv4',
+      endpoints: eps.map(([a, conditions, nodeName]) => ({ addresses: [a], conditions, ...(nodeName ? { nodeName } : {}) })) });
+
+    test('every client goes to the one active NAT pod and none drains; at its loss or its termination all move to the same next one', async () => {
+      const w = world();
+      w.put('Egress', shared());
+      w.put('Service', service);
+      w.put('EndpointSlice', natSlice([['10.64.0.1', {}], ['10.64.0.2', {}], ['10.64.0.3', {}]]));
+      const health = new Map<string, ProbeHealth>([['10.64.0.1', 'up'], ['10.64.0.2', 'up'], ['10.64.0.3', 'up']]);
+      const prober = { setTargets: () => undefined, health: (a: string) => health.get(a) ?? 'unknown', run: async () => undefined };
+      let ew: EgressWatcher | undefined;
+      const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, onChange: (e) => ew?.onSteeringChange(e) });
+      ({ ew } = await watcher(w, steering));
+      const podOf = (name: string) => ({ ...pod({}), metadata: { namespace: 'app', name, annotations: { 'egress.coil.cybozu.com/internet': 'nat' } } });
+      const clients = Array.from({ length: 12 }, (_, i) => ({ ...attachment, name: `p${i}`, containerId: `c${i}`, netns: `/run/netns/p${i}`, ips: [`10.100.0.${i + 10}`] }));
+      for (const a of clients) { w.put('Pod', podOf(a.name)); await ew.onAdd(podOf(a.name), a); }
+      const active = rendezvousChoice('internet/nat', ['10.64.0.1', '10.64.0.2', '10.64.0.3'])!;
+      assert.equal(steering.active({ namespace: 'internet', name: 'nat' }, 4)?.address, active);
+      assert.deepEqual(new Set(w.calls.map((c) => /"dev":"(fou4_[0-9a-f]{8})"/.exec(c)![1])), new Set([fouPeerLinkName(active)]), 'all 12 clients on the active NAT pod, not spread by client');
+      const stop = new AbortController();
+      const running = ew.run(stop.signal);
+      // The active one is lost: all move together, to the Egress's next choice.
+      w.calls.length = 0;
+      health.set(active, 'down');
+      ew.onSteeringChange('internet/nat');
+      await until(() => w.calls.length === clients.length);
+      const rest = ['10.64.0.1', '10.64.0.2', '10.64.0.3'].filter((a) => a !== active);
+      const next = rendezvousChoice('internet/nat', rest)!;
+      for (const c of w.calls) assert.equal(c.replace(/^retarget \/run\/netns\/p\d+ /, ''), `${active} → ${next}`, 'no drain, one destination');
+      // The next one turns terminating: all move again at once, none drains through it.
+      w.calls.length = 0;
+      w.put('EndpointSlice', natSlice(['10.64.0.1', '10.64.0.2', '10.64.0.3'].map((a) => [a, a === next ? { terminating: true } : {}])));
+      ew.onSteeringChange('internet/nat');
+      await until(() => w.calls.length === clients.length);
+      const third = rest.find((a) => a !== next)!;
+      for (const c of w.calls) assert.equal(c.replace(/^retarget \/run\/netns\/p\d+ /, ''), `${next} → ${third}`);
+      stop.abort();
+      await running;
+    });
+
+    test('without coild\'s steering, ADD of its client fails with a Warning Event naming the flag (a tunnel to the ClusterIP would reach inactive NAT pods)', async () => {
+      const w = world();
+      w.put('Egress', shared());
+      w.put('Service', service);
+      const { ew } = await watcher(w);
+      await assert.rejects(ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment), (e: Error) => e instanceof EgressSetupError && /snatAddresses.*--egress-nat-steering=false/.test(e.message));
+      assert.deepEqual(w.events, ['Warning EgressUnavailable']);
+      assert.deepEqual(w.calls, []);
+    });
+
+    test('a node hosting one of its NAT pods probes all of them without a client, and knows when the active one is its own', async () => {
+      const w = world();
+      w.put('Egress', shared());
+      w.put('Service', service);
+      let targets: string[] = [];
+      const prober = { setTargets: (a: Iterable<string>) => { targets = [...a].sort(); }, health: (): ProbeHealth => 'up', run: async () => undefined };
+      const changes: string[] = [];
+      const steering = new NatSteering({ cache: w.cache, port: 5555, logger: silentLogger(), registry: new Registry(), prober, nodeName: 'node-b', onChange: (e) => changes.push(e) });
+      const stop = new AbortController();
+      const running = steering.run(stop.signal);
+      assert.deepEqual(targets, [], 'nothing hosted yet');
+      w.put('EndpointSlice', natSlice([['10.64.0.1', {}, 'node-a'], ['10.64.0.2', {}, 'node-b']]));
+      assert.deepEqual(targets, ['10.64.0.1', '10.64.0.2'], 'both probed: this node must see the other fail');
+      assert.deepEqual(changes, ['internet/nat']);
+      const active = steering.active({ namespace: 'internet', name: 'nat' }, 4)!;
+      assert.equal(active.nodeName, active.address === '10.64.0.1' ? 'node-a' : 'node-b');
+      // The Egress loses its shared address: not probed any more (no client here).
+      w.put('Egress', egress(['0.0.0.0/0']));
+      assert.deepEqual(targets, []);
+      assert.deepEqual(changes, ['internet/nat', 'internet/nat']);
+      stop.abort();
+      await running;
+    });
+  });
 });

@@ -136,7 +136,8 @@ export class EgressWatcher implements Runnable {
   /**
    * ADD of a pod: when it names Egresses, resolves them and sets up the tunnels; records the
    * attachment for later updates. Call with the attachment's lock held.
-   * @throws EgressSetupError when an Egress or its Service does not exist, or FoU is missing
+   * @throws EgressSetupError when an Egress or its Service does not exist, FoU is missing, or an
+   *   Egress has a shared SNAT address and this coild does not steer
    * @throws NetlinkError when the kernel refuses
    */
   async onAdd(pod: Readonly<V1Pod>, a: EgressAttachment): Promise<void> {
@@ -157,6 +158,14 @@ export class EgressWatcher implements Runnable {
       const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
       if (!egress || !service) throw new EgressSetupError(`${egress ? 'Service' : 'Egress'} ${ref.namespace}/${ref.name} named by annotation egress.coil.cybozu.com/${ref.namespace} does not exist`);
       gateways.push(...gatewaysOf(egress, service));
+    }
+    const shared = this.o.steering ? undefined : gateways.find((g) => g.snatAddress !== undefined);
+    if (shared) {
+      // Its answers come back only to the Egress's active NAT pod; a tunnel to the ClusterIP
+      // reaches any of them (docs/egress-failover.md#sessions-kept-the-shared-snat-address).
+      const msg = `Egress ${shared.egress} has a shared SNAT address (spec.snatAddresses), which needs coild's NAT pod steering; this node runs coild with --egress-nat-steering=false`;
+      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', msg);
+      throw new EgressSetupError(msg);
     }
     const key = this.o.lockKey(a.containerId, a.ifname);
     const steered = this.steer(a, gateways, undefined);
@@ -317,7 +326,7 @@ export class EgressWatcher implements Runnable {
       const prev = previous?.find((p) => p.egress === g.egress && p.clusterIp === g.clusterIp);
       // After a restart: the peer links in the netns are the tunnel and the links it drains through.
       const was = prev ? { current: prev.natPod, draining: prev.draining ?? [] } : steering.recover(ref, client, inKernel.filter((r) => r !== g.clusterIp));
-      const p = steering.placement(ref, client, was.current, was.draining);
+      const p = steering.placement(ref, client, was.current, was.draining, g.snatAddress !== undefined);
       return { ...g, ...(p.natPod !== undefined ? { natPod: p.natPod } : {}), ...(p.draining.length > 0 ? { draining: p.draining } : {}) };
     });
   }

@@ -11,7 +11,7 @@ describe('NAT endpoints from EndpointSlices', () => {
   test('serving from serving, else ready, else true; terminating defaults to false; other Services and FQDN slices ignored', () => {
     const slices = [
       slice('nat-a', 'nat', 'IPv4', [
-        { addresses: ['10.64.0.3'], conditions: { ready: false, serving: true, terminating: true }, targetRef: { kind: 'Pod', name: 'nat-1' } },
+        { addresses: ['10.64.0.3'], conditions: { ready: false, serving: true, terminating: true }, targetRef: { kind: 'Pod', name: 'nat-1' }, nodeName: 'node-2' },
         { addresses: ['10.64.0.1'], conditions: {} },
         { addresses: ['10.64.0.2'], conditions: { ready: false } },
       ]),
@@ -22,7 +22,7 @@ describe('NAT endpoints from EndpointSlices', () => {
     assert.deepEqual(natEndpointsOf('nat', slices), [
       { address: '10.64.0.1', family: 4, serving: true, terminating: false },
       { address: '10.64.0.2', family: 4, serving: false, terminating: false },
-      { address: '10.64.0.3', family: 4, serving: true, terminating: true, pod: 'internet/nat-1' },
+      { address: '10.64.0.3', family: 4, serving: true, terminating: true, pod: 'internet/nat-1', nodeName: 'node-2' },
       { address: 'fd00::1', family: 6, serving: true, terminating: false },
     ]);
   });

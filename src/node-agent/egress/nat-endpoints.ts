@@ -25,6 +25,8 @@ export interface NatEndpoint {
   terminating: boolean;
   /** The Pod behind the endpoint, `<namespace>/<name>`, when the slice names it. */
   pod?: string;
+  /** The Node the endpoint runs on (`endpoints[].nodeName`), when the slice names it. */
+  nodeName?: string;
 }
 
 /**
@@ -49,6 +51,7 @@ export function natEndpointsOf(name: string, slices: Iterable<Readonly<V1Endpoin
         out.set(address, {
           address, family, serving: serving || (seen?.serving ?? false), terminating: seen ? seen.terminating && terminating : terminating,
           ...(pod ? { pod } : seen?.pod ? { pod: seen.pod } : {}),
+          ...(e.nodeName ? { nodeName: e.nodeName } : seen?.nodeName ? { nodeName: seen.nodeName } : {}),
         });
       }
     }

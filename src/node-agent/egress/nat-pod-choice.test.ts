@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { chooseNatPod, placeClient, recoverPlacement, rendezvousChoice, type NatPodView } from './nat-pod-choice.js';
+import { activeNatPod, chooseNatPod, placeClient, recoverPlacement, rendezvousChoice, type NatPodView } from './nat-pod-choice.js';
 
 const v4 = fc.tuple(fc.nat(255), fc.nat(255)).map(([a, b]) => `10.64.${a}.${b}`);
 const v6 = fc.tuple(fc.nat(0xffff), fc.nat(0xffff)).map(([a, b]) => `fd00:64::${a.toString(16)}:${b.toString(16)}`);
@@ -167,5 +167,29 @@ describe('per-flow drain (placeClient)', () => {
     assert.deepEqual(recoverPlacement(pods, []), { current: undefined, draining: [] });
     const r = recoverPlacement(pods, [A, B]);
     assert.deepEqual(placeClient(client, pods, r.current, r.draining), { natPod: B, draining: [A] });
+  });
+
+  describe('the active NAT pod of a shared-address Egress', () => {
+    test('depends on the Egress and the NAT pods\' states only: the same in any order, from any node', () => {
+      fc.assert(fc.property(fc.uniqueArray(address, { minLength: 1, maxLength: 12 }), fc.string(), (pods, egress) => {
+        const views = pods.map((a) => up(a));
+        const active = activeNatPod(egress, views);
+        assert.ok(active !== undefined && pods.includes(active));
+        assert.equal(activeNatPod(egress, [...views].reverse()), active);
+        // A lost pod that was not the active one changes nothing; the active one's loss picks another.
+        for (const lost of pods) {
+          const after = activeNatPod(egress, views.map((v) => (v.address === lost ? { ...v, health: 'down' as const } : v)));
+          if (lost !== active) assert.equal(after, active);
+          else assert.ok(after !== active && (pods.length === 1 ? after === undefined : pods.includes(after!)));
+        }
+      }), { numRuns: 200 });
+    });
+
+    test('never a terminating, unready or down pod while one takes new flows; a terminating one that serves and answers when none does', () => {
+      const pods = [up('10.64.0.1', { terminating: true }), up('10.64.0.2', { serving: false }), up('10.64.0.3', { health: 'down' }), up('10.64.0.4')];
+      assert.equal(activeNatPod('internet/nat', pods), '10.64.0.4');
+      assert.equal(activeNatPod('internet/nat', pods.slice(0, 3)), '10.64.0.1');
+      assert.equal(activeNatPod('internet/nat', pods.slice(1, 3)), undefined);
+    });
   });
 });

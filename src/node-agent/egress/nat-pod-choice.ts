@@ -144,6 +144,29 @@ export function placeClient(client: string, pods: readonly Readonly<NatPodView>[
 }
 
 /**
+ * The one active NAT pod of an Egress with a shared SNAT address (`spec.snatAddresses`), of one
+ * family: every client of the Egress goes there, and its node routes the address to it
+ * (docs/egress-failover.md#sessions-kept-the-shared-snat-address). Two NAT pods active on one
+ * address at once break connections (two clients with the same port become one 4-tuple at the
+ * server, and the answers reach only one of the pods), so the choice is a function of the Egress
+ * and the NAT pods' states alone — no client, no current placement — and every coild that sees
+ * the same states picks the same pod: rendezvous of the Egress key over the pods that take new
+ * flows, else over the terminating pods that still serve and answer (a whole Egress rolled).
+ *
+ * What it costs: a NAT pod added becomes the active one with probability 1/n, and then every
+ * client moves to it (its flows are picked up there, as at a loss: kept, after a stall of the
+ * client's next retransmission); a draining NAT pod keeps no flows (they move and are picked up).
+ * @param egress `<namespace>/<name>`
+ * @param pods the NAT pods of one family
+ * @returns the active NAT pod's address, undefined when none serves (then the ClusterIP)
+ */
+export function activeNatPod(egress: string, pods: readonly Readonly<NatPodView>[]): string | undefined {
+  const fresh = pods.filter(takesNewFlows);
+  if (fresh.length > 0) return rendezvousChoice(egress, fresh.map((p) => p.address));
+  return rendezvousChoice(egress, pods.filter((p) => p.serving && p.health === 'up').map((p) => p.address));
+}
+
+/**
  * After a coild restart, the NAT pod a client's tunnel pointed at, from the remotes of its peer
  * links (`inKernel`): the one that still takes new flows, else one that keeps its client
  * ({@link keepsClient}); the other remotes among `pods` are the NAT pods it was draining from.

@@ -15,7 +15,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { Kinds } from '../../api/v2/kinds.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Runnable } from '../../runtime/runnable.js';
-import { chooseNatPod, placeClient, recoverPlacement, takesNewFlows, type NatPodPlacement, type NatPodView } from './nat-pod-choice.js';
+import { activeNatPod, chooseNatPod, placeClient, recoverPlacement, takesNewFlows, type NatPodPlacement, type NatPodView } from './nat-pod-choice.js';
 import { natEndpointsOf, LABEL_SERVICE_NAME, type NatEndpoint } from './nat-endpoints.js';
 import { NatProber, type ProbeHealth } from './nat-prober.js';
 import type { EgressRef } from './egress-gateways.js';
@@ -35,6 +35,12 @@ export interface NatSteeringOptions {
   probeFailAfter?: number;
   /** Replaces the prober (tests). */
   prober?: Pick<NatProber, 'setTargets' | 'health' | 'run'>;
+  /**
+   * This node's name. With it, the NAT pods of every Egress with a shared SNAT address that has
+   * a NAT pod on this node are probed too, client or not: this node routes the address when its
+   * NAT pod is the active one (snat-routes.ts), and must see the others fail to know that.
+   */
+  nodeName?: string;
 }
 
 /** Buckets of the probe RTT, seconds: 0.25 ms to 0.5 s. */
@@ -44,6 +50,8 @@ const RTT_BUCKETS = [0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.
 export class NatSteering implements Runnable {
   private readonly prober: Pick<NatProber, 'setTargets' | 'health' | 'run'>;
   private inUse = new Set<string>();
+  /** The Egresses whose NAT pods are probed: those in use, and the shared-address ones hosted here. */
+  private probed = new Set<string>();
   /** NAT pod address → the Egress it serves (of the Egresses in use). */
   private owner = new Map<string, string>();
   private readonly healthy: Gauge<'namespace' | 'egress'>;
@@ -66,7 +74,7 @@ export class NatSteering implements Runnable {
       labelNames: ['namespace', 'egress'], registers: [o.registry],
       collect() {
         this.reset();
-        for (const key of steering.inUse) this.set(labelsOf(key), steering.views(refOf(key)).filter((v) => takesNewFlows(v) && v.health === 'up').length);
+        for (const key of steering.probed) this.set(labelsOf(key), steering.views(refOf(key)).filter((v) => takesNewFlows(v) && v.health === 'up').length);
       },
     });
     this.failovers = new Counter({ name: 'coil_coild_egress_failovers_total', help: 'NAT pods of the Egress that stopped answering this node\'s probe while their EndpointSlice still listed them serving (their client tunnels moved)', labelNames: ['namespace', 'egress'], registers: [o.registry] });
@@ -96,9 +104,27 @@ export class NatSteering implements Runnable {
   /**
    * Where `client`'s tunnel to `egress` should point and which NAT pods it drains from
    * (docs/egress-failover.md#draining), given where it points now and what it drains from now.
+   * With `shared` (the Egress has a shared SNAT address of the client's family) the tunnel goes
+   * to the Egress's active NAT pod ({@link active}) and drains from none: the flows of the NAT pod
+   * it left are picked up by the active one, which the address is routed to.
    */
-  placement(egress: EgressRef, client: string, current: string | undefined, draining: readonly string[]): NatPodPlacement {
+  placement(egress: EgressRef, client: string, current: string | undefined, draining: readonly string[], shared = false): NatPodPlacement {
+    if (shared) {
+      const natPod = activeNatPod(`${egress.namespace}/${egress.name}`, this.familyViews(egress, client));
+      return { natPod, draining: [] };
+    }
     return placeClient(client, this.familyViews(egress, client), current, draining);
+  }
+
+  /**
+   * The active NAT pod of a shared-address Egress in `family` (nat-pod-choice.ts activeNatPod),
+   * with the Node it runs on when its slice names it; undefined when none serves.
+   */
+  active(egress: EgressRef, family: 4 | 6): { address: string; nodeName?: string } | undefined {
+    const views = this.views(egress).filter((v) => v.family === family);
+    const address = activeNatPod(`${egress.namespace}/${egress.name}`, views);
+    const nodeName = views.find((v) => v.address === address)?.nodeName;
+    return address === undefined ? undefined : { address, ...(nodeName ? { nodeName } : {}) };
   }
 
   /** After a coild restart: where the tunnel pointed and what it drained from, from its peer links' remotes. */
@@ -112,15 +138,24 @@ export class NatSteering implements Runnable {
       const ns = e.object.metadata?.namespace ?? '';
       const name = e.object.metadata?.labels?.[LABEL_SERVICE_NAME] ?? '';
       const key = `${ns}/${name}`;
-      if (!this.inUse.has(key)) return;
-      this.retarget();
-      this.o.onChange(key);
+      const was = this.probed.has(key);
+      // A slice can make this node the host of a shared-address Egress's NAT pod: re-derived first.
+      if (was || this.o.nodeName) this.retarget();
+      if (was || this.probed.has(key)) this.o.onChange(key);
     });
+    // An Egress given (or stripped of) a shared address changes which Egresses are probed here.
+    const offEgress = this.o.nodeName ? this.o.cache.onEvent(Kinds.Egress, (e) => {
+      const key = `${e.object.metadata?.namespace ?? ''}/${e.object.metadata?.name ?? ''}`;
+      const was = this.probed.has(key);
+      this.retarget();
+      if (was || this.probed.has(key)) this.o.onChange(key);
+    }) : () => undefined;
     try {
       this.retarget();
       await this.prober.run(signal);
     } finally {
       off();
+      offEgress();
     }
   }
 
@@ -128,14 +163,29 @@ export class NatSteering implements Runnable {
     return natEndpointsOf(egress.name, this.o.cache.list(Kinds.EndpointSlice, { namespace: egress.namespace }));
   }
 
-  private views(egress: EgressRef): Array<NatPodView & { family: 4 | 6 }> {
-    return this.endpoints(egress).map((e) => ({ address: e.address, family: e.family, serving: e.serving, terminating: e.terminating, health: this.prober.health(e.address) }));
+  private views(egress: EgressRef): Array<NatPodView & { family: 4 | 6; nodeName?: string }> {
+    return this.endpoints(egress).map((e) => ({
+      address: e.address, family: e.family, serving: e.serving, terminating: e.terminating, health: this.prober.health(e.address),
+      ...(e.nodeName ? { nodeName: e.nodeName } : {}),
+    }));
   }
 
-  /** Probes the NAT pods of the Egresses in use. */
+  /** The Egresses with a shared SNAT address that have a NAT pod on this node (none without `nodeName`). */
+  hostedShared(): string[] {
+    const node = this.o.nodeName;
+    if (!node) return [];
+    return this.o.cache.list(Kinds.Egress)
+      .filter((eg) => (eg.spec?.snatAddresses ?? []).length > 0)
+      .map((eg) => ({ namespace: eg.metadata?.namespace ?? '', name: eg.metadata?.name ?? '' }))
+      .filter((ref) => this.endpoints(ref).some((e) => e.nodeName === node))
+      .map((ref) => `${ref.namespace}/${ref.name}`);
+  }
+
+  /** Probes the NAT pods of the Egresses in use and of the shared-address ones hosted here. */
   private retarget(): void {
+    this.probed = new Set([...this.inUse, ...this.hostedShared()]);
     const owner = new Map<string, string>();
-    for (const key of this.inUse) for (const e of this.endpoints(refOf(key))) owner.set(e.address, key);
+    for (const key of this.probed) for (const e of this.endpoints(refOf(key))) owner.set(e.address, key);
     this.owner = owner;
     this.prober.setTargets(owner.keys());
   }

@@ -1,6 +1,7 @@
 /**
  * BlockExport: keeps the export table (119) equal to this node's AddressBlocks, reserved ones
- * included, through `RouteExporter.sync`. Level-triggered: every AddressBlock event of this node
+ * included, plus the shared SNAT addresses this node routes ({@link BlockExportOptions.extra}),
+ * through `RouteExporter.sync`. Level-triggered: every AddressBlock event of this node
  * (and every GC pass) re-reads the whole set from the cache; events arriving while a sync runs
  * collapse into one more sync, so a burst of block changes costs at most two batches. In coild it
  * is a Manager runnable like the other loops ({@link BlockExport.run}).
@@ -21,6 +22,12 @@ export interface BlockExportOptions {
   readonly cache: Cache;
   readonly exporter: RouteExporter;
   readonly logger: Logger;
+  /**
+   * Host CIDRs exported beside the blocks: the shared SNAT addresses this node routes to an
+   * Egress's active NAT pod (egress/snat-routes.ts, wired by coild). Call {@link trigger} when
+   * they change.
+   */
+  readonly extra?: () => readonly string[];
 }
 
 /**
@@ -119,7 +126,7 @@ export class BlockExport implements Runnable {
     const run = (async () => {
       do {
         this.dirty = false;
-        const change = await this.o.exporter.sync(blockCidrs(this.o.cache.list(Kinds.AddressBlock)));
+        const change = await this.o.exporter.sync([...blockCidrs(this.o.cache.list(Kinds.AddressBlock)), ...(this.o.extra?.() ?? [])]);
         if (change.added.length + change.deleted.length > 0) this.o.logger.info(change, 'export table synced');
       } while (this.dirty && !this.stopped);
     })();

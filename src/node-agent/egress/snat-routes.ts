@@ -1,0 +1,194 @@
+/**
+ * The node side of an Egress's shared SNAT address (`spec.snatAddresses`): when the active NAT
+ * pod of such an Egress (nat-pod-choice.ts activeNatPod, the same choice every coild makes) runs
+ * on this node, the node routes the address to it — `S/32 via <NAT pod> proto <protocol-id>` in
+ * the pod table (116), where the pod's own /32 route resolves the gateway — and exports `S/32` in
+ * the export table (119) beside the node's blocks, for BIRD to announce. When another NAT pod
+ * becomes the active one, this node withdraws both and that pod's node adds them, so the servers'
+ * answers to S reach the NAT pod the clients were moved to, which picks their flows up
+ * (docs/egress-failover.md#sessions-kept-the-shared-snat-address).
+ *
+ * Level-triggered: every change of the NAT pods' states (coild's probes, EndpointSlices, Egresses)
+ * recomputes the whole set from the cache and syncs the pod table's shared-address routes to it in
+ * one batch. A route of the pod table is one of these when it has coil's protocol and a gateway
+ * (the pods' own routes have none), so a coild restart finds the routes it made, and removes
+ * those of Egresses deleted meanwhile.
+ */
+import type Logger from 'bunyan';
+import { Gauge, type Registry } from 'prom-client';
+import { Kinds } from '../../api/v2/kinds.js';
+import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
+import type { NetlinkExecutor } from '../../netlink/netlink-executor.js';
+import { readRoutesBothFamilies } from '../../netlink/route.js';
+import { rt, type RtRequest } from '../../netlink/rt-request.js';
+import type { Cache } from '../../runtime/cache.js';
+import type { Runnable } from '../../runtime/runnable.js';
+import type { Egress } from '../../api/v2/egress.js';
+import type { EgressRef } from './egress-gateways.js';
+
+/** One shared SNAT address this node routes to its NAT pod. */
+export interface SnatRoute {
+  /** `<namespace>/<name>` of the Egress. */
+  egress: string;
+  /** The shared address (plain, canonical). */
+  address: string;
+  family: 4 | 6;
+  /** The active NAT pod's address, on this node (the route's gateway). */
+  natPod: string;
+}
+
+/** Where an Egress's active NAT pod of a family is (NatSteering.active). */
+export type ActiveNatPodOf = (egress: EgressRef, family: 4 | 6) => { address: string; nodeName?: string } | undefined;
+
+/**
+ * The shared SNAT addresses `nodeName` routes: each address of each Egress whose active NAT pod
+ * of the address's family runs on `nodeName`. Pure. An address two Egresses name (the webhook
+ * cannot see across Egresses) is routed for neither: whichever NAT pod got it would break the
+ * other Egress's flows, and a route that flips between them breaks both.
+ */
+export function desiredSnatRoutes(egresses: Iterable<Readonly<Egress>>, activeOf: ActiveNatPodOf, nodeName: string): SnatRoute[] {
+  const all: SnatRoute[] = [];
+  const count = new Map<string, number>();
+  for (const eg of egresses) {
+    const ref = { namespace: eg.metadata?.namespace ?? '', name: eg.metadata?.name ?? '' };
+    for (const raw of eg.spec?.snatAddresses ?? []) {
+      const family = addressFamily(raw);
+      if (family === undefined) continue; // the webhook refuses it; another writer may not have
+      const address = canonicalAddress(raw);
+      count.set(address, (count.get(address) ?? 0) + 1);
+      const active = activeOf(ref, family);
+      if (active?.nodeName === nodeName) all.push({ egress: `${ref.namespace}/${ref.name}`, address, family, natPod: active.address });
+    }
+  }
+  return all.filter((r) => count.get(r.address) === 1);
+}
+
+/** `S/32` or `S/128`. */
+export function hostCidr(address: string, family: 4 | 6): string {
+  return `${address}/${family === 4 ? 32 : 128}`;
+}
+
+/** Constructor options of {@link SnatRouter}. */
+export interface SnatRouterOptions {
+  /** coild's cache (Egresses). */
+  cache: Cache;
+  /** The active NAT pods (NatSteering.active). */
+  activeOf: ActiveNatPodOf;
+  nodeName: string;
+  /** Executor of the route reads and writes (rtnetlink, iproute2 as the fallback). */
+  kernel: NetlinkExecutor;
+  /** netns file standing in for the host netns (tests); default coild's own. */
+  hostNetns?: string;
+  /** `--pod-table-id` (116): the routes to pods, where the NAT pod's /32 resolves the gateway. */
+  podTableId: number;
+  /** `--protocol-id` (30). */
+  protocolId: number;
+  logger: Logger;
+  registry: Registry;
+  /** Called after a sync changed which addresses this node routes (coild re-syncs the export table). */
+  onExportChange: () => void;
+  /** Full resync period, ms (default 60 s): heals a route someone else removed. */
+  resyncPeriodMs?: number;
+}
+
+/** Routes and exports the shared SNAT addresses whose active NAT pod runs on this node. */
+export class SnatRouter implements Runnable {
+  private routed: SnatRoute[] = [];
+  private running: Promise<void> | undefined;
+  private dirty = false;
+  private readonly gauge: Gauge<'namespace' | 'egress' | 'address'>;
+
+  constructor(private readonly o: SnatRouterOptions) {
+    const router = this;
+    this.gauge = new Gauge({
+      name: 'coil_coild_egress_snat_routed', help: 'Shared SNAT addresses of Egresses this node routes to their active NAT pod and exports (1 per address)',
+      labelNames: ['namespace', 'egress', 'address'], registers: [o.registry],
+      collect() {
+        this.reset();
+        for (const r of router.routed) {
+          const [namespace = '', egress = ''] = r.egress.split('/');
+          this.set({ namespace, egress, address: r.address }, 1);
+        }
+      },
+    });
+  }
+
+  /** The host CIDRs (`S/32`, `S/128`) routed now: coild adds them to the export table. */
+  exported(): string[] {
+    return this.routed.map((r) => hostCidr(r.address, r.family));
+  }
+
+  /** Syncs now and on every {@link trigger} until aborted (routes stay after: the NAT pod still runs). */
+  async run(signal: AbortSignal): Promise<void> {
+    const timer = setInterval(() => this.trigger(), this.o.resyncPeriodMs ?? 60_000);
+    timer.unref();
+    try {
+      await this.sync();
+      if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    } finally {
+      clearInterval(timer);
+      await this.running?.catch(() => undefined);
+    }
+  }
+
+  /** Requests a sync soon; errors are logged and the next change or the resync retries. */
+  trigger(): void {
+    if (this.running) {
+      this.dirty = true;
+      return;
+    }
+    this.sync().catch((err: unknown) => this.o.logger.error({ err }, 'shared SNAT address routes sync failed'));
+  }
+
+  /**
+   * Makes the pod table's shared-address routes equal the desired set, in one batch, then tells
+   * the export table when the set changed.
+   * @throws NetlinkError when the kernel refuses
+   */
+  async sync(): Promise<void> {
+    while (this.running) await this.running.catch(() => undefined);
+    const run = (async () => {
+      do {
+        this.dirty = false;
+        await this.syncOnce();
+      } while (this.dirty);
+    })();
+    this.running = run;
+    try {
+      await run;
+    } finally {
+      this.running = undefined;
+    }
+  }
+
+  private async syncOnce(): Promise<void> {
+    const want = desiredSnatRoutes(this.o.cache.list(Kinds.Egress), this.o.activeOf, this.o.nodeName);
+    const table = this.o.podTableId;
+    const have = (await readRoutesBothFamilies(this.o.kernel, { netns: this.o.hostNetns, table }))
+      .filter((r) => r.protocol === String(this.o.protocolId) && r.gateway !== undefined && isHostDst(r.dst));
+    const lines: RtRequest[] = [];
+    for (const r of have) {
+      const dst = r.dst.split('/')[0]!;
+      const w = want.find((x) => x.address === canonicalAddress(dst));
+      if (w && canonicalAddress(r.gateway!) === w.natPod) continue;
+      if (!w) lines.push(rt.routeDel({ dst: hostCidr(canonicalAddress(dst), r.dst.includes(':') ? 6 : 4), table }));
+    }
+    for (const w of want) {
+      const cur = have.find((r) => canonicalAddress(r.dst.split('/')[0]!) === w.address);
+      if (cur && canonicalAddress(cur.gateway!) === w.natPod) continue;
+      lines.push(rt.routeReplace({ dst: hostCidr(w.address, w.family), via: w.natPod, table, protocol: this.o.protocolId }));
+    }
+    if (lines.length > 0) await this.o.kernel.apply(lines, { netns: this.o.hostNetns });
+    const before = this.exported().sort().join(',');
+    const moved = lines.length > 0;
+    this.routed = want;
+    if (moved) this.o.logger.info({ routes: want.map((r) => `${r.egress} ${r.address} via ${r.natPod}`) }, 'shared SNAT address routes synced');
+    if (this.exported().sort().join(',') !== before) this.o.onExportChange();
+  }
+}
+
+/** A host route's `dst` as ip prints it: a bare address, or with /32 or /128 (not `default`). */
+function isHostDst(dst: string): boolean {
+  const [address = '', len] = dst.split('/');
+  return addressFamily(address) !== undefined && (len === undefined || len === '32' || len === '128');
+}
