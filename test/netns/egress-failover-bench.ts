@@ -83,14 +83,12 @@ import { FlowPins } from '../../src/node-agent/egress/flow-pins.js';
 import { rendezvousChoice } from '../../src/node-agent/egress/nat-pod-choice.js';
 import { KeyedMutex } from '../../src/node-agent/podnet/keyed-mutex.js';
 import { SpawnHelper } from '../../src/node-agent/podnet/spawn-helper.js';
-import type { Cache } from '../../src/runtime/cache.js';
-import type { Client } from '../../src/runtime/client.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { createLogger, silentLogger } from '../../src/runtime/logging.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
-import { ask, inNetns, type ClientPod } from './egress-testbed.js';
+import { ApiStandIn, ask, inNetns, type ClientPod } from './egress-testbed.js';
 
 const { values: args } = parseArgs({ options: {
   kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
@@ -260,22 +258,6 @@ async function setDnat(node: TestNetns, endpoints: readonly string[]): Promise<v
 async function dnatTarget(client: string): Promise<string | undefined> {
   const { stdout } = await ip.exec(['conntrack', '-L', ...CT_FAMILY, '-p', 'udp', '-s', client, '-d', CLUSTER_IP]).catch(() => ({ stdout: '' }));
   return /src=\S+ dst=\S+ sport=\d+ dport=\d+ .*?src=(\S+)/.exec(stdout)?.[1];
-}
-
-/** In-memory stand-ins for the API server's objects (cache and client), with events. */
-class ApiStandIn {
-  readonly objects = new Map<string, unknown>();
-  private readonly handlers = new Map<string, Array<(e: unknown) => void>>();
-  readonly cache = {
-    get: (k: { kind: string }, r: { namespace: string; name: string }) => this.objects.get(`${k.kind}/${r.namespace}/${r.name}`),
-    list: (k: { kind: string }, o: { namespace?: string } = {}) => [...this.objects.entries()].filter(([x]) => x.startsWith(`${k.kind}/${o.namespace ?? ''}`)).map(([, v]) => v),
-    onEvent: (k: { kind: string }, h: (e: unknown) => void) => { this.handlers.set(k.kind, [...(this.handlers.get(k.kind) ?? []), h]); return () => undefined; },
-  } as unknown as Cache;
-  readonly client = { get: async (k: { kind: string }, r: { namespace: string; name: string }) => this.objects.get(`${k.kind}/${r.namespace}/${r.name}`) } as unknown as Client;
-  put(kind: string, o: { metadata?: { namespace?: string; name?: string } }): void {
-    this.objects.set(`${kind}/${o.metadata!.namespace!}/${o.metadata!.name!}`, o);
-    for (const h of this.handlers.get(kind) ?? []) h({ type: 'MODIFIED', object: o });
-  }
 }
 
 function slice(conditions: Record<string, { serving: boolean; terminating: boolean }>): V1EndpointSlice {

@@ -12,6 +12,8 @@ import { FouServer } from '../../src/egress-agent/fou-server.js';
 import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import type { IpRunner } from '../../src/netlink/ip-runner.js';
+import type { Cache } from '../../src/runtime/cache.js';
+import type { Client } from '../../src/runtime/client.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import type { TestNetns, TestNetnsSet } from './test-netns.js';
 import { wire } from './egress-peer.js';
@@ -114,4 +116,20 @@ export async function ask<T>(p: ChildProcess, cmd: string): Promise<T> {
 /** Sends `quit` to a helper started by {@link inNetns}; kills it after 5 s. */
 export async function quit(p: ChildProcess): Promise<void> {
   await new Promise<void>((r) => { p.once('exit', () => r()); p.stdin!.write('quit\n'); setTimeout(() => { p.kill('SIGKILL'); r(); }, 5_000).unref(); });
+}
+
+/** In-memory stand-ins for the API server's objects (cache and client), with events. */
+export class ApiStandIn {
+  readonly objects = new Map<string, unknown>();
+  private readonly handlers = new Map<string, Array<(e: unknown) => void>>();
+  readonly cache = {
+    get: (k: { kind: string }, r: { namespace: string; name: string }) => this.objects.get(`${k.kind}/${r.namespace}/${r.name}`),
+    list: (k: { kind: string }, o: { namespace?: string } = {}) => [...this.objects.entries()].filter(([x]) => x.startsWith(`${k.kind}/${o.namespace ?? ''}`)).map(([, v]) => v),
+    onEvent: (k: { kind: string }, h: (e: unknown) => void) => { this.handlers.set(k.kind, [...(this.handlers.get(k.kind) ?? []), h]); return () => undefined; },
+  } as unknown as Cache;
+  readonly client = { get: async (k: { kind: string }, r: { namespace: string; name: string }) => this.objects.get(`${k.kind}/${r.namespace}/${r.name}`) } as unknown as Client;
+  put(kind: string, o: { metadata?: { namespace?: string; name?: string } }): void {
+    this.objects.set(`${kind}/${o.metadata!.namespace!}/${o.metadata!.name!}`, o);
+    for (const h of this.handlers.get(kind) ?? []) h({ type: 'MODIFIED', object: o });
+  }
 }

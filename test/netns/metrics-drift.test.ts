@@ -26,11 +26,12 @@ function exported(text: string): Set<string> {
 
 /**
  * coild's series that exist only while a client pod of the node names an Egress — which needs FoU,
+ * or while the node routes an Egress's shared SNAT address to its NAT pod (snat-routes.test.ts),
  * absent from this machine's kernel, so ADD of such a pod fails here. Their names are checked
  * against coild's registry in src/node-agent/egress/egress-watcher.test.ts (steering), and the FoU
  * VM's egress-failover test runs them.
  */
-const NEEDS_AN_EGRESS_CLIENT = new Set(['coil_coild_egress_nat_pods_healthy']);
+const NEEDS_AN_EGRESS_CLIENT = new Set(['coil_coild_egress_nat_pods_healthy', 'coil_coild_egress_snat_routed']);
 
 describe('dashboard and alerts query only what the programs export', { skip: labSkipReason() }, () => {
   let lab: NodeLab;

@@ -113,6 +113,11 @@ export class SnatRouter implements Runnable {
     });
   }
 
+  /** The shared addresses this node routes now, as last synced. */
+  routes(): readonly SnatRoute[] {
+    return this.routed;
+  }
+
   /** The host CIDRs (`S/32`, `S/128`) routed now: coild adds them to the export table. */
   exported(): string[] {
     return this.routed.map((r) => hostCidr(r.address, r.family));
