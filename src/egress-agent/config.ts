@@ -6,6 +6,7 @@
 import { ConfigError, parseBindAddress } from '../runtime/flags.js';
 import { defineFlags } from '../runtime/flag-table.js';
 import { DEFAULT_NETFILTER_BACKEND, DEFAULT_TERMINATION_GRACE_S, egressDrainSeconds, FOU_PORT, NETFILTER_BACKENDS, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
+import { canonicalSnatAddresses, snatAddressesProblems } from '../api/v2/snat-addresses.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
 /** Parsed configuration of one coil-egress process. */
@@ -50,6 +51,14 @@ export interface EgressConfig {
    * period, src/reconcilers/egress-objects.ts). @see docs/egress-failover.md#draining
    */
   readonly drainTimeoutMs: number;
+  /**
+   * `--snat-addresses` (ours; Coil has none), default none: the Egress's shared addresses
+   * (`spec.snatAddresses`), at most one per family, canonical text. The NAT rules of a family
+   * with one SNAT to it instead of masquerading to the pod's own address, and drop new packets
+   * from outside to it (src/netlink/nftables.ts natRuleset), so that another NAT pod can take
+   * over this pod's client flows. @see docs/egress-failover.md#sessions-kept-the-shared-snat-address
+   */
+  readonly snatAddresses: readonly string[];
 }
 
 /** A flag or environment value coil-egress cannot use (the runtime's ConfigError, under coil-egress's name). */
@@ -76,6 +85,7 @@ export const EGRESS_FLAGS = defineFlags('coil-egress', {
   'log-level': { kind: 'enum', values: LOG_LEVELS, default: 'info', help: 'log level' },
   'metrics-interval-seconds': { kind: 'string', default: '30', help: 'seconds between conntrack and nft reads for the metrics' },
   'drain-timeout': { kind: 'duration', default: DEFAULT_DRAIN_TIMEOUT, help: 'after SIGTERM, keep the data path until the established client flows end, at most this long; 0 exits at once' },
+  'snat-addresses': { kind: 'strings', help: "the Egress's shared addresses (comma-separated or repeated, at most one per family): NAT client flows to them instead of the pod's own address, so another NAT pod can take its flows over" },
 });
 
 /**
@@ -92,6 +102,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
   const intervalS = Number(values['metrics-interval-seconds']);
   if (!(intervalS > 0)) throw new ConfigError('--metrics-interval-seconds must be > 0');
   const addresses = need('COIL_POD_ADDRESSES').split(',').map((a) => a.trim()).filter(Boolean);
+  const snatAddresses = parseSnatAddresses(values['snat-addresses']);
   const metricsAddr = values['metrics-addr'];
   const healthAddr = values['health-addr'];
   return {
@@ -110,7 +121,21 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
     logLevel: values['log-level'],
     metricsIntervalMs: Math.round(intervalS * 1000),
     drainTimeoutMs: values['drain-timeout'],
+    snatAddresses,
   };
+}
+
+/**
+ * `--snat-addresses`' values, each comma-separated: plain unicast IP addresses, at most one per
+ * family (the webhook's rule, src/api/v2/snat-addresses.ts; text need not be canonical here).
+ * @returns the addresses in canonical text
+ * @throws ConfigError naming the flag and the first bad value
+ */
+function parseSnatAddresses(values: readonly string[]): string[] {
+  const items = values.flatMap((v) => v.split(',')).map((a) => a.trim());
+  const problem = snatAddressesProblems(items, { canonical: false, name: (i) => JSON.stringify(items[i]) })[0];
+  if (problem) throw new ConfigError(`--snat-addresses: ${JSON.stringify(problem.value)} ${problem.message}`);
+  return canonicalSnatAddresses(items);
 }
 
 export { parseBindAddress };

@@ -16,7 +16,7 @@ describe('coil-egress config', () => {
     assert.deepEqual({ ...c, metricsAddr: c.metricsAddr?.port, healthAddr: c.healthAddr?.port }, {
       namespace: 'internet', egressName: 'nat', podAddresses: ['10.1.0.5', 'fd00::5'], podName: 'nat-0', metricsAddr: 8080, healthAddr: 8081,
       fouPort: 5555, isSourcePortAuto: false, backend: 'iptables', outInterface: 'eth0', logLevel: 'info', metricsIntervalMs: 30_000, apiHttp2: true,
-      drainTimeoutMs: 25_000,
+      drainTimeoutMs: 25_000, snatAddresses: [],
     });
     assert.equal(parseEgressConfig(['--api-http2=false'], env).apiHttp2, false);
     assert.equal(parseEgressConfig(['--enable-sport-auto=true', '--fou-port=6000'], env).fouPort, 6000);
@@ -35,6 +35,29 @@ describe('coil-egress config', () => {
     assert.equal(parseEgressConfig(['--drain-timeout=0'], env).drainTimeoutMs, 0);
     assert.equal(parseEgressConfig(['--drain-timeout=1m30s'], env).drainTimeoutMs, 90_000);
     for (const bad of ['-5s', '30', 'soon', '']) assert.throws(() => parseEgressConfig([`--drain-timeout=${bad}`], env), /--drain-timeout: invalid duration/);
+  });
+
+  test('--snat-addresses: comma-separated or repeated, one per family, kept in canonical text', () => {
+    assert.deepEqual(parseEgressConfig(['--snat-addresses=203.0.113.10'], env).snatAddresses, ['203.0.113.10']);
+    assert.deepEqual(parseEgressConfig(['--snat-addresses=203.0.113.10,2001:DB8:0::10'], env).snatAddresses, ['203.0.113.10', '2001:db8::10']);
+    assert.deepEqual(parseEgressConfig(['--snat-addresses', '2001:db8::10', '--snat-addresses=203.0.113.10'], env).snatAddresses, ['2001:db8::10', '203.0.113.10']);
+  });
+
+  test('--snat-addresses: anything but plain unicast addresses, one per family, is refused by name', () => {
+    const refused = (value: string, why: RegExp) => assert.throws(() => parseEgressConfig([`--snat-addresses=${value}`], env), (e: Error) => e instanceof EgressConfigError && why.test(e.message), value);
+    refused('203.0.113.10/32', /^--snat-addresses: "203\.0\.113\.10\/32" must be an IP address, not a CIDR$/);
+    refused('nat', /^--snat-addresses: "nat" must be a valid IP address/);
+    refused('', /^--snat-addresses: "" must be a valid IP address/);
+    refused('203.0.113.10,', /^--snat-addresses: "" must be a valid IP address/);
+    refused('fe80::1%eth0', /^--snat-addresses: "fe80::1%eth0" must not include an IPv6 zone$/);
+    refused('127.0.0.1', /loopback/);
+    refused('224.0.0.5', /multicast/);
+    refused('0.0.0.0', /unspecified/);
+    refused('169.254.0.1', /link-local/);
+    refused('255.255.255.255', /broadcast/);
+    refused('::ffff:203.0.113.10', /IPv4-mapped/);
+    refused('203.0.113.10,203.0.113.11', /^--snat-addresses: "203\.0\.113\.11" at most one address per family \("203\.0\.113\.10" is IPv4\)$/);
+    refused('2001:db8::10,2001:db8:0::10', /^--snat-addresses: "2001:db8:0::10" duplicate of "2001:db8::10"$/);
   });
 });
 

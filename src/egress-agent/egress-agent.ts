@@ -66,7 +66,7 @@ export class EgressAgent {
     this.ip = o.ip ?? new IpRunner();
     this.metrics = new EgressMetrics({ namespace: c.namespace, egress: c.egressName, pod: c.podName });
     this.endpoints = new HttpEndpoints(this.metrics.registry);
-    const natOptions = { ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface };
+    const natOptions = { ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface, snatAddresses: c.snatAddresses };
     this.nat = c.backend === 'iptables' ? new IptablesNat(natOptions) : new NftablesNat(natOptions);
     this.server = new FouServer({ ip: this.ip, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
   }
@@ -94,7 +94,11 @@ export class EgressAgent {
 
     await this.nat.init();
     this.natProblem = undefined;
-    log.info({ backend: c.backend, outInterface: c.outInterface }, 'NAT rules installed');
+    log.info({ backend: c.backend, outInterface: c.outInterface, snatAddresses: c.snatAddresses }, c.snatAddresses.length > 0
+      ? `NAT rules installed: client flows SNAT to the shared address${c.snatAddresses.length > 1 ? 'es' : ''} ${c.snatAddresses.join(', ')}`
+      : 'NAT rules installed');
+    const unusedSnat = c.snatAddresses.filter((a) => !c.podAddresses.some((p) => addressFamily(p) === addressFamily(a)));
+    if (unusedSnat.length > 0) log.warn({ snatAddresses: unusedSnat }, 'the pod has no address of the family of a shared address: no NAT rules of that family, the address is unused');
     // Conntrack and NAT counters mean something without tunnels too (and the dashboard's panels
     // stay filled on a node that lacks FoU), so they are collected either way.
     this.collector = setInterval(() => void this.collect(), c.metricsIntervalMs);

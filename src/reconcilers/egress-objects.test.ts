@@ -97,6 +97,14 @@ describe('desiredDeployment', () => {
     assert.deepEqual(args({ spec: { containers: [{ name: 'egress', args: ['--x'] }], terminationGracePeriodSeconds: 120 } }), ['--x']);
   });
 
+  test('shared SNAT addresses reach coil-egress as --snat-addresses, canonical and comma-joined; none without them or with given args', () => {
+    const args = (spec: Partial<EgressSpec>) => desiredDeployment(egress(spec), opts).spec!.template.spec!.containers[0]!.args;
+    assert.deepEqual(args({ snatAddresses: ['203.0.113.10', '2001:DB8:0::10'], fouSourcePortAuto: true, template: { spec: { containers: [], terminationGracePeriodSeconds: 60 } } }),
+      ['--fou-port=6000', '--backend=iptables', '--enable-sport-auto', '--snat-addresses=203.0.113.10,2001:db8::10', '--drain-timeout=55s']);
+    assert.deepEqual(args({ snatAddresses: [] }), ['--fou-port=6000', '--backend=iptables']);
+    assert.deepEqual(args({ snatAddresses: ['203.0.113.10'], template: { spec: { containers: [{ name: 'egress', args: ['--x'] }] } } }), ['--x']);
+  });
+
   test('the input Egress is not modified', () => {
     const e = egress({ template: { spec: { containers: [{ name: 'egress' }] } } });
     const before = structuredClone(e);

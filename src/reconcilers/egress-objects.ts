@@ -15,6 +15,7 @@ import type { V1Container, V1Deployment, V1DeploymentStrategy, V1OwnerReference,
 import { EGRESS_CONTAINER_NAME, type Egress, type EgressStatus } from '../api/v2/egress.js';
 import { EGRESS_SERVICE_ACCOUNT } from '../api/v2/egress-validation.js';
 import { API_VERSION, egressDrainSeconds, PORTS } from '../api/v2/keys.js';
+import { canonicalSnatAddresses } from '../api/v2/snat-addresses.js';
 import { EGRESS_MANAGED_LABELS, type EgressOptions } from './egress-options.js';
 
 /** Kubernetes' default `timeoutSeconds` of ClientIP affinity (3 hours). */
@@ -96,10 +97,12 @@ export function egressPodSpec(egress: Readonly<Egress>, opts: EgressOptions): V1
  * variables coil-egress needs. Defaults (docs/compatibility.md#egress-reconciler, with fixes):
  * - image `opts.image`, command `["coil-egress"]`;
  * - args, when none are given: `--fou-port=<opts.fouPort>` (Coil passes none, so a non-default
- *   port broke), `--backend=<opts.backend>`, `--enable-sport-auto` when `fouSourcePortAuto`, and
- *   when the template sets `terminationGracePeriodSeconds`, `--drain-timeout=<grace − 5>s` (at
- *   least 0), so that the NAT pod's drain and its 5 s shutdown fit the grace period (coil-egress's
- *   default, 25 s, fits Kubernetes' default 30 s; docs/egress-failover.md#draining);
+ *   port broke), `--backend=<opts.backend>`, `--enable-sport-auto` when `fouSourcePortAuto`,
+ *   `--snat-addresses=<a>[,<b>]` (canonical text, comma-joined) when `snatAddresses` is set and not
+ *   empty (docs/egress-failover.md#sessions-kept-the-shared-snat-address), and when the template
+ *   sets `terminationGracePeriodSeconds`, `--drain-timeout=<grace − 5>s` (at least 0), so that the
+ *   NAT pod's drain and its 5 s shutdown fit the grace period (coil-egress's default, 25 s, fits
+ *   Kubernetes' default 30 s; docs/egress-failover.md#draining);
  * - env `COIL_POD_NAMESPACE`, `COIL_EGRESS_NAME`, `COIL_POD_ADDRESSES` (fieldRef `status.podIPs`), replacing same-named entries;
  * - mounts `/run` and `/lib/modules` (read-only) unless something is mounted there;
  * - securityContext: `privileged` (needed for the sysctls and the fou module) and
@@ -115,7 +118,9 @@ export function egressContainer(c: V1Container, egress: Readonly<Egress>, opts: 
   if (!out.command?.length) out.command = ['coil-egress'];
   if (!out.args?.length) {
     const graceS = egress.spec.template?.spec?.terminationGracePeriodSeconds;
+    const snat = canonicalSnatAddresses(egress.spec.snatAddresses ?? []);
     out.args = [`--fou-port=${opts.fouPort}`, `--backend=${opts.backend}`, ...(egress.spec.fouSourcePortAuto ? ['--enable-sport-auto'] : []),
+      ...(snat.length > 0 ? [`--snat-addresses=${snat.join(',')}`] : []),
       ...(graceS != null ? [`--drain-timeout=${egressDrainSeconds(graceS)}s`] : [])];
   }
   const ours = [

@@ -71,6 +71,7 @@ describe('Coil CRDs on a real kube-apiserver', () => {
     assert.equal(nat.spec.replicas, 1, 'replicas defaults to 1');
     assert.equal(nat.spec.sessionAffinity, 'ClientIP', 'sessionAffinity defaults to ClientIP');
     assert.equal(nat.spec.fouSourcePortAuto, false);
+    assert.equal(nat.spec.snatAddresses, undefined, 'snatAddresses (ours) has no default: a Coil Egress is left as it was');
     const internet = (await objects.read({ apiVersion: 'coil.cybozu.com/v2', kind: 'Egress', metadata: { name: 'internet', namespace: 'internet-egress' } })) as unknown as Egress;
     assert.equal(internet.spec.replicas, 2);
     assert.equal(internet.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds, 43200);

@@ -143,6 +143,14 @@ describe('Egress reconcilers with kube-controller-manager', () => {
     });
   });
 
+  test('shared SNAT addresses set and removed: the default args gain and lose --snat-addresses', async () => {
+    const args = async () => (await client.get(Kinds.Deployment, key('nat')))?.spec?.template.spec?.containers[0]?.args;
+    await client.mergePatch(Kinds.Egress, key('nat'), { spec: { snatAddresses: ['203.0.113.10'] } });
+    await eventually(async () => assert.deepEqual(await args(), ['--fou-port=5555', '--backend=iptables', '--snat-addresses=203.0.113.10']));
+    await client.mergePatch(Kinds.Egress, key('nat'), { spec: { snatAddresses: null } });
+    await eventually(async () => assert.deepEqual(await args(), ['--fou-port=5555', '--backend=iptables']));
+  });
+
   test('a reconcile with nothing to change writes nothing', async () => {
     const before = await Promise.all([client.get(Kinds.Deployment, key('nat')), client.get(Kinds.Service, key('nat'))]);
     const runs = async () => metricValue(await scrape(mgr.ports.metrics!), 'controller_runtime_reconcile_total', { controller: 'egress' }) ?? 0;

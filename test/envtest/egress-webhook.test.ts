@@ -53,6 +53,9 @@ const CASES: [string, Partial<EgressSpec>, string][] = [
   ['a negative PDB minAvailable (Coil)', { podDisruptionBudget: { minAvailable: -1 } }, 'spec.podDisruptionBudget.minAvailable: Invalid value: -1: must be greater than or equal to 0'],
   ['a PDB maxUnavailable that is no percent (Coil)', { podDisruptionBudget: { maxUnavailable: 'all' } }, `spec.podDisruptionBudget.maxUnavailable: Invalid value: "all": ${PERCENT}`],
   ['a PDB over 100% (Coil)', { podDisruptionBudget: { maxUnavailable: '101%' } }, 'spec.podDisruptionBudget.maxUnavailable: Invalid value: "101%": must not be greater than 100%'],
+  ['a shared SNAT address given as a CIDR', { snatAddresses: ['203.0.113.10/32'] }, 'spec.snatAddresses[0]: Invalid value: "203.0.113.10/32": must be an IP address, not a CIDR'],
+  ['a loopback shared SNAT address', { snatAddresses: ['::1'] }, 'spec.snatAddresses[0]: Invalid value: "::1": may not be in the loopback range (127.0.0.0/8, ::1/128)'],
+  ['two shared SNAT addresses of one family', { snatAddresses: ['203.0.113.10', '203.0.113.11'] }, 'spec.snatAddresses[1]: Invalid value: "203.0.113.11": at most one address per family (spec.snatAddresses[0] is IPv4)'],
 ];
 
 describe('Egress webhooks through the real apiserver', () => {
@@ -123,9 +126,16 @@ describe('Egress webhooks through the real apiserver', () => {
       sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } },
       fouSourcePortAuto: true,
       podDisruptionBudget: { maxUnavailable: '100%' },
+      snatAddresses: ['203.0.113.10', '2001:db8::10'],
     });
-    await createEgress(client, NS, 'full', spec);
+    const created = await createEgress(client, NS, 'full', spec);
+    assert.deepEqual(created.spec.snatAddresses, ['203.0.113.10', '2001:db8::10']);
     await client.mergePatch(Kinds.Egress, { namespace: NS, name: 'full' }, { spec: { podDisruptionBudget: { maxUnavailable: null, minAvailable: 1 } } });
+  });
+
+  test('schema rules answer before the webhook: snatAddresses at most 2 items, a set', async () => {
+    await assert.rejects(createEgress(client, NS, 'snat3', { snatAddresses: ['203.0.113.10', '2001:db8::10', '198.51.100.1'] }), /spec.snatAddresses: Too many: 3: must have at most 2 items/);
+    await assert.rejects(createEgress(client, NS, 'snatdup', { snatAddresses: ['203.0.113.10', '203.0.113.10'] }), /spec.snatAddresses\[1\]: Duplicate value: "203.0.113.10"/);
   });
 
   test('schema rules answer before the webhook: replicas >= 1, sessionAffinity enum, destinations required', async () => {
@@ -139,7 +149,10 @@ describe('Egress webhooks through the real apiserver', () => {
       apiVersion: 'coil.cybozu.com/v2',
       kind: 'Egress',
       metadata: { namespace: NS, name: 'warned' },
-      spec: egressSpec({ sessionAffinity: 'None', sessionAffinityConfig: { clientIP: { timeoutSeconds: 5 } }, template: { spec: { serviceAccountName: 'mine', containers: [{ name: 'egress' }] } } }),
+      spec: egressSpec({
+        sessionAffinity: 'None', sessionAffinityConfig: { clientIP: { timeoutSeconds: 5 } }, template: { spec: { serviceAccountName: 'mine', containers: [{ name: 'egress' }] } },
+        snatAddresses: ['2001:db8::10'],
+      }),
     };
     const run = promisify(execFile);
     const child = run(await toolPath('kubectl'), [`--kubeconfig=${cp.kubeconfigPath}`, 'create', '-f', '-']);
@@ -147,5 +160,6 @@ describe('Egress webhooks through the real apiserver', () => {
     const { stderr } = await child;
     assert.match(stderr, /Warning: spec.template.spec.serviceAccountName: replaced by coil-egress/);
     assert.match(stderr, /Warning: spec.sessionAffinityConfig: ignored when sessionAffinity is None/);
+    assert.match(stderr, /Warning: spec.snatAddresses\[0\]: no destination of its family; unused/);
   });
 });

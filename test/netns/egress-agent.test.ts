@@ -3,7 +3,8 @@
  * Egress (annotation added, edited, removed; a finished pod leaves through the field selector),
  * and the coil-egress program, run in an egress pod netns on this kernel without FoU, installs
  * its NAT table, exports `coil_egress_kernel_feature{feature="fou"} 0` and stays unready with the
- * reason in /readyz; and on SIGTERM it drains: it stays, with its NAT rules and its endpoints, while
+ * reason in /readyz; with `--snat-addresses` its rules (nftables and iptables) SNAT to the shared
+ * address and drop new packets from outside to it, and a bad value is refused by name; and on SIGTERM it drains: it stays, with its NAT rules and its endpoints, while
  * a client flow through its NAT is established, and exits 0 when that flow ends or at
  * `--drain-timeout`, at once with `--drain-timeout=0`. Root only (netns); skipped with the reason
  * otherwise.
@@ -110,6 +111,60 @@ describe('coil-egress against a real API server', { skip: prerequisite(netnsSkip
     } finally {
       child.kill('SIGTERM');
       await new Promise((r) => child.on('exit', r));
+    }
+  });
+
+  it('--snat-addresses: the NAT rules SNAT to the shared address and drop new packets from outside to it (each backend)', async () => {
+    const S = '203.0.113.10';
+    for (const backend of ['nftables', 'iptables'] as const) {
+      const e: TestNetns = await netns.create(`egress-snat-${backend}`);
+      const x = await netns.create(`egress-snat-${backend}-x`);
+      await wire(ip, e, 'eth0', x, 'eth0');
+      await ip.batch([['addr', 'add', '198.51.100.1/24', 'dev', 'eth0']], { netns: e.path });
+      const egress = coilEgressCommand();
+      // A listening endpoint keeps the process up on this kernel without FoU (no client watcher).
+      const child = spawn('ip', ['netns', 'exec', e.name, ...egress.argv, '--kubeconfig', cp.kubeconfigPath,
+        '--metrics-addr=0', `--health-addr=:${await freePort()}`, `--backend=${backend}`, `--snat-addresses=${S}`], {
+        env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let log = '';
+      child.stderr.on('data', (b: Buffer) => { log += b.toString(); });
+      const exited = once(child, 'exit');
+      try {
+        await eventually(() => assert.match(log, /NAT rules installed/), { timeoutMs: 20_000 }).catch((err: Error) => assert.fail(`${err.message}\n${log}`));
+        assert.match(log, /NAT rules installed: client flows SNAT to the shared address 203\.0\.113\.10/);
+        if (backend === 'nftables') {
+          const nft = (await ip.exec(['nft', 'list', 'table', 'ip', 'coil-egress'], { netns: e.path })).stdout;
+          assert.match(nft, /oifname "eth0" ip saddr != 198\.51\.100\.1 counter packets 0 bytes 0 snat to 203\.0\.113\.10/);
+          assert.doesNotMatch(nft, /bytes \d+ masquerade/);
+          assert.match(nft, /iifname "eth0" ip daddr 203\.0\.113\.10 ct state new counter packets 0 bytes 0 drop/);
+        } else {
+          const rules = (await ip.exec(['iptables-save'], { netns: e.path })).stdout;
+          assert.match(rules, /-A POSTROUTING ! -s 198\.51\.100\.1\/32 -o eth0 -j SNAT --to-source 203\.0\.113\.10/);
+          assert.doesNotMatch(rules, /MASQUERADE/);
+          assert.match(rules, /-A FORWARD -d 203\.0\.113\.10\/32 -i eth0 -m conntrack --ctstate NEW -j DROP/);
+        }
+        assert.equal(child.exitCode, null, `coil-egress exited: ${log}`);
+      } finally {
+        // No client flow: the drain ends within seconds (drain.ts DRAIN_QUIET_MS).
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+        await exited;
+      }
+    }
+  });
+
+  it('a bad --snat-addresses is refused by name, exit 2', async () => {
+    const egress = coilEgressCommand();
+    for (const [value, why] of [['203.0.113.10/32', 'must be an IP address, not a CIDR'], ['203.0.113.10,203.0.113.11', 'at most one address per family']] as const) {
+      const child = spawn(egress.argv[0]!, [...egress.argv.slice(1), `--snat-addresses=${value}`], {
+        env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
+      const [code] = await once(child, 'exit');
+      assert.equal(code, 2, err);
+      assert.ok(err.startsWith('coil-egress: --snat-addresses: '), err);
+      assert.ok(err.includes(why), err);
     }
   });
 });

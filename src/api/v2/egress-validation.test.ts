@@ -90,6 +90,57 @@ describe('validateEgressSpec', () => {
       'spec.podDisruptionBudget.minAvailable: Invalid value: "101%": must not be greater than 100%',
     ]);
   });
+
+  test('snatAddresses: absent, empty, one per family pass (ours)', () => {
+    assert.deepEqual(messages({ snatAddresses: [] }), []);
+    assert.deepEqual(messages({ snatAddresses: ['203.0.113.10'] }), []);
+    assert.deepEqual(messages({ snatAddresses: ['2001:db8::10', '203.0.113.10'] }), []);
+  });
+
+  test('snatAddresses: each a plain IP address, no CIDR, no zone, no IPv4-mapped IPv6 (ours)', () => {
+    assert.deepEqual(messages({ snatAddresses: ['203.0.113.10/32', 'fe80::1%eth0'] }), [
+      'spec.snatAddresses[0]: Invalid value: "203.0.113.10/32": must be an IP address, not a CIDR',
+      'spec.snatAddresses[1]: Invalid value: "fe80::1%eth0": must not include an IPv6 zone',
+    ]);
+    assert.deepEqual(messages({ snatAddresses: ['nat.example.com', '010.0.0.1'] }), [
+      'spec.snatAddresses[0]: Invalid value: "nat.example.com": must be a valid IP address (e.g. 10.9.8.7 or 2001:db8::ffff)',
+      'spec.snatAddresses[1]: Invalid value: "010.0.0.1": must be a valid IP address (e.g. 10.9.8.7 or 2001:db8::ffff)',
+    ]);
+    assert.deepEqual(messages({ snatAddresses: ['::ffff:203.0.113.10'] }), [
+      'spec.snatAddresses[0]: Invalid value: "::ffff:203.0.113.10": must not be an IPv4-mapped IPv6 address',
+    ]);
+  });
+
+  test('snatAddresses: no unspecified, loopback, link-local, multicast or broadcast address (ours)', () => {
+    const one = (a: string) => messages({ snatAddresses: [a] });
+    assert.deepEqual(one('0.0.0.0'), ['spec.snatAddresses[0]: Invalid value: "0.0.0.0": may not be unspecified (0.0.0.0)']);
+    assert.deepEqual(one('::'), ['spec.snatAddresses[0]: Invalid value: "::": may not be unspecified (::)']);
+    for (const a of ['127.0.0.1', '127.255.0.9', '::1']) assert.deepEqual(one(a), [`spec.snatAddresses[0]: Invalid value: "${a}": may not be in the loopback range (127.0.0.0/8, ::1/128)`]);
+    for (const a of ['169.254.1.1', 'fe80::1', 'febf::1']) assert.deepEqual(one(a), [`spec.snatAddresses[0]: Invalid value: "${a}": may not be in the link-local range (169.254.0.0/16, fe80::/10)`]);
+    for (const a of ['224.0.0.1', '239.1.2.3', 'ff02::1']) assert.deepEqual(one(a), [`spec.snatAddresses[0]: Invalid value: "${a}": may not be in the multicast range (224.0.0.0/4, ff00::/8)`]);
+    assert.deepEqual(one('255.255.255.255'), ['spec.snatAddresses[0]: Invalid value: "255.255.255.255": may not be the IPv4 broadcast address (255.255.255.255)']);
+    // The ranges' neighbours are unicast.
+    for (const a of ['0.0.0.1', '126.255.255.255', '128.0.0.0', '169.253.255.255', '223.255.255.255', '255.255.255.254', '::2', 'fec0::1', 'fe7f::1', 'feff::1']) assert.deepEqual(one(a), [], a);
+  });
+
+  test("snatAddresses: canonical text, Kubernetes' rule for new IP fields (ours)", () => {
+    assert.deepEqual(messages({ snatAddresses: ['2001:DB8:0::10'] }), [
+      'spec.snatAddresses[0]: Invalid value: "2001:DB8:0::10": must be in canonical form ("2001:db8::10")',
+    ]);
+  });
+
+  test('snatAddresses: at most one per family, no duplicate (ours)', () => {
+    assert.deepEqual(messages({ snatAddresses: ['203.0.113.10', '203.0.113.11'] }), [
+      'spec.snatAddresses[1]: Invalid value: "203.0.113.11": at most one address per family (spec.snatAddresses[0] is IPv4)',
+    ]);
+    assert.deepEqual(messages({ snatAddresses: ['2001:db8::10', '2001:db8:0::10'] }), [
+      'spec.snatAddresses[1]: Invalid value: "2001:db8:0::10": must be in canonical form ("2001:db8::10")',
+      'spec.snatAddresses[1]: Invalid value: "2001:db8:0::10": duplicate of spec.snatAddresses[0]',
+    ]);
+    assert.deepEqual(messages({ snatAddresses: ['203.0.113.10', '2001:db8::10', '203.0.113.10'] }), [
+      'spec.snatAddresses[2]: Invalid value: "203.0.113.10": duplicate of spec.snatAddresses[0]',
+    ]);
+  });
 });
 
 describe('apimachinery name checks', () => {
@@ -115,6 +166,12 @@ describe('egressWarnings', () => {
       egressWarnings({ ...base, sessionAffinity: 'None', sessionAffinityConfig: { clientIP: { timeoutSeconds: 5 } }, template: { spec: { containers: [], serviceAccountName: 'mine' } } }),
       ['spec.template.spec.serviceAccountName: replaced by coil-egress', 'spec.sessionAffinityConfig: ignored when sessionAffinity is None'],
     );
+  });
+
+  test('a shared SNAT address of a family no destination has is unused', () => {
+    assert.deepEqual(egressWarnings({ ...base, destinations: ['10.0.0.0/8'], snatAddresses: ['2001:db8::10', '203.0.113.10'] }), ['spec.snatAddresses[0]: no destination of its family; unused']);
+    assert.deepEqual(egressWarnings({ ...base, destinations: ['10.0.0.0/8', '::/0'], snatAddresses: ['2001:db8::10', '203.0.113.10'] }), []);
+    assert.deepEqual(egressWarnings({ ...base, destinations: ['::/0'], snatAddresses: ['203.0.113.10'] }), ['spec.snatAddresses[0]: no destination of its family; unused']);
   });
 });
 

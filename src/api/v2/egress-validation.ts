@@ -6,10 +6,11 @@
  * Pure: returns FieldError lists; the webhook turns them into a 422 Invalid.
  * @see docs/compatibility.md#egress-webhooks
  */
-import { CidrError, formatCidr, parseCidrWithAddress, type ParsedCidr } from '../../ipam/cidr.js';
+import { CidrError, formatCidr, parseCidrWithAddress, tryParseAddress, tryParseCidr, type ParsedCidr } from '../../ipam/cidr.js';
 import { EGRESS_CONTAINER_NAME, type Egress, type EgressSpec } from './egress.js';
 import { fieldError, type FieldError } from './field-error.js';
 import { isQualifiedName, isValidLabelValue, isValidPercent, percentValue, TOTAL_ANNOTATION_SIZE_LIMIT_BYTES } from './egress-validation-names.js';
+import { snatAddressesProblems } from './snat-addresses.js';
 
 /**
  * ServiceAccount of every egress pod; the reconciler forces it
@@ -29,7 +30,9 @@ type IntOrString = number | string;
  * - `spec.podDisruptionBudget`: not both set; each a non-negative int or a percent, ≤ 100%.
  * Ours: no host bits in a destination, no duplicate destination; `spec.strategy.rollingUpdate`
  * absent with `Recreate`, its values int-or-percent and not both 0 (apps/v1's Deployment rules,
- * which would otherwise fail only when the reconciler writes the Deployment).
+ * which would otherwise fail only when the reconciler writes the Deployment); `spec.snatAddresses[i]`
+ * (our field) each a plain unicast IP address in canonical text, at most one per family
+ * (snat-addresses.ts: Kubernetes' rule for new IP fields, so every reader can compare the text).
  * @see docs/compatibility.md#egress-webhooks, k8s.io/kubernetes `ValidateDeploymentStrategy`
  */
 export function validateEgressSpec(spec: Readonly<EgressSpec>): FieldError[] {
@@ -39,11 +42,14 @@ export function validateEgressSpec(spec: Readonly<EgressSpec>): FieldError[] {
     ...validateLabels(spec.template?.metadata?.labels ?? {}, 'spec.template.metadata.labels'),
     ...validateAnnotations(spec.template?.metadata?.annotations ?? {}, 'spec.template.metadata.annotations'),
     ...validatePdb(spec.podDisruptionBudget),
+    ...validateSnatAddresses(spec.snatAddresses ?? []),
   ];
 }
 
 /**
- * Non-fatal notes for the user (admission warnings): fields the reconciler overrides or ignores.
+ * Non-fatal notes for the user (admission warnings): fields the reconciler overrides or ignores,
+ * and a shared SNAT address of a family no destination has (no flow of that family reaches the
+ * NAT pods).
  * @returns one line per note, empty when none
  */
 export function egressWarnings(spec: Readonly<EgressSpec>): string[] {
@@ -51,6 +57,11 @@ export function egressWarnings(spec: Readonly<EgressSpec>): string[] {
   const sa = spec.template?.spec?.serviceAccountName;
   if (sa && sa !== EGRESS_SERVICE_ACCOUNT) warnings.push(`spec.template.spec.serviceAccountName: replaced by ${EGRESS_SERVICE_ACCOUNT}`);
   if (spec.sessionAffinity === 'None' && spec.sessionAffinityConfig) warnings.push('spec.sessionAffinityConfig: ignored when sessionAffinity is None');
+  const destinationFamilies = new Set((spec.destinations ?? []).map((d) => tryParseCidr(d)?.family));
+  (spec.snatAddresses ?? []).forEach((a, i) => {
+    const family = tryParseAddress(a)?.family;
+    if (family !== undefined && !destinationFamilies.has(family)) warnings.push(`spec.snatAddresses[${i}]: no destination of its family; unused`);
+  });
   return warnings;
 }
 
@@ -87,6 +98,11 @@ function validateDestinations(destinations: readonly string[]): FieldError[] {
     else seen.set(canonical, i);
   });
   return errors;
+}
+
+function validateSnatAddresses(addresses: readonly string[]): FieldError[] {
+  const name = (i: number): string => `spec.snatAddresses[${i}]`;
+  return snatAddressesProblems(addresses, { canonical: true, name }).map((p) => fieldError(name(p.index), p.message, 'Invalid', p.value));
 }
 
 function validateStrategy(strategy: EgressSpec['strategy']): FieldError[] {

@@ -40,7 +40,17 @@ export interface EgressSpec {
   /** Let the kernel pick the FoU source port per flow (Coil #252). Default false. */
   fouSourcePortAuto?: boolean;
   podDisruptionBudget?: EgressPDBSpec;
-  /** TEMP(lead): replaced by the API branch's field. */
+  /**
+   * Ours (not Coil's); optional, no default: addresses the NAT pods translate client flows to
+   * instead of their own pod address, at most one per family, plain unicast IP addresses in
+   * canonical text (egress-validation.ts). With it the Egress keeps its clients' TCP sessions
+   * across the loss of a NAT pod: every coild steers the Egress's clients to one active NAT pod
+   * per address and the active pod's node routes and exports the address. Needs every client
+   * node's coild to steer (`--egress-nat-steering`): a client tunnelling to the ClusterIP reaches
+   * NAT pods that are not active, whose answers come back to the active one, and its flows break.
+   * The controller passes it to coil-egress as `--snat-addresses`.
+   * @see docs/egress-failover.md#sessions-kept-the-shared-snat-address
+   */
   snatAddresses?: string[];
 }
 
@@ -143,6 +153,17 @@ export const EgressKind: KindDefinition = {
         minAvailable: intOrString('MinAvailable is the minimum number (or percentage) of available egress pods.'),
         maxUnavailable: intOrString('MaxUnavailable is the maximum number (or percentage) of unavailable egress pods.'),
       }),
+      snatAddresses: {
+        type: 'array',
+        description:
+          'SnatAddresses are addresses the NAT pods translate client flows to instead of their own pod address, at most one per family. ' +
+          "With it the Egress keeps its clients' TCP sessions across the loss of a NAT pod: every coild steers the Egress's clients to one active NAT pod per address " +
+          "and the active pod's node routes and exports the address (docs/egress-failover.md). Needs every client node's coild to steer (--egress-nat-steering): " +
+          'flows of a client tunnelling to the Service ClusterIP break.',
+        maxItems: 2,
+        items: { type: 'string' },
+        'x-kubernetes-list-type': 'set',
+      },
     }, ['destinations']),
     status: obj('EgressStatus defines the observed state of Egress.', {
       replicas: int32('Replicas is the number of available egress pods.'),
