@@ -2,7 +2,7 @@
  * Benchmark (not a test): the session-keeping prototype — a TCP stream through a NAT pod that is
  * lost, with the NAT pods masquerading (Coil's NAT) and SNATing to a shared address — in the
  * stock-kernel VM:
- *   flock /tmp/coil-heavy.lock hack/fou-vm.sh -- node dist/hack/bench/egress-session-keeping.js [--modes masquerade,shared,collision,two-active] [--runs 5] [--collision-runs 2] [--detect-ms 400]
+ *   flock /tmp/coil-heavy.lock hack/fou-vm.sh -- node dist/hack/bench/egress-session-keeping.js [--modes masquerade,shared,collision,two-active,option] [--runs 5] [--collision-runs 2] [--detect-ms 400]
  * The scenario lives in test/netns/egress-session-keeping-bench.ts (it drives coil-egress's and
  * coild's parts, which hack/ may not import); its header says what is measured and how.
  * Results: docs/egress-failover.md#sessions-across-the-loss-of-a-nat-pod.
@@ -14,9 +14,9 @@ import { runBench } from './bench-flags.js';
 
 const FLAGS = defineFlags('egress-session-keeping', {
   modes: { kind: 'string', default: SESSION_MODES.join(','), help: `comma-separated, of ${SESSION_MODES.join(', ')}` },
-  runs: { kind: 'int', default: 5, min: 1, max: 100, help: 'runs of masquerade and shared' },
+  runs: { kind: 'int', default: 5, min: 1, max: 100, help: 'runs of masquerade, shared and option' },
   'collision-runs': { kind: 'int', default: 2, min: 1, max: 100, help: 'runs of collision and two-active' },
-  'detect-ms': { kind: 'int', default: 400, min: 0, max: 60_000, help: "ms from the loss to the tunnel's and the shared address's move (coild's detection)" },
+  'detect-ms': { kind: 'int', default: 400, min: 0, max: 60_000, help: "ms from the loss to the tunnel's and the shared address's move (coild's detection; not option, where coild's probe detects)" },
   'window-ms': { kind: 'int', default: 4_000, min: 1_000, max: 60_000, help: 'ms the streams run after the loss' },
   verbose: { kind: 'bool', default: false, help: 'log each run' },
 });
@@ -31,7 +31,7 @@ function print(rows: readonly SessionRow[]): void {
   console.log('| mode | run | moved (ms) | stream | fate | stall (ms) | sent / echoed / bad bytes | target saw |');
   console.log('|---|---:|---:|---|---|---:|---|---|');
   for (const r of rows) {
-    for (const s of r.streams) console.log(`| ${r.mode} | ${r.run + 1} | ${r.moveMs} | ${s.client} | ${s.fate} | ${s.stallMs ?? '-'} | ${s.sent} / ${s.echoed} / ${s.bad} | ${s.seenAs.join(', ')} |`);
+    for (const s of r.streams) console.log(`| ${r.mode} | ${r.run + 1} | ${r.moveMs}${r.routeMs !== undefined ? ` (S re-routed +${r.routeMs})` : ''} | ${s.client} | ${s.fate} | ${s.stallMs ?? '-'} | ${s.sent} / ${s.echoed} / ${s.bad} | ${s.seenAs.join(', ')} |`);
   }
   console.log('');
   console.log('| mode | runs | streams kept | stall p50 / max (ms) | bytes lost or duplicated (kept streams) |');

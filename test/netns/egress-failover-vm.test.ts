@@ -12,8 +12,11 @@
  *   outlives it; a NAT pod added moves no client; a NAT pod whose process
  *   is SIGKILLed or SIGSTOPped (its endpoint turns not ready, its kernel data path still works)
  *   keeps its clients: no probe lost, its streams kept, where Coil's path resets them.
- * Also egress-probe-scenario.js: the probe on real FoU in both families.
- * About 3 min here without KVM. Skipped, or failed under CI=true, as test/netns/fou-vm.ts says.
+ * Also egress-probe-scenario.js: the probe on real FoU in both families; and
+ * hack/bench/egress-session-keeping.js's `option` mode: an Egress with a shared SNAT address keeps
+ * its clients' streams across the loss of its active NAT pod, coild's own parts moving the tunnels
+ * and routing the address to the next NAT pod.
+ * About 4 min here without KVM. Skipped, or failed under CI=true, as test/netns/fou-vm.ts says.
  */
 import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
@@ -91,5 +94,15 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     }
     assert.ok(Number.isFinite(Number(row('Coil node-lost')[5])), `the ClusterIP path never answered again: ${row('Coil node-lost')[5]}`);
     for (const kind of ['graceful', 'scale-up']) assert.equal(row(`coil ${kind}`)[8], '0', `${kind}: coild declared a NAT pod down that was not lost`);
+  });
+
+  test('an Egress with a shared SNAT address keeps its clients\' TCP streams across the loss of its active NAT pod, with coild moving the tunnels and the address (no hand moves); Coil\'s masquerade resets them', { timeout: 400_000 }, async () => {
+    const { code, out, err } = await inVm([process.execPath, join(repo, 'dist/hack/bench/egress-session-keeping.js'), '--modes', 'masquerade,option', '--runs', '1'], { timeoutS: 360 });
+    assert.equal(code, 0, `bench failed (rc ${code}):\n${out}\n${err.slice(-3000)}`);
+    // | mode | runs | streams kept | stall p50 / max (ms) | bytes lost or duplicated (kept streams) |
+    const summary = new Map(out.split('\n').filter((l) => /^\| (option|masquerade) \| \d+ \| \d+ of \d+ \|/.test(l)).map((l) => l.split('|').map((c) => c.trim())).map((c) => [c[1]!, c]));
+    assert.deepEqual([summary.get('option')?.[3], summary.get('option')?.[5]], ['2 of 2', '0'], `option: both clients' streams kept, every byte echoed once:\n${out}`);
+    assert.equal(summary.get('masquerade')?.[3], '0 of 1', `masquerade (Coil's NAT): the stream reset:\n${out}`);
+    assert.match(out, /\| option \| 1 \| \d+ \(S re-routed \+\d+\) \|/, `coild re-routed S:\n${out}`);
   });
 });
