@@ -389,6 +389,27 @@ describe('EgressWatcher', () => {
       assert.deepEqual(w.calls, []);
     });
 
+    test('without coild\'s steering, a running client whose Egress gains a shared address keeps its tunnel and gets one Warning Event', async () => {
+      const w = world();
+      w.put('Egress', egress(['0.0.0.0/0']));
+      w.put('Service', service);
+      w.put('Pod', pod({ 'egress.coil.cybozu.com/internet': 'nat' }));
+      const { ew } = await watcher(w);
+      await ew.onAdd(pod({ 'egress.coil.cybozu.com/internet': 'nat' }), attachment);
+      const stop = new AbortController();
+      const running = ew.run(stop.signal);
+      w.calls.length = 0;
+      w.put('Egress', shared());
+      await until(() => w.calls.length === 1);
+      assert.match(w.calls[0]!, /^apply \/run\/netns\/p .*fou4_0a600005/, 'still tunnelled to the ClusterIP, not cut off');
+      assert.deepEqual(w.events, ['Warning EgressUnavailable']);
+      w.put('Egress', shared());
+      await until(() => w.calls.length === 2);
+      assert.deepEqual(w.events, ['Warning EgressUnavailable'], 'told once');
+      stop.abort();
+      await running;
+    });
+
     test('a node hosting one of its NAT pods probes all of them without a client, and knows when the active one is its own', async () => {
       const w = world();
       w.put('Egress', shared());

@@ -159,13 +159,10 @@ export class EgressWatcher implements Runnable {
       if (!egress || !service) throw new EgressSetupError(`${egress ? 'Service' : 'Egress'} ${ref.namespace}/${ref.name} named by annotation egress.coil.cybozu.com/${ref.namespace} does not exist`);
       gateways.push(...gatewaysOf(egress, service));
     }
-    const shared = this.o.steering ? undefined : gateways.find((g) => g.snatAddress !== undefined);
-    if (shared) {
-      // Its answers come back only to the Egress's active NAT pod; a tunnel to the ClusterIP
-      // reaches any of them (docs/egress-failover.md#sessions-kept-the-shared-snat-address).
-      const msg = `Egress ${shared.egress} has a shared SNAT address (spec.snatAddresses), which needs coild's NAT pod steering; this node runs coild with --egress-nat-steering=false`;
-      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', msg);
-      throw new EgressSetupError(msg);
+    const unsteered = this.sharedWithoutSteering(gateways);
+    if (unsteered) {
+      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', unsteered);
+      throw new EgressSetupError(unsteered);
     }
     const key = this.o.lockKey(a.containerId, a.ifname);
     const steered = this.steer(a, gateways, undefined);
@@ -273,6 +270,12 @@ export class EgressWatcher implements Runnable {
       const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
       if (egress && service) gateways.push(...gatewaysOf(egress, service));
     }
+    const unsteered = this.sharedWithoutSteering(gateways);
+    if (unsteered && this.applied.get(this.o.lockKey(a.containerId, a.ifname))?.gateways.every((g) => g.snatAddress === undefined)) {
+      // A running client is not cut off (its tunnel stays, to the ClusterIP), but told once.
+      this.o.logger.warn({ pod: `${a.namespace}/${a.name}` }, unsteered);
+      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', unsteered);
+    }
     const key = this.o.lockKey(a.containerId, a.ifname);
     // After a coild restart nothing is remembered: the tunnels' remotes in the pod netns say
     // where each client is, so a restart moves no client (and none of its connections).
@@ -361,6 +364,17 @@ export class EgressWatcher implements Runnable {
         this.mark(key);
       }
     }
+  }
+
+  /**
+   * Why `gateways` cannot work on this node: an Egress with a shared SNAT address, whose answers
+   * come back only to its active NAT pod, while this coild does not steer and its tunnels point at
+   * the ClusterIP, which reaches any of them (docs/egress-failover.md#sessions-kept-the-shared-snat-address).
+   * @returns the message, undefined when none
+   */
+  private sharedWithoutSteering(gateways: readonly EgressGateway[]): string | undefined {
+    const shared = this.o.steering ? undefined : gateways.find((g) => g.snatAddress !== undefined);
+    return shared && `Egress ${shared.egress} has a shared SNAT address (spec.snatAddresses), which needs coild's NAT pod steering; this node runs coild with --egress-nat-steering=false`;
   }
 
   private missingFeatures(families: ReadonlyArray<4 | 6>): string | undefined {
