@@ -155,8 +155,10 @@ describe('coil-egress against a real API server', { skip: prerequisite(netnsSkip
 
   it('a bad --snat-addresses is refused by name, exit 2', async () => {
     const egress = coilEgressCommand();
+    // Should the value pass, the program must not touch this host: its own netns, and a kubeconfig it fails to read before any rule.
+    const e = await netns.create('egress-snat-bad');
     for (const [value, why] of [['203.0.113.10/32', 'must be an IP address, not a CIDR'], ['203.0.113.10,203.0.113.11', 'at most one address per family']] as const) {
-      const child = spawn(egress.argv[0]!, [...egress.argv.slice(1), `--snat-addresses=${value}`], {
+      const child = spawn('ip', ['netns', 'exec', e.name, ...egress.argv, '--kubeconfig=/nonexistent', `--snat-addresses=${value}`], {
         env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
       });
       let err = '';
