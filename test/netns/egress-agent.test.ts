@@ -302,7 +302,9 @@ describe('coil-egress drains on SIGTERM', { skip: prerequisite(netnsSkipReason()
 
   it('a bad --drain-timeout is refused by name, exit 2', async () => {
     const egress = coilEgressCommand();
-    const child = spawn(egress.argv[0]!, [...egress.argv.slice(1), '--drain-timeout=-5s'], {
+    // Should the value pass, the program must not touch this host: its own netns, and a kubeconfig it fails to read before any rule.
+    const e = await netns.create('egress-drain-bad');
+    const child = spawn('ip', ['netns', 'exec', e.name, ...egress.argv, '--kubeconfig=/nonexistent', '--drain-timeout=-5s'], {
       env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
     });
     let err = '';
