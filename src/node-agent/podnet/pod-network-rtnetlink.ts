@@ -294,7 +294,9 @@ export class RtnetlinkPodNetwork implements PodNetwork {
   private podEntryOf(l: IpLink, routes: readonly IpRoute[]): PodNetworkEntry | undefined {
     const a = l.ifalias === undefined || this.reaper.isRetired(l) ? undefined : parseAlias(l.ifalias);
     if (a === undefined || a.pool === '') return undefined;
-    const mine = routes.filter((r) => r.dev === l.ifname).map((r) => routeKeyOfDst(r.dst));
+    // A pod's own routes have no gateway; one with a gateway through its veth routes something
+    // else to it (an Egress's shared SNAT address to its active NAT pod, egress/snat-routes.ts).
+    const mine = routes.filter((r) => r.dev === l.ifname && r.gateway === undefined).map((r) => routeKeyOfDst(r.dst));
     const ipv4 = mine.find((k) => !k.includes('/') && !k.includes(':'));
     const ipv6 = mine.find((k) => !k.includes('/') && k.includes(':'));
     return { ...a, hostIfname: l.ifname, ...(ipv4 ? { ipv4 } : {}), ...(ipv6 ? { ipv6 } : {}),

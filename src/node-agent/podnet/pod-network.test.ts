@@ -301,6 +301,18 @@ for (const variant of ['ip processes', 'netlink agent'] as const) {
       assert.equal(entries.length, (await hostVeths()).length, 'one entry per live coil veth');
     });
 
+    test('a shared SNAT address routed via a pod (an Egress\'s active NAT pod, egress/snat-routes.ts) is not taken for the pod\'s own address', async () => {
+      const { ns, containerId } = await newPod();
+      await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.5.1', ipv6: 'fd00:50:5::1', hostIPv4: NODE_V4 });
+      // Lower than the pod's addresses, so the kernel's dump lists them first.
+      await ip.batch([['route', 'add', '10.0.0.9/32', 'via', '10.50.5.1', 'proto', '30', 'table', '116'], ['route', 'add', '2001:db8::10/128', 'via', 'fd00:50:5::1', 'proto', '30', 'table', '116']], { netns: host.path });
+      const want = { ipv4: '10.50.5.1', ipv6: 'fd00:50:5::1' };
+      const listed = (await pn.list()).find((e) => e.containerId === containerId);
+      assert.deepEqual({ ipv4: listed?.ipv4, ipv6: listed?.ipv6 }, want);
+      const inspected = await pn.inspect(containerId, 'eth0');
+      assert.deepEqual({ ipv4: inspected?.ipv4, ipv6: inspected?.ipv6 }, want);
+    });
+
     test('deinit (uninstall) removes the pod-table rule and every table-116 route, both families; a second deinit is a no-op', async () => {
       const { ns, containerId } = await newPod();
       await pn.setup(ns.path, { containerId, ifname: 'eth0', pool: 'default', ipv4: '10.50.3.1', ipv6: 'fd00:50:3::1', hostIPv4: NODE_V4 });
