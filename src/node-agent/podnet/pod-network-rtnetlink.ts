@@ -212,7 +212,7 @@ export class RtnetlinkPodNetwork implements PodNetwork {
       }
       if (!hostLink.flags.includes('UP')) problems.push(`host veth ${hostIfname} is down`);
       const wanted = [options.ipv4, options.ipv6].filter((a): a is string => a !== undefined).map(canonicalAddress);
-      const routed = new Set(routes.filter((r) => r.dev === hostIfname).map((r) => routeKeyOfDst(r.dst)));
+      const routed = new Set(routes.filter((r) => r.dev === hostIfname && r.gateway === undefined).map((r) => routeKeyOfDst(r.dst)));
       for (const a of wanted) if (!routed.has(a)) problems.push(`no route to ${a} via ${hostIfname} in table ${this.podTableId}`);
       if (podAddrs === undefined) return problems;
       const podLink = podAddrs === 'missing' ? undefined : podAddrs[0];
