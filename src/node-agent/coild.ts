@@ -173,7 +173,7 @@ export class Coild {
         : undefined;
       if (steering) {
         const router: SnatRouter = new SnatRouter({
-          ...host, cache, kernel, activeOf: (ref, family) => steering.active(ref, family), nodeName: cfg.nodeName,
+          ...host, cache, kernel, ip, activeOf: (ref, family) => steering.active(ref, family), hostedNatPods: () => steering.hostedSharedNatPods(), nodeName: cfg.nodeName,
           podTableId: cfg.podTableId, protocolId: cfg.protocolId, logger: log.child({ logger: 'egress-snat-routes' }), registry: this.manager.metrics.registry,
           // Without coil's IPAM no BlockExport runs: the export table then holds these alone.
           onExportChange: () => (cfg.enableIpam ? this.blockExport.trigger()

@@ -279,7 +279,7 @@ async function optionRun(ip: IpRunner, netns: TestNetnsSet, bed: EgressTestbed, 
   let router: SnatRouter | undefined;
   const steering = new NatSteering({ cache: api.cache, port: FOU_PORT, logger: silentLogger(), registry, nodeName: OPTION_NODE,
     onChange: (e) => { watcher?.onSteeringChange(e); router?.trigger(); } });
-  router = new SnatRouter({ cache: api.cache, activeOf: (ref, f) => steering.active(ref, f), nodeName: OPTION_NODE, kernel, podTableId: 254, protocolId: 30,
+  router = new SnatRouter({ cache: api.cache, activeOf: (ref, f) => steering.active(ref, f), hostedNatPods: () => steering.hostedSharedNatPods(), nodeName: OPTION_NODE, kernel, ip, podTableId: 254, protocolId: 30,
     logger: silentLogger(), registry, onExportChange: () => undefined });
   const sync = router.sync.bind(router);
   router.sync = async () => {

@@ -108,7 +108,7 @@ describe('a shared SNAT address moves between nodes over BGP (real BIRD)', { ski
       const exporter = new IpRouteExporter({ kernel, hostNetns: ns.path });
       const nodeName = `node-${i}`;
       const router: SnatRouter = new SnatRouter({
-        cache: cache.asCache(), kernel, hostNetns: ns.path, nodeName, podTableId: 116, protocolId: 30, logger: silentLogger(), registry: new Registry(),
+        cache: cache.asCache(), kernel, ip, hostNetns: ns.path, nodeName, hostedNatPods: () => [natPod], podTableId: 116, protocolId: 30, logger: silentLogger(), registry: new Registry(),
         activeOf: () => active, onExportChange: () => void exporter.sync(router.exported()),
       });
       nodes.push({ ns, address, natPod, router, export: exporter });

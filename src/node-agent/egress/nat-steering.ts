@@ -181,6 +181,11 @@ export class NatSteering implements Runnable {
       .map((ref) => `${ref.namespace}/${ref.name}`);
   }
 
+  /** The addresses of this node's NAT pods of Egresses with a shared SNAT address (snat-routes.ts loosens their veths' rp_filter). */
+  hostedSharedNatPods(): string[] {
+    return this.hostedShared().flatMap((key) => this.endpoints(refOf(key)).filter((e) => e.nodeName === this.o.nodeName).map((e) => e.address));
+  }
+
   /** Probes the NAT pods of the Egresses in use and of the shared-address ones hosted here. */
   private retarget(): void {
     this.probed = new Set([...this.inUse, ...this.hostedShared()]);

@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import type { Egress } from '../../api/v2/egress.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import { IpRunner } from '../../netlink/ip-runner.js';
+import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { readRoutesBothFamilies } from '../../netlink/route.js';
 import { silentLogger } from '../../runtime/logging.js';
@@ -48,6 +49,8 @@ describe('SnatRouter in a real network namespace', { skip: prerequisite(netnsSki
   let host: TestNetns;
   const cache = new FakeCoildCache();
   const actives = new Map<string, { address: string; nodeName?: string }>();
+  /** This node's NAT pods of the shared-address Egress: pod a (pod b is some other pod). */
+  const hosted = ['10.64.0.1', 'fd00:64::1'];
   let exportChanges = 0;
   let router: SnatRouter;
   let blockExport: BlockExport;
@@ -72,10 +75,12 @@ describe('SnatRouter in a real network namespace', { skip: prerequisite(netnsSki
       await ip.batch([['link', 'set', 'eth0', 'up'], ['addr', 'add', `10.64.0.${i + 1}/32`, 'dev', 'eth0'], ['addr', 'add', `fd00:64::${i + 1}/128`, 'dev', 'eth0', 'nodad']], { netns: pod.path });
     }
     for (const f of ['-4', '-6']) await ip.exec([ip.ipPath, '-n', host.name, f, 'rule', 'add', 'pref', '2000', 'table', '116']);
+    // A node with a strict reverse-path filter (the veths made after it inherit `default`'s 0; `all` makes it strict).
+    await writeSysctl(ip, 'net.ipv4.conf.all.rp_filter', '1', { netns: host.path });
     cache.put(Kinds.Egress, egress('internet', 'nat', ['203.0.113.10', '2001:db8::10']));
     router = new SnatRouter({
-      cache: cache.asCache(), activeOf: (ref, f) => actives.get(`${ref.namespace}/${ref.name} ${f}`), nodeName: 'node-a', kernel, hostNetns: host.path,
-      podTableId: 116, protocolId: 30, logger: silentLogger(), registry, onExportChange: () => { exportChanges++; blockExport.trigger(); },
+      cache: cache.asCache(), activeOf: (ref, f) => actives.get(`${ref.namespace}/${ref.name} ${f}`), nodeName: 'node-a', kernel, ip, hostNetns: host.path,
+      hostedNatPods: () => hosted, podTableId: 116, protocolId: 30, logger: silentLogger(), registry, onExportChange: () => { exportChanges++; blockExport.trigger(); },
     });
     blockExport = new BlockExport({ cache: cache.asCache(), exporter: new IpRouteExporter({ kernel, hostNetns: host.path }), logger: silentLogger(), extra: () => router.exported() });
   });
@@ -93,6 +98,11 @@ describe('SnatRouter in a real network namespace', { skip: prerequisite(netnsSki
     const get = await ip.exec([ip.ipPath, '-n', host.name, 'route', 'get', '203.0.113.10']);
     assert.match(get.stdout, /via 10\.64\.0\.1 dev va/, 'answers to S go to the active NAT pod');
     assert.match(await registry.metrics(), /coil_coild_egress_snat_routed\{namespace="internet",egress="nat",address="203\.0\.113\.10"\} 1/);
+  });
+
+  test('the veth of this node\'s NAT pod of the Egress gets a loose reverse-path filter (its packets come from S); another pod\'s keeps the default', async () => {
+    assert.equal(await readSysctl(ip, 'net.ipv4.conf.va.rp_filter', { netns: host.path }), '2');
+    assert.equal(await readSysctl(ip, 'net.ipv4.conf.vb.rp_filter', { netns: host.path }), '0');
   });
 
   test('the active one moves to another NAT pod of this node: the route is replaced, the export stays', async () => {
@@ -114,8 +124,8 @@ describe('SnatRouter in a real network namespace', { skip: prerequisite(netnsSki
 
   test('a restarted coild finds its routes; those of an Egress deleted meanwhile go', async () => {
     const again = new SnatRouter({
-      cache: cache.asCache(), activeOf: (ref, f) => actives.get(`${ref.namespace}/${ref.name} ${f}`), nodeName: 'node-a', kernel, hostNetns: host.path,
-      podTableId: 116, protocolId: 30, logger: silentLogger(), registry: new Registry(), onExportChange: () => undefined,
+      cache: cache.asCache(), activeOf: (ref, f) => actives.get(`${ref.namespace}/${ref.name} ${f}`), nodeName: 'node-a', kernel, ip, hostNetns: host.path,
+      hostedNatPods: () => hosted, podTableId: 116, protocolId: 30, logger: silentLogger(), registry: new Registry(), onExportChange: () => undefined,
     });
     await again.sync();
     assert.deepEqual(again.exported(), ['2001:db8::10/128']);

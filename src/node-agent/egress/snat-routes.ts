@@ -8,6 +8,12 @@
  * answers to S reach the NAT pod the clients were moved to, which picks their flows up
  * (docs/egress-failover.md#sessions-kept-the-shared-snat-address).
  *
+ * The node's own NAT pods of such Egresses, active or not, send packets from S (the probes'
+ * answers, and the flows of a pod that just became active), which a strict reverse-path filter
+ * drops where S is routed elsewhere: their host veths get `rp_filter` 2 (loose: S must be routable
+ * at all), whatever `all` says, since the kernel applies the larger of the two. IPv6 has no such
+ * sysctl.
+ *
  * Level-triggered: every change of the NAT pods' states (coild's probes, EndpointSlices, Egresses)
  * recomputes the whole set from the cache and syncs the pod table's shared-address routes to it in
  * one batch. A route of the pod table is one of these when it has coil's protocol and a gateway
@@ -19,7 +25,9 @@ import { Gauge, type Registry } from 'prom-client';
 import { Kinds } from '../../api/v2/kinds.js';
 import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
 import type { NetlinkExecutor } from '../../netlink/netlink-executor.js';
-import { readRoutesBothFamilies } from '../../netlink/route.js';
+import type { IpRunner } from '../../netlink/ip-runner.js';
+import { readRoutesBothFamilies, type IpRoute } from '../../netlink/route.js';
+import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Runnable } from '../../runtime/runnable.js';
@@ -74,6 +82,10 @@ export interface SnatRouterOptions {
   cache: Cache;
   /** The active NAT pods (NatSteering.active). */
   activeOf: ActiveNatPodOf;
+  /** This node's NAT pods of shared-address Egresses (NatSteering.hostedSharedNatPods). */
+  hostedNatPods: () => readonly string[];
+  /** Runs `sysctl` for {@link hostNetns}; coild's own netns is written through /proc directly. */
+  ip: IpRunner;
   nodeName: string;
   /** Executor of the route reads and writes (rtnetlink, iproute2 as the fallback). */
   kernel: NetlinkExecutor;
@@ -94,6 +106,8 @@ export interface SnatRouterOptions {
 /** Routes and exports the shared SNAT addresses whose active NAT pod runs on this node. */
 export class SnatRouter implements Runnable {
   private routed: SnatRoute[] = [];
+  /** Host veths whose rp_filter is loosened, by ifindex (a re-created veth of the same name is new). */
+  private readonly loosened = new Map<string, number>();
   private running: Promise<void> | undefined;
   private dirty = false;
   private readonly gauge: Gauge<'namespace' | 'egress' | 'address'>;
@@ -166,11 +180,33 @@ export class SnatRouter implements Runnable {
     }
   }
 
+  /**
+   * Loosens the reverse-path filter of this node's shared-address NAT pods' host veths (IPv4),
+   * once per veth (by ifindex: a re-created veth of the same name starts with the default again).
+   */
+  private async loosenReversePath(routes: readonly IpRoute[]): Promise<void> {
+    const target = this.o.hostNetns !== undefined ? { netns: this.o.hostNetns } : {};
+    for (const natPod of this.o.hostedNatPods()) {
+      if (addressFamily(natPod) !== 4) continue;
+      const dev = vethOf(routes, canonicalAddress(natPod));
+      if (dev === undefined) continue;
+      const [link] = await this.o.kernel.dump<{ ifindex: number }>({ kind: 'links', dev }, { netns: this.o.hostNetns }).catch(() => []);
+      if (link === undefined || this.loosened.get(dev) === link.ifindex) continue;
+      const key = `net.ipv4.conf.${dev}.rp_filter`;
+      if (await readSysctl(this.o.ip, key, target) !== LOOSE_RP_FILTER) {
+        await writeSysctl(this.o.ip, key, LOOSE_RP_FILTER, target);
+        this.o.logger.info({ natPod, veth: dev }, 'reverse-path filter of a shared-address NAT pod loosened (its packets come from the shared address)');
+      }
+      this.loosened.set(dev, link.ifindex);
+    }
+  }
+
   private async syncOnce(): Promise<void> {
     const want = desiredSnatRoutes(this.o.cache.list(Kinds.Egress), this.o.activeOf, this.o.nodeName);
     const table = this.o.podTableId;
-    const have = (await readRoutesBothFamilies(this.o.kernel, { netns: this.o.hostNetns, table }))
-      .filter((r) => r.protocol === String(this.o.protocolId) && r.gateway !== undefined && isHostDst(r.dst));
+    const routes = await readRoutesBothFamilies(this.o.kernel, { netns: this.o.hostNetns, table });
+    await this.loosenReversePath(routes);
+    const have = routes.filter((r) => r.protocol === String(this.o.protocolId) && r.gateway !== undefined && isHostDst(r.dst));
     const lines: RtRequest[] = [];
     for (const r of have) {
       const dst = r.dst.split('/')[0]!;
@@ -190,6 +226,14 @@ export class SnatRouter implements Runnable {
     if (moved) this.o.logger.info({ routes: want.map((r) => `${r.egress} ${r.address} via ${r.natPod}`) }, 'shared SNAT address routes synced');
     if (this.exported().sort().join(',') !== before) this.o.onExportChange();
   }
+}
+
+/** rp_filter's value that lets a NAT pod's packets from S in: loose. */
+const LOOSE_RP_FILTER = '2';
+
+/** A pod's host veth as the pod table routes it (`<pod IP> dev <veth>`, no gateway). */
+function vethOf(routes: readonly IpRoute[], podIp: string): string | undefined {
+  return routes.find((r) => r.gateway === undefined && r.dev !== undefined && isHostDst(r.dst) && canonicalAddress(r.dst.split('/')[0]!) === podIp)?.dev;
 }
 
 /** A host route's `dst` as ip prints it: a bare address, or with /32 or /128 (not `default`). */
