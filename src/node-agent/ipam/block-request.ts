@@ -115,7 +115,7 @@ const ANSWERED_BLOCK_WAIT_MS = 10_000;
 /**
  * Longest interval between two reads of an answered block the cache still lacks: a block deleted
  * meanwhile (which the cache may then never show) is noticed within it, and N nodes whose watch
- * lags read at most N/60 blocks a second.
+ * lags read at most N/60 blocks a second once their reads have backed off (10, 20, 40, 60 s).
  */
 const ANSWERED_BLOCK_READ_MAX_MS = 60_000;
 
@@ -546,7 +546,7 @@ export class BlockRequester implements Runnable {
     const now = this.now();
     const a = (o.answered ??= { sinceMs: now, dueAtMs: now + ANSWERED_BLOCK_WAIT_MS, intervalMs: ANSWERED_BLOCK_WAIT_MS, inFlight: false });
     if (a.found?.answers === false) {
-      this.o.logger.warn({ pool: o.pool, request: o.name, block: blockName, why: a.found.why }, 'the answered block is not this node\'s: the request is lost');
+      this.o.logger.warn({ pool: o.pool, request: o.name, block: blockName, why: a.found.why }, 'the API server holds no block answering this request as this node\'s: the request is lost');
       return this.settle(o, { kind: 'lost' });
     }
     if (a.found?.answers && !a.lagWarned && now - a.sinceMs >= ANSWERED_BLOCK_LAG_WARN_MS) {
