@@ -22,7 +22,7 @@ import { LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js'
 import { Kinds } from '../../src/api/v2/kinds.js';
 import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
 import type { CoildConfig } from '../../src/node-agent/config.js';
-import { BlockRequester } from '../../src/node-agent/ipam/block-request.js';
+import { BlockRequester, type BlockRequestOutcome } from '../../src/node-agent/ipam/block-request.js';
 import { declareCoildCache } from '../../src/node-agent/rbac.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Cache } from '../../src/runtime/cache.js';
@@ -166,6 +166,9 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
       await createNode(admin, 'lag-n1');
     });
 
+    /** lag-n1's one request, once created. */
+    const outstanding = (): Promise<BlockRequest> => eventually(async () => (await admin.list(Kinds.BlockRequest, { labelSelector: `${LABEL_NODE}=lag-n1` }))[0] ?? false, { timeoutMs: 10_000 });
+
     /**
      * coild's cache for lag-n1 (not started: its watch "lags") and a BlockRequester over real
      * connections, polling on a FakeClock; `advanceTo` steps it a poll at a time, letting each
@@ -189,6 +192,13 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
             await new Promise((res) => setImmediate(res));
           }
         },
+        /** Asks for a block of `lag`: the wait, its outcome once it has ended, and the request once created. */
+        async ask(): Promise<{ waiting: Promise<BlockRequestOutcome>; ended: () => string | undefined; br: BlockRequest }> {
+          let ended: string | undefined;
+          const waiting = requester.request('lag', 120_000);
+          void waiting.then((o) => (ended = o.kind));
+          return { waiting, ended: () => ended, br: await outstanding() };
+        },
         async stop(): Promise<void> {
           requester.stop();
           await cache.stop();
@@ -196,16 +206,10 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
       };
     }
 
-    /** lag-n1's one request, once created. */
-    const outstanding = (): Promise<BlockRequest> => eventually(async () => (await admin.list(Kinds.BlockRequest, { labelSelector: `${LABEL_NODE}=lag-n1` }))[0] ?? false, { timeoutMs: 10_000 });
-
     test('the apiserver holds the block: not lost after 10 s; allocated once the cache shows it', async () => {
       const n = standIn();
       try {
-        let ended: string | undefined;
-        const waiting = n.requester.request('lag', 120_000);
-        void waiting.then((o) => (ended = o.kind));
-        const br = await outstanding();
+        const { waiting, ended, br } = await n.ask();
         await admin.create(Kinds.AddressBlock, {
           metadata: { name: 'lag-0', labels: { [LABEL_POOL]: 'lag', [LABEL_NODE]: 'lag-n1', [LABEL_REQUEST]: br.metadata!.uid! } },
           index: 0, ipv4: '10.22.0.0/30',
@@ -214,7 +218,7 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
         // The answer is read at 2 s, the block at 12 s (and found), the next read due at 22 s.
         await n.advanceTo(15_000);
         assert.equal(n.client.blockReads, 1, 'the block read once, 10 s after the answer');
-        assert.equal(ended, undefined, 'not lost: the apiserver holds the block as this node\'s');
+        assert.equal(ended(), undefined, 'not lost: the apiserver holds the block as this node\'s');
         n.cache.start();
         assert.deepEqual(await waiting, { kind: 'allocated', blockName: 'lag-0' });
         await eventually(async () => (await admin.get(Kinds.BlockRequest, { name: br.metadata!.name! })) === undefined, { timeoutMs: 10_000 });
@@ -226,13 +230,10 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
     test('the apiserver does not hold the block: lost at the first read', async () => {
       const n = standIn();
       try {
-        let ended: string | undefined;
-        const waiting = n.requester.request('lag', 120_000);
-        void waiting.then((o) => (ended = o.kind));
-        const br = await outstanding();
+        const { waiting, ended, br } = await n.ask();
         await admin.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, complete('lag-9'));
         await n.advanceTo(11_000);
-        assert.equal(ended, undefined, 'not given up before the block is read');
+        assert.equal(ended(), undefined, 'not given up before the block is read');
         await n.advanceTo(13_000);
         assert.deepEqual(await waiting, { kind: 'lost' });
         assert.equal(n.client.blockReads, 1);
