@@ -36,7 +36,10 @@ export interface CachedKind {
 export interface CoildAccess {
   /** Cached kinds: get, list and watch (a cached kind may also be read live by key). */
   readonly caches: readonly CachedKind[];
-  /** Calls beyond the cache: writes, and live reads of kinds it does not cache. */
+  /**
+   * Calls beyond the cache: writes, live reads of kinds it does not cache, and live reads a part
+   * makes of a cached kind (declared by the part, though the cache's rule grants them too).
+   */
   readonly calls: readonly RbacRule[];
 }
 

@@ -8,7 +8,11 @@
  *   few requests by name, and ends with exactly one block per node;
  * - under a controller that answers as one that does not label its blocks with the request
  *   (status `Complete` + `addressBlockName` only, played by hand here) the requester still resolves
- *   `allocated`, and a `Failed` answer resolves `failed`; both requests are then deleted by coild.
+ *   `allocated`, and a `Failed` answer resolves `failed`; both requests are then deleted by coild;
+ * - an `allocated` answer whose block the node's cache does not show 10 s on (its watch lagging,
+ *   as the apiserver's did at N=5,000, docs/performance.md#where-this-machine-stops; here a cache
+ *   not started yet) is checked by a GET of the block: one the apiserver holds is waited for
+ *   and resolves `allocated` once the cache shows it; one it does not hold is `lost`.
  */
 import 'reflect-metadata';
 import assert from 'node:assert/strict';
@@ -18,12 +22,16 @@ import { LABEL_NODE, LABEL_POOL, LABEL_REQUEST } from '../../src/api/v2/keys.js'
 import { Kinds } from '../../src/api/v2/kinds.js';
 import type { BlockRequest } from '../../src/api/v2/blockrequest.js';
 import type { CoildConfig } from '../../src/node-agent/config.js';
-import { BlockRequester } from '../../src/node-agent/ipam/block-request.js';
+import { BlockRequester, type BlockRequestOutcome } from '../../src/node-agent/ipam/block-request.js';
 import { declareCoildCache } from '../../src/node-agent/rbac.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Cache } from '../../src/runtime/cache.js';
 import { Client } from '../../src/runtime/client.js';
 import { silentLogger } from '../../src/runtime/logging.js';
+import type { KindDescriptor, ObjectKey } from '../../src/runtime/kind.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { FakeClock } from '../fakes/clock.fake.js';
+import { until } from '../fakes/timing.js';
 import { ControlPlane, eventually } from './control-plane.js';
 import { adminClient, createNode, createPool, ipamManager } from './controller-support.js';
 
@@ -71,6 +79,22 @@ async function apiserverSays(cp: ControlPlane, resource: string): Promise<{ watc
 }
 
 const grew = (after: Map<string, number>, before: Map<string, number>, verb: string): number => (after.get(verb) ?? 0) - (before.get(verb) ?? 0);
+
+/** coild's Client, counting its reads of AddressBlocks by name and the reads in flight. */
+class BlockReadCountingClient extends Client {
+  blockReads = 0;
+  inFlight = 0;
+
+  override async get<T extends KubernetesObject>(kind: KindDescriptor<T>, key: ObjectKey): Promise<T | undefined> {
+    if (kind.kind === 'AddressBlock') this.blockReads++;
+    this.inFlight++;
+    try {
+      return await super.get(kind, key);
+    } finally {
+      this.inFlight--;
+    }
+  }
+}
 
 describe('coild\'s BlockRequests against the real apiserver', () => {
   let cp: ControlPlane;
@@ -128,6 +152,95 @@ describe('coild\'s BlockRequests against the real apiserver', () => {
       await Promise.all(nodes.map((n) => n.stop()));
       await mgr.stop();
     }
+  });
+
+  describe('an answer read before its block reaches the node\'s cache (answered by hand; the cache started late)', () => {
+    const POLL_MS = 1_000;
+    const complete = (block: string) => ({
+      addressBlockName: block,
+      conditions: [{ type: 'Complete', status: 'True', reason: 'allocated', message: `allocated a block ${block}`, lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }],
+    });
+
+    before(async () => {
+      await createPool(admin, 'lag', { subnets: [{ ipv4: '10.22.0.0/24' }], blockSizeBits: 2 });
+      await createNode(admin, 'lag-n1');
+    });
+
+    /** lag-n1's one request, once created. */
+    const outstanding = (): Promise<BlockRequest> => eventually(async () => (await admin.list(Kinds.BlockRequest, { labelSelector: `${LABEL_NODE}=lag-n1` }))[0] ?? false, { timeoutMs: 10_000 });
+
+    /**
+     * coild's cache for lag-n1 (not started: its watch "lags") and a BlockRequester over real
+     * connections, polling on a FakeClock; `advanceTo` steps it a poll at a time, letting each
+     * poll's reads (real requests) settle before the next, however slow the machine.
+     */
+    function standIn() {
+      const transport = new ApiTransport(cp.kubeConfig);
+      const cache = new Cache(transport, silentLogger());
+      declareCoildCache(cache, { nodeName: 'lag-n1', enableIpam: true, enableEgress: false } as CoildConfig);
+      const client = new BlockReadCountingClient(transport, 'coild');
+      const clock = new FakeClock();
+      const requester = new BlockRequester({ cache, client, nodeName: 'lag-n1', logger: silentLogger(), pollMs: POLL_MS, clock, now: () => clock.now() });
+      requester.start();
+      return {
+        cache, client, requester,
+        async advanceTo(ms: number): Promise<void> {
+          while (clock.now() + POLL_MS <= ms) {
+            clock.advance(POLL_MS);
+            await new Promise((res) => setImmediate(res));
+            await until(() => client.inFlight === 0, 'the poll\'s reads settle');
+            await new Promise((res) => setImmediate(res));
+          }
+        },
+        /** Asks for a block of `lag`: the wait, its outcome once it has ended, and the request once created. */
+        async ask(): Promise<{ waiting: Promise<BlockRequestOutcome>; ended: () => string | undefined; br: BlockRequest }> {
+          let ended: string | undefined;
+          const waiting = requester.request('lag', 120_000);
+          void waiting.then((o) => (ended = o.kind));
+          return { waiting, ended: () => ended, br: await outstanding() };
+        },
+        async stop(): Promise<void> {
+          requester.stop();
+          await cache.stop();
+        },
+      };
+    }
+
+    test('the apiserver holds the block: not lost after 10 s; allocated once the cache shows it', async () => {
+      const n = standIn();
+      try {
+        const { waiting, ended, br } = await n.ask();
+        await admin.create(Kinds.AddressBlock, {
+          metadata: { name: 'lag-0', labels: { [LABEL_POOL]: 'lag', [LABEL_NODE]: 'lag-n1', [LABEL_REQUEST]: br.metadata!.uid! } },
+          index: 0, ipv4: '10.22.0.0/30',
+        });
+        await admin.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, complete('lag-0'));
+        // The answer is read at 2 s, the block at 12 s (and found), the next read due at 22 s.
+        await n.advanceTo(15_000);
+        assert.equal(n.client.blockReads, 1, 'the block read once, 10 s after the answer');
+        assert.equal(ended(), undefined, 'not lost: the apiserver holds the block as this node\'s');
+        n.cache.start();
+        assert.deepEqual(await waiting, { kind: 'allocated', blockName: 'lag-0' });
+        await eventually(async () => (await admin.get(Kinds.BlockRequest, { name: br.metadata!.name! })) === undefined, { timeoutMs: 10_000 });
+      } finally {
+        await n.stop();
+      }
+    });
+
+    test('the apiserver does not hold the block: lost at the first read', async () => {
+      const n = standIn();
+      try {
+        const { waiting, ended, br } = await n.ask();
+        await admin.patchStatus(Kinds.BlockRequest, { name: br.metadata!.name! }, complete('lag-9'));
+        await n.advanceTo(11_000);
+        assert.equal(ended(), undefined, 'not given up before the block is read');
+        await n.advanceTo(13_000);
+        assert.deepEqual(await waiting, { kind: 'lost' });
+        assert.equal(n.client.blockReads, 1);
+      } finally {
+        await n.stop();
+      }
+    });
   });
 
   describe('under a controller that does not label its blocks with the request (answered by hand, no controller running)', () => {

@@ -114,12 +114,20 @@ export class FakeBlockClient {
 
   /** Reads by name (GET) of BlockRequests, by name. */
   readonly reads: string[] = [];
+  /** Reads by name (GET) of AddressBlocks, by name. */
+  readonly blockReads: string[] = [];
+  /** When set, a read of an AddressBlock rejects with it (the API server unreachable). */
+  blockReadError: Error | undefined;
   /** Lists of BlockRequests asked for, with their label selector. */
   readonly lists: string[] = [];
 
   /** Uncached reads find what {@link apiOnly} holds (created BlockRequests included), else nothing. */
   async get<T extends KubernetesObject>(kind: KindDescriptor<T>, key: { name: string }): Promise<T | undefined> {
     if (kind.kind === 'BlockRequest') this.reads.push(key.name);
+    if (kind.kind === 'AddressBlock') {
+      this.blockReads.push(key.name);
+      if (this.blockReadError) throw this.blockReadError;
+    }
     const found = this.apiOnly.get(`${kind.kind}/${key.name}`) as T | undefined;
     return found && structuredClone(found);
   }

@@ -6,12 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import bunyan from 'bunyan';
+import type { AddressBlock } from '../../api/v2/addressblock.js';
 import type { BlockRequest, BlockRequestStatus } from '../../api/v2/blockrequest.js';
 import type { Condition } from '../../api/v2/conditions.js';
 import { LABEL_NODE, LABEL_POOL } from '../../api/v2/keys.js';
 import { silentLogger } from '../../runtime/logging.js';
-import { BlockRequester } from './block-request.js';
+import { BlockRequester, type BlockRequestOutcome } from './block-request.js';
+import { NodeIpam } from './node-ipam.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../../../test/fakes/coild-cache.fake.js';
+import { FakeClock } from '../../../test/fakes/clock.fake.js';
 import { until } from '../../../test/fakes/timing.js';
 import { Kinds } from '../../api/v2/kinds.js';
 
@@ -256,5 +260,153 @@ describe('BlockRequester after an API server outage', () => {
     assert.deepEqual(cache.retried, []);
     assert.ok(r.isPending('p'));
     r.stop();
+  });
+});
+
+describe('BlockRequester: an answer read before its block reaches the cache (a lagging watch)', () => {
+  // At N=5,000 with 64 controller workers the apiserver's watch dispatch lagged behind its writes:
+  // 1,316 nodes read `allocated` while their block was not in their cache 10 s later, counted the
+  // request lost and failed the ADD (docs/performance.md#where-this-machine-stops). The answer is
+  // lost only when the server does not hold the block as this node's and this request's.
+  const POLL_MS = 1_000;
+  const complete = (block: string): BlockRequestStatus => ({ addressBlockName: block, conditions: [{ ...COMPLETE, message: `allocated a block ${block}` }] });
+
+  /** The block answering `br` as the controller creates it: p-0 of n1, labelled with the request's UID. */
+  function answerBlock(br: BlockRequest): AddressBlock {
+    const b = fakeBlock('p', 0, '10.0.0.0/30', { uid: br.metadata!.uid! });
+    b.metadata!.creationTimestamp = new Date('2026-01-01T00:00:01Z');
+    return b;
+  }
+
+  /**
+   * A requester polling every second on a FakeClock, started at 0. The controller answers each
+   * request at once by status (`p-0`); the API server then holds `block(br)` (default
+   * {@link answerBlock}; undefined: nothing) as p-0, which this node's cache does not show.
+   */
+  function lagging(block: (br: BlockRequest) => AddressBlock | undefined = answerBlock) {
+    const clock = new FakeClock();
+    const cache = new FakeCoildCache();
+    const ring = new bunyan.RingBuffer({ limit: 100 });
+    const logger = bunyan.createLogger({ name: 'test', streams: [{ type: 'raw', stream: ring, level: 'info' }] });
+    const client: FakeBlockClient = new FakeBlockClient((br) => {
+      br.metadata!.creationTimestamp = new Date('2026-01-01T00:00:00Z');
+      client.answer(br, complete('p-0'));
+      const b = block(br);
+      if (b) client.apiOnly.set('AddressBlock/p-0', b);
+    });
+    const now = (): number => clock.now();
+    const requester = new BlockRequester({ cache: cache.asCache(), client: client.asClient(), nodeName: 'n1', logger, pollMs: POLL_MS, clock, now });
+    requester.start();
+    return {
+      clock, cache, client, requester, now,
+      /** Messages logged at warn or above. */
+      warnings: (): string[] => ring.records.filter((r: { level: number }) => r.level >= bunyan.WARN).map((r: { msg: string }) => r.msg),
+      /** Moves the clock to `ms`, one poll at a time, letting each poll's reads settle. */
+      async advanceTo(ms: number): Promise<void> {
+        while (clock.now() + POLL_MS <= ms) {
+          clock.advance(POLL_MS);
+          await new Promise((res) => setImmediate(res));
+        }
+      },
+    };
+  }
+
+  /** `p` ends; `ended()` is its outcome once it has. */
+  function track(p: Promise<BlockRequestOutcome>): () => BlockRequestOutcome | undefined {
+    let ended: BlockRequestOutcome | undefined;
+    void p.then((o) => (ended = o));
+    return () => ended;
+  }
+
+  it('an answer whose block reaches the cache only after 30 s is allocated, not lost; the block is read twice meanwhile, the request once', async () => {
+    const t = lagging();
+    const waiting = t.requester.request('p', 600_000);
+    const ended = track(waiting);
+    // The answer is read at the second poll (2 s); the block 10 s later, then 10 s after that.
+    await t.advanceTo(29_000);
+    assert.equal(ended(), undefined, 'still waiting for the cache at 29 s: not lost 10 s after the answer');
+    assert.deepEqual(t.client.blockReads, ['p-0', 'p-0'], 'the block read at 12 s and 22 s');
+    assert.equal(t.client.reads.length, 1, 'the request is not read again once its answer is known');
+    assert.deepEqual(t.client.requestsDeleted, [], 'not consumed while the answer waits for its block');
+    const br = t.client.created[0]!;
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', answerBlock(br));
+    assert.deepEqual(await waiting, { kind: 'allocated', blockName: 'p-0' });
+    assert.equal(t.client.created.length, 1, 'no second request');
+    assert.deepEqual(t.client.requestsDeleted, [{ name: br.metadata!.name!, uid: br.metadata!.uid! }]);
+    assert.deepEqual(t.warnings(), []);
+    t.requester.stop();
+  });
+
+  it('the ADD waiting on it gets an address of that block, with no second request', async () => {
+    const t = lagging();
+    const ipam = new NodeIpam({ cache: t.cache.asCache(), requester: t.requester, logger: silentLogger(), now: t.now, lowWaterMark: 0, coolingMs: 0, allocTimeoutMs: 600_000 });
+    ipam.start();
+    let got: string | undefined;
+    const add = ipam.allocate({ pool: 'p', containerId: 'c1', ifname: 'eth0' }).then((a) => (got = a.ipv4));
+    await t.advanceTo(29_000);
+    assert.equal(got, undefined);
+    assert.equal(t.client.created.length, 1, 'the ADD still waits on its first request');
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', answerBlock(t.client.created[0]!));
+    await add;
+    assert.match(got ?? '', /^10\.0\.0\.[0-3]$/);
+    assert.equal(t.client.created.length, 1);
+    ipam.stop();
+    t.requester.stop();
+  });
+
+  for (const [what, block] of [
+    ['the server does not hold the block', () => undefined],
+    ['the block is another node\'s', (br: BlockRequest) => ({ ...answerBlock(br), metadata: { ...answerBlock(br).metadata, labels: { ...answerBlock(br).metadata!.labels, [LABEL_NODE]: 'n2' } } })],
+    ['the block answers another request', (br: BlockRequest) => ({ ...answerBlock(br), metadata: { ...answerBlock(br).metadata, labels: { ...answerBlock(br).metadata!.labels, 'coil.cybozu.com/request': 'someone-else' } } })],
+    ['the block is being deleted', (br: BlockRequest) => ({ ...answerBlock(br), metadata: { ...answerBlock(br).metadata, deletionTimestamp: new Date('2026-01-01T00:00:02Z') } })],
+    ['the block is older than the request', (br: BlockRequest) => ({ ...answerBlock(br), metadata: { ...answerBlock(br).metadata, creationTimestamp: new Date('2020-01-01T00:00:00Z') } })],
+  ] as const) {
+    it(`an answer is lost at the first read of its block when ${what}`, async () => {
+      const t = lagging(block);
+      const waiting = t.requester.request('p', 600_000);
+      const ended = track(waiting);
+      await t.advanceTo(11_000);
+      assert.equal(ended(), undefined, 'not read, not lost before 10 s');
+      assert.deepEqual(t.client.blockReads, []);
+      await t.advanceTo(13_000);
+      assert.deepEqual(ended(), { kind: 'lost' });
+      assert.deepEqual(t.client.blockReads, ['p-0']);
+      assert.deepEqual(t.client.requestsDeleted.map((d) => d.uid), [t.client.created[0]!.metadata!.uid], 'the lost request consumed');
+      t.requester.stop();
+    });
+  }
+
+  it('a block deleted after a read saw it is lost at the next read', async () => {
+    const t = lagging();
+    const ended = track(t.requester.request('p', 600_000));
+    await t.advanceTo(13_000);
+    assert.deepEqual(t.client.blockReads, ['p-0']);
+    t.client.apiOnly.delete('AddressBlock/p-0');
+    await t.advanceTo(21_000);
+    assert.equal(ended(), undefined, 'the deletion is not seen before the next read');
+    await t.advanceTo(23_000);
+    assert.deepEqual(ended(), { kind: 'lost' });
+    assert.deepEqual(t.client.blockReads, ['p-0', 'p-0']);
+    t.requester.stop();
+  });
+
+  it('a failed read of the block says nothing: read again on the backoff; a cache still behind after 60 s is warned about once', async () => {
+    const t = lagging();
+    const waiting = t.requester.request('p', 600_000);
+    const ended = track(waiting);
+    t.client.blockReadError = new Error('connect ECONNREFUSED');
+    await t.advanceTo(21_000);
+    assert.equal(ended(), undefined);
+    assert.deepEqual(t.client.blockReads, ['p-0']);
+    t.client.blockReadError = undefined;
+    // Reads at 12 s (failed), 22 s, 42 s, 82 s, 142 s (60 s apart at most), 202 s.
+    await t.advanceTo(210_000);
+    assert.equal(ended(), undefined);
+    assert.deepEqual(t.client.blockReads.length, 6);
+    const lag = t.warnings().filter((m) => m.includes('cache still lacks it'));
+    assert.equal(lag.length, 1, t.warnings().join('; '));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', answerBlock(t.client.created[0]!));
+    assert.deepEqual(await waiting, { kind: 'allocated', blockName: 'p-0' });
+    t.requester.stop();
   });
 });

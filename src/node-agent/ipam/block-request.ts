@@ -21,7 +21,10 @@
  * a `Failed` answer, or the answer of a controller that does not label its blocks — is read with
  * a GET of the request by name, first one to two polls after its creation, then 2, 4, … polls
  * apart, at most {@link READ_MAX_POLLS}: a request answered through its block within a poll costs
- * no read at all.
+ * no read at all. An `allocated` answer read that way before its block reaches the cache is not
+ * lost because the watch is slow (at scale the apiserver's watch dispatch lags its writes by more
+ * than 10 s): the block is read by name from the server 10 s on, then on a backoff, and the
+ * request is lost only when the server does not hold it as this node's and this request's.
  *
  * Naming: each request gets a unique name from `generateName: req-<pool>-<node>-`. Coil's fixed
  * `req-<pool>-<node>` must be deleted before it is re-created, and between the delete and the
@@ -100,8 +103,27 @@ interface Waiter {
  */
 const HURRY_MAX_MS = 8_000;
 
-/** How long an `allocated` answer may precede its block in the cache before the request counts as lost. */
+/**
+ * How long an `allocated` answer read by name may precede its block in this node's cache before
+ * the block is read from the server ({@link BlockRequester.awaitAnsweredBlock}); also the first
+ * interval between such reads. The watch usually delivers the block within a second of the
+ * answer, so at scale almost no node reads it: at N=5,000 with 64 controller workers 1,316 nodes
+ * waited longer (docs/performance.md#where-this-machine-stops), with 16 none did.
+ */
 const ANSWERED_BLOCK_WAIT_MS = 10_000;
+
+/**
+ * Longest interval between two reads of an answered block the cache still lacks: a block deleted
+ * meanwhile (which the cache may then never show) is noticed within it, and N nodes whose watch
+ * lags read at most N/60 blocks a second once their reads have backed off (10, 20, 40, 60 s).
+ */
+const ANSWERED_BLOCK_READ_MAX_MS = 60_000;
+
+/**
+ * How long after the answer a block the server holds may be missing from this node's cache
+ * before coild warns (once per request) that its AddressBlock watch lags or is broken.
+ */
+const ANSWERED_BLOCK_LAG_WARN_MS = 60_000;
 
 /**
  * Most polls between two reads of one unanswered request by name (16 s at the default poll): a
@@ -151,9 +173,30 @@ interface Outstanding {
   readonly reads: ReadBackoff;
   /** A read failed and was logged (once per request: an outage is logged by the informers too). */
   readFailed?: boolean;
-  /** When the status first said `allocated` while the block was not in our cache yet. */
-  answeredAtMs?: number;
+  /** The `allocated` answer's block while it is not in our cache yet ({@link BlockRequester.awaitAnsweredBlock}). */
+  answered?: AnsweredBlock;
   readonly waiters: Set<Waiter>;
+}
+
+/**
+ * An `allocated` answer whose block this node's cache does not show yet: read from the server
+ * {@link ANSWERED_BLOCK_WAIT_MS} after the answer was seen, then on a doubling interval up to
+ * {@link ANSWERED_BLOCK_READ_MAX_MS}.
+ */
+interface AnsweredBlock {
+  /** When the answer was first seen without its block (ms, the requester's `now`). */
+  readonly sinceMs: number;
+  /** When the next read of the block is due (ms). */
+  dueAtMs: number;
+  /** The interval after the next read (ms). */
+  intervalMs: number;
+  inFlight: boolean;
+  /** What the last read found: the block may answer the request, or why it cannot (then the request is lost). */
+  found?: { readonly answers: true } | { readonly answers: false; readonly why: string };
+  /** A read failed and was logged (once per request). */
+  readFailed?: boolean;
+  /** The cache's lag was warned about (once per request). */
+  lagWarned?: boolean;
 }
 
 /** A request of this node nobody waits on, read by name until answered, then deleted. */
@@ -174,10 +217,10 @@ interface Followed {
 export class BlockRequester implements Runnable {
   /**
    * What it calls: creates its node's BlockRequests, reads one by name while it waits on it, lists
-   * its node's once when it starts (requests an earlier run left), deletes the ones consumed.
-   * No watch.
+   * its node's once when it starts (requests an earlier run left), deletes the ones consumed; reads
+   * an answered AddressBlock by name while the cache lags behind the answer. No watch.
    */
-  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.BlockRequest, ['create', 'get', 'list', 'delete'])];
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.BlockRequest, ['create', 'get', 'list', 'delete']), kindRule(Kinds.AddressBlock, ['get'])];
 
   private readonly outstanding = new Map<string, Outstanding>();
   /** Pools asked for since start (the pending-age gauge reads 0 for those with nothing in flight). */
@@ -257,8 +300,10 @@ export class BlockRequester implements Runnable {
    * Waits up to `timeoutMs` for one more block of `pool`, creating a BlockRequest unless one is
    * already in flight.
    * @throws ApiError when the BlockRequest cannot be created (every waiter of that attempt gets it)
-   * @returns `lost` also when the request was deleted unanswered, or answered with a block that
-   *   did not reach this node's cache within 10 s; the caller may ask again
+   * @returns `allocated` once the block is in this node's cache; `lost` when the request was
+   *   deleted unanswered, or answered with a block the API server does not hold as this node's
+   *   and this request's (read when the cache lags, {@link awaitAnsweredBlock}); the caller may
+   *   ask again
    */
   request(pool: string, timeoutMs: number): Promise<BlockRequestOutcome> {
     let o = this.outstanding.get(pool);
@@ -374,7 +419,10 @@ export class BlockRequester implements Runnable {
   /** One poll's reads by name: of outstanding requests, of followed ones, and the start-up list until it worked. */
   private readDue(): void {
     for (const o of [...this.outstanding.values()]) {
-      if (o.uid !== undefined && o.reads.due()) this.read(o);
+      // Once `allocated` is read, the request has nothing more to tell: the block is awaited
+      // (awaitAnsweredBlock), and a later read could only find the request deleted by the
+      // controller's TTL, which would not make the answer any less good.
+      if (o.uid !== undefined && o.read?.kind !== 'allocated' && o.reads.due()) this.read(o);
     }
     // A request being created may already be in a list of this node's requests: wait until its
     // UID is known, so it is never followed (and deleted) as someone else's.
@@ -472,31 +520,77 @@ export class BlockRequester implements Runnable {
     if (read === undefined || read.kind === 'pending') return;
     if (read.kind === 'gone') return this.settle(o, { kind: 'lost' });
     if (read.kind === 'failed') return this.settle(o, { kind: 'failed', reason: read.reason, message: read.message });
-    // `allocated` with a block that does not carry the request label (a controller that does not
-    // label its blocks): the named block, once it is in this node's cache as one made for it.
+    // `allocated`, and the block did not reach the cache through the request label (it lags, or
+    // the controller does not label its blocks): the named block, once it is in this node's cache
+    // as one made for it.
     const named = this.o.cache.get<AddressBlock>(Kinds.AddressBlock, { name: read.addressBlockName });
-    if (named !== undefined && this.mayAnswer(named, o)) return this.settle(o, { kind: 'allocated', blockName: read.addressBlockName });
-    // Not yet in our cache: wait for its event, so the caller's next allocation attempt finds it —
-    // but not forever: a block that never shows up as this node's would otherwise pin the pool to
-    // a request nobody can complete.
-    o.answeredAtMs ??= this.now();
-    if (this.now() - o.answeredAtMs > ANSWERED_BLOCK_WAIT_MS) {
-      this.o.logger.warn({ pool: o.pool, request: o.name, block: read.addressBlockName }, 'answered block never appeared as this node\'s');
-      this.settle(o, { kind: 'lost' });
-    }
+    if (named !== undefined && this.whyNotAnswer(named, o) === undefined) return this.settle(o, { kind: 'allocated', blockName: read.addressBlockName });
+    this.awaitAnsweredBlock(o, read.addressBlockName);
   }
 
   /**
-   * Whether a cached block named by the request's answer can be that answer: not being deleted,
-   * answering no other request, and created no earlier than the request (seconds; not an older
-   * block of the same name the cache still shows).
+   * The answer names a block this node's cache does not show (as one made for the request). The
+   * caller allocates from the cache (NodeIpam re-reads its blocks from it on `allocated`, and an
+   * `allocated` without the block would send it to ask for another), so the request settles only
+   * when the block's event arrives — but the answer is not lost because the watch is slow: at
+   * scale the apiserver's dispatch of watch events lags behind its writes by more than 10 s
+   * (docs/performance.md#where-this-machine-stops). Whether the block exists is asked of the
+   * server: a GET by name {@link ANSWERED_BLOCK_WAIT_MS} after the answer was seen (a cache that
+   * catches up sooner costs no read), then again on a doubling interval up to
+   * {@link ANSWERED_BLOCK_READ_MAX_MS}, so a block deleted meanwhile is noticed. The request is
+   * `lost` only when a read finds the block missing, or another node's or request's, or being
+   * deleted: a block that never shows up as this node's would otherwise pin the pool to a
+   * request nobody can complete. A read that fails says nothing: read again on the same interval.
    */
-  private mayAnswer(block: Readonly<AddressBlock>, o: Outstanding): boolean {
-    if (block.metadata?.deletionTimestamp) return false;
+  private awaitAnsweredBlock(o: Outstanding, blockName: string): void {
+    const now = this.now();
+    const a = (o.answered ??= { sinceMs: now, dueAtMs: now + ANSWERED_BLOCK_WAIT_MS, intervalMs: ANSWERED_BLOCK_WAIT_MS, inFlight: false });
+    if (a.found?.answers === false) {
+      this.o.logger.warn({ pool: o.pool, request: o.name, block: blockName, why: a.found.why }, 'the API server holds no block answering this request as this node\'s: the request is lost');
+      return this.settle(o, { kind: 'lost' });
+    }
+    if (a.found?.answers && !a.lagWarned && now - a.sinceMs >= ANSWERED_BLOCK_LAG_WARN_MS) {
+      a.lagWarned = true;
+      this.o.logger.warn({ pool: o.pool, request: o.name, block: blockName, waitedMs: now - a.sinceMs },
+        'the API server holds the answered block, but this node\'s AddressBlock cache still lacks it: its watch lags or is broken');
+    }
+    if (a.inFlight || now < a.dueAtMs) return;
+    a.inFlight = true;
+    const next = (): void => {
+      a.inFlight = false;
+      a.dueAtMs = this.now() + a.intervalMs;
+      a.intervalMs = Math.min(ANSWERED_BLOCK_READ_MAX_MS, a.intervalMs * 2);
+    };
+    this.o.client.get<AddressBlock>(Kinds.AddressBlock, { name: blockName }).then((block) => {
+      next();
+      if (this.outstanding.get(o.pool) !== o) return;
+      const why = block === undefined ? 'not found' : this.whyNotAnswer(block, o);
+      if (why === undefined && a.found === undefined) {
+        this.o.logger.info({ pool: o.pool, request: o.name, block: blockName, waitedMs: this.now() - a.sinceMs }, 'the answered block exists; waiting for this node\'s cache to show it');
+      }
+      a.found = why === undefined ? { answers: true } : { answers: false, why };
+      this.check(o);
+    }, (err: unknown) => {
+      next();
+      if (!a.readFailed) this.o.logger.warn({ err, pool: o.pool, request: o.name, block: blockName }, 'cannot read the answered AddressBlock; reading it again later');
+      a.readFailed = true;
+    });
+  }
+
+  /**
+   * Why a block named by the request's answer cannot be that answer, or undefined when it can:
+   * another node's, being deleted, answering another request, or created before the request
+   * (seconds; an older block of the same name the cache still shows).
+   */
+  private whyNotAnswer(block: Readonly<AddressBlock>, o: Outstanding): string | undefined {
+    const node = block.metadata?.labels?.[LABEL_NODE];
+    if (node !== this.o.nodeName) return `node ${node ?? '(none)'}'s`;
+    if (block.metadata?.deletionTimestamp) return 'being deleted';
     const req = block.metadata?.labels?.[LABEL_REQUEST];
-    if (req !== undefined && req !== o.uid) return false;
+    if (req !== undefined && req !== o.uid) return `request ${req}'s`;
     const created = timeMs(block.metadata?.creationTimestamp);
-    return created === undefined || o.serverCreatedMs === undefined || created >= o.serverCreatedMs;
+    if (created !== undefined && o.serverCreatedMs !== undefined && created < o.serverCreatedMs) return 'created before the request';
+    return undefined;
   }
 
   private settle(o: Outstanding, outcome: BlockRequestOutcome, report = true): void {
