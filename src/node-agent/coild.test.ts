@@ -18,9 +18,9 @@ function coild(...flags: string[]): Coild {
 
 describe("coild's loops", () => {
   it('are runnables of its Manager (GC joins once coild serves), so they stop with it, newest first', () => {
-    assert.deepEqual(coild().manager.runnableNames(), ['egress-watcher', 'egress-steering', 'block-export', 'block-request', 'block-release']);
+    assert.deepEqual(coild().manager.runnableNames(), ['egress-watcher', 'egress-steering', 'egress-snat-routes', 'block-export', 'block-request', 'block-release']);
     assert.deepEqual(coild('--enable-egress=false').manager.runnableNames(), ['block-export', 'block-request', 'block-release']);
-    assert.deepEqual(coild('--enable-ipam=false').manager.runnableNames(), ['egress-watcher', 'egress-steering']);
+    assert.deepEqual(coild('--enable-ipam=false').manager.runnableNames(), ['egress-watcher', 'egress-steering', 'egress-snat-routes']);
     assert.deepEqual(coild('--egress-nat-steering=false').manager.runnableNames(), ['egress-watcher', 'block-export', 'block-request', 'block-release']);
   });
 });
