@@ -43,17 +43,26 @@ export function goBinary(): string | undefined {
 }
 
 /**
+ * TLS options of a direct connection to the apiserver of `kubeConfig` with its current user's
+ * client certificate (the admin kubeconfig's embedded, base64 CA, certificate and key).
+ */
+export function adminTlsOptions(kubeConfig: KubeConfig): { ca?: Buffer; cert?: Buffer; key?: Buffer } {
+  const cluster = kubeConfig.getCurrentCluster()!;
+  const user = kubeConfig.getCurrentUser()!;
+  const b64 = (s: string | undefined) => (s ? Buffer.from(s, 'base64') : undefined);
+  const [ca, cert, key] = [b64(cluster.caData), b64(user.certData), b64(user.keyData)];
+  return { ...(ca && { ca }), ...(cert && { cert }), ...(key && { key }) };
+}
+
+/**
  * Takes a CPU profile of `seconds` from the apiserver of `kubeConfig` (admin credentials) and
  * writes it to `file`.
  * @throws on a network error or a status other than 200 (e.g. 403 without access, 404 with `--profiling=false`)
  */
 export function takeCpuProfile(kubeConfig: KubeConfig, seconds: number, file: string): Promise<void> {
-  const cluster = kubeConfig.getCurrentCluster()!;
-  const user = kubeConfig.getCurrentUser()!;
-  const b64 = (s: string | undefined) => (s ? Buffer.from(s, 'base64') : undefined);
-  const url = new URL(`/debug/pprof/profile?seconds=${Math.max(1, Math.round(seconds))}`, cluster.server);
+  const url = new URL(`/debug/pprof/profile?seconds=${Math.max(1, Math.round(seconds))}`, kubeConfig.getCurrentCluster()!.server);
   return new Promise((resolve, reject) => {
-    const req = request(url, { ca: b64(cluster.caData), cert: b64(user.certData), key: b64(user.keyData), timeout: (seconds + 60) * 1000 }, (res) => {
+    const req = request(url, { ...adminTlsOptions(kubeConfig), timeout: (seconds + 60) * 1000 }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);

@@ -62,7 +62,7 @@ import { Registry } from '../../src/runtime/registry.js';
 import { ControlPlane, eventually, freePort, REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { registerWebhooks } from '../../test/envtest/controller-support.js';
 import { CountingTransport, diff, durationQuantile, rateLines, serverCounts, total, type Counts, type ServerCounts } from './api-counts.js';
-import { goBinary, groupProfile, readProfile, takeCpuProfile } from './apiserver-profile.js';
+import { adminTlsOptions, goBinary, groupProfile, readProfile, takeCpuProfile } from './apiserver-profile.js';
 import { KWOK_NODE_ANNOTATION, Kwok } from './kwok.js';
 import { SimNode, type SimNodeSettings } from './scale-node.js';
 
@@ -236,10 +236,7 @@ function meanFigures(before: Awaited<ReturnType<typeof controllerTimes>>, b: Awa
  * (the rest wait for a stream), read from a connection of the admin's credentials.
  */
 async function apiserverMaxStreams(kc: KubeConfig): Promise<number | undefined> {
-  const cluster = kc.getCurrentCluster()!;
-  const user = kc.getCurrentUser()!;
-  const b64 = (x: string | undefined) => (x ? Buffer.from(x, 'base64') : undefined);
-  const session = http2Connect(cluster.server, { ca: b64(cluster.caData), cert: b64(user.certData), key: b64(user.keyData) });
+  const session = http2Connect(kc.getCurrentCluster()!.server, adminTlsOptions(kc));
   try {
     return await new Promise<number | undefined>((resolve, reject) => {
       session.once('remoteSettings', (st) => resolve(st.maxConcurrentStreams));
