@@ -22,6 +22,10 @@ async function main(): Promise<void> {
   const agent = new EgressAgent({ config: cfg, kubeConfig: loadKubeConfig(cfg.kubeconfig), log });
   stopOnSignals(agent, { log, timeoutMs: GRACEFUL_SHUTDOWN_MS, ...(cfg.drainTimeoutMs > 0 && { drainOnSigterm: () => agent.drain() }) });
   await startOrExit(agent, log);
+  // A daemon runs until a signal stops it (stopOnSignals exits). Nothing else may hold the event
+  // loop: with --metrics-addr=0 and --health-addr=0 on a kernel without FoU (no client watch),
+  // coil-egress would otherwise exit 0 right after its start, and kubelet restart it in a loop.
+  setInterval(() => undefined, 2 ** 30);
   log.info({ ports: agent.ports, egress: `${cfg.namespace}/${cfg.egressName}` }, 'coil-egress started');
 }
 
