@@ -186,16 +186,15 @@ export class SnatRouter implements Runnable {
    */
   private async loosenReversePath(routes: readonly IpRoute[]): Promise<void> {
     const target = this.o.hostNetns !== undefined ? { netns: this.o.hostNetns } : {};
-    for (const natPod of this.o.hostedNatPods()) {
-      if (addressFamily(natPod) !== 4) continue;
-      const dev = vethOf(routes, canonicalAddress(natPod));
-      if (dev === undefined) continue;
+    const devs = this.o.hostedNatPods().filter((a) => addressFamily(a) === 4).flatMap((a) => vethOf(routes, canonicalAddress(a)) ?? []);
+    for (const dev of this.loosened.keys()) if (!devs.includes(dev)) this.loosened.delete(dev);
+    for (const dev of devs) {
       const [link] = await this.o.kernel.dump<{ ifindex: number }>({ kind: 'links', dev }, { netns: this.o.hostNetns }).catch(() => []);
       if (link === undefined || this.loosened.get(dev) === link.ifindex) continue;
       const key = `net.ipv4.conf.${dev}.rp_filter`;
       if (await readSysctl(this.o.ip, key, target) !== LOOSE_RP_FILTER) {
         await writeSysctl(this.o.ip, key, LOOSE_RP_FILTER, target);
-        this.o.logger.info({ natPod, veth: dev }, 'reverse-path filter of a shared-address NAT pod loosened (its packets come from the shared address)');
+        this.o.logger.info({ veth: dev }, 'reverse-path filter of a shared-address NAT pod loosened (its packets come from the shared address)');
       }
       this.loosened.set(dev, link.ifindex);
     }
@@ -205,7 +204,6 @@ export class SnatRouter implements Runnable {
     const want = desiredSnatRoutes(this.o.cache.list(Kinds.Egress), this.o.activeOf, this.o.nodeName);
     const table = this.o.podTableId;
     const routes = await readRoutesBothFamilies(this.o.kernel, { netns: this.o.hostNetns, table });
-    await this.loosenReversePath(routes);
     const have = routes.filter((r) => r.protocol === String(this.o.protocolId) && r.gateway !== undefined && isHostDst(r.dst));
     const lines: RtRequest[] = [];
     for (const r of have) {
@@ -225,6 +223,9 @@ export class SnatRouter implements Runnable {
     this.routed = want;
     if (moved) this.o.logger.info({ routes: want.map((r) => `${r.egress} ${r.address} via ${r.natPod}`) }, 'shared SNAT address routes synced');
     if (this.exported().sort().join(',') !== before) this.o.onExportChange();
+    // After the routes: a failover's move must not wait for it (a new NAT pod's veth is loosened
+    // by the sync its slice's change triggers, long before it can become the active one).
+    await this.loosenReversePath(routes).catch((err: unknown) => this.o.logger.error({ err }, 'loosening the reverse-path filter of a shared-address NAT pod failed; the next sync retries'));
   }
 }
 
