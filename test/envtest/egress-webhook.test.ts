@@ -161,5 +161,6 @@ describe('Egress webhooks through the real apiserver', () => {
     assert.match(stderr, /Warning: spec.template.spec.serviceAccountName: replaced by coil-egress/);
     assert.match(stderr, /Warning: spec.sessionAffinityConfig: ignored when sessionAffinity is None/);
     assert.match(stderr, /Warning: spec.snatAddresses\[0\]: no destination of its family; unused/);
+    assert.match(stderr, /Warning: spec.snatAddresses: every node with a client pod of this Egress must run coil's coild with --egress-nat-steering/);
   });
 });

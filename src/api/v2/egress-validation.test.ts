@@ -169,9 +169,10 @@ describe('egressWarnings', () => {
   });
 
   test('a shared SNAT address of a family no destination has is unused', () => {
-    assert.deepEqual(egressWarnings({ ...base, destinations: ['10.0.0.0/8'], snatAddresses: ['2001:db8::10', '203.0.113.10'] }), ['spec.snatAddresses[0]: no destination of its family; unused']);
-    assert.deepEqual(egressWarnings({ ...base, destinations: ['10.0.0.0/8', '::/0'], snatAddresses: ['2001:db8::10', '203.0.113.10'] }), []);
-    assert.deepEqual(egressWarnings({ ...base, destinations: ['::/0'], snatAddresses: ['203.0.113.10'] }), ['spec.snatAddresses[0]: no destination of its family; unused']);
+    const steering = "spec.snatAddresses: every node with a client pod of this Egress must run coil's coild with --egress-nat-steering (the default); on a node running Coil's coild the clients' flows break";
+    assert.deepEqual(egressWarnings({ ...base, destinations: ['10.0.0.0/8'], snatAddresses: ['2001:db8::10', '203.0.113.10'] }), [steering, 'spec.snatAddresses[0]: no destination of its family; unused']);
+    assert.deepEqual(egressWarnings({ ...base, destinations: ['10.0.0.0/8', '::/0'], snatAddresses: ['2001:db8::10', '203.0.113.10'] }), [steering]);
+    assert.deepEqual(egressWarnings({ ...base, destinations: ['::/0'], snatAddresses: ['203.0.113.10'] }), [steering, 'spec.snatAddresses[0]: no destination of its family; unused']);
   });
 });
 

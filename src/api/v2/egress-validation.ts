@@ -57,6 +57,9 @@ export function egressWarnings(spec: Readonly<EgressSpec>): string[] {
   const sa = spec.template?.spec?.serviceAccountName;
   if (sa && sa !== EGRESS_SERVICE_ACCOUNT) warnings.push(`spec.template.spec.serviceAccountName: replaced by ${EGRESS_SERVICE_ACCOUNT}`);
   if (spec.sessionAffinity === 'None' && spec.sessionAffinityConfig) warnings.push('spec.sessionAffinityConfig: ignored when sessionAffinity is None');
+  // Coil's coild tunnels every client to the ClusterIP, which reaches the standby NAT pods too,
+  // whose answers come back to the active one only (docs/egress-failover.md#sessions-kept-the-shared-snat-address).
+  if ((spec.snatAddresses ?? []).length > 0) warnings.push("spec.snatAddresses: every node with a client pod of this Egress must run coil's coild with --egress-nat-steering (the default); on a node running Coil's coild the clients' flows break");
   const destinationFamilies = new Set((spec.destinations ?? []).map((d) => tryParseCidr(d)?.family));
   (spec.snatAddresses ?? []).forEach((a, i) => {
     const family = tryParseAddress(a)?.family;
