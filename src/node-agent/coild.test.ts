@@ -25,6 +25,15 @@ describe("coild's loops", () => {
   });
 });
 
+describe("coild's shared SNAT address routes", () => {
+  it('go to the pod table with coil\'s IPAM, to the main table without it (another CNI routes the pods there), and need the steering', () => {
+    assert.equal(coild().snatRouter?.table, 116);
+    assert.equal(coild('--pod-table-id=200').snatRouter?.table, 200);
+    assert.equal(coild('--enable-ipam=false').snatRouter?.table, 254);
+    assert.equal(coild('--egress-nat-steering=false').snatRouter, undefined);
+  });
+});
+
 describe("coild's API transport", () => {
   it('speaks HTTP/2 unless --api-http2=false', () => {
     assert.equal(coild().manager.transport.http2, true);

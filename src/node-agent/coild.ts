@@ -36,6 +36,7 @@ import { IntrospectionServer, ipamSnapshot } from './ipam/introspection.js';
 import { LeakReleaser } from './ipam/leak-release.js';
 import { KeyedMutex } from './podnet/keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
+import { MAIN_TABLE_ID } from '../api/v2/keys.js';
 import { probeFeatures } from '../netlink/features.js';
 import { IpRunner } from '../netlink/ip-runner.js';
 import { NetlinkExecutor } from '../netlink/netlink-executor.js';
@@ -87,6 +88,8 @@ export class Coild {
   readonly metrics: NodeAgentMetrics;
   /** Client-side egress; undefined with `--enable-egress=false`. */
   readonly egress: EgressWatcher | undefined;
+  /** Routes and exports the shared SNAT addresses of the Egresses whose active NAT pod runs here (with the steering). */
+  readonly snatRouter: SnatRouter | undefined;
   private mtuBytes: number | undefined;
   /** Bound ports after start (useful with port 0). */
   readonly ports: { metrics?: number; health?: number } = {};
@@ -174,12 +177,14 @@ export class Coild {
       if (steering) {
         const router: SnatRouter = new SnatRouter({
           ...host, cache, kernel, ip, activeOf: (ref, family) => steering.active(ref, family), hostedNatPods: () => steering.hostedSharedNatPods(), nodeName: cfg.nodeName,
-          podTableId: cfg.podTableId, protocolId: cfg.protocolId, logger: log.child({ logger: 'egress-snat-routes' }), registry: this.manager.metrics.registry,
+          // Without coil's IPAM the pods' routes are another CNI's, in the main table.
+          podTableId: cfg.enableIpam ? cfg.podTableId : MAIN_TABLE_ID, protocolId: cfg.protocolId, logger: log.child({ logger: 'egress-snat-routes' }), registry: this.manager.metrics.registry,
           // Without coil's IPAM no BlockExport runs: the export table then holds these alone.
           onExportChange: () => (cfg.enableIpam ? this.blockExport.trigger()
             : void this.exporter.sync(router.exported()).catch((err: unknown) => log.error({ err }, 'export table sync failed'))),
         });
         snatRouter = router;
+        this.snatRouter = router;
       }
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,

@@ -49,6 +49,8 @@ export const POD_RULE_PRIO = 2000;
 export const EGRESS_NARROW_TABLE_ID = 117;
 /** Client-pod egress table for wide destinations; also the egress pod's return table. */
 export const EGRESS_WIDE_TABLE_ID = 118;
+/** The kernel's main routing table, where another CNI's pod routes are when coil's IPAM is off. */
+export const MAIN_TABLE_ID = 254;
 /** Table where coild exports this node's AddressBlocks for an external router (BIRD). */
 export const EXPORT_TABLE_ID = 119;
 /** Route protocol (author) id of coild's routes (coild `--protocol-id`). */

@@ -134,3 +134,29 @@ describe('SnatRouter in a real network namespace', { skip: prerequisite(netnsSki
     assert.deepEqual((await tables()).pod, podRoutes);
   });
 });
+
+describe('SnatRouter without coil\'s IPAM (another CNI routes the pods in the main table)', { skip: prerequisite(netnsSkipReason()) }, () => {
+  const ip = new IpRunner();
+  const netns = new TestNetnsSet({ ip });
+  const kernel = new NetlinkExecutor({ ip });
+  after(() => netns.cleanup());
+
+  test('S is routed via the NAT pod in the main table, next to the other CNI\'s route, and the export told', async () => {
+    const host = await netns.create('snat-main');
+    const pod = await netns.create('snat-main-pod');
+    await ip.batch([['link', 'add', 'cali1', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.name], ['link', 'set', 'cali1', 'up'],
+      ['route', 'add', '10.64.0.1/32', 'dev', 'cali1', 'scope', 'link']], { netns: host.path });
+    const cache = new FakeCoildCache();
+    cache.put(Kinds.Egress, egress('internet', 'nat', ['203.0.113.10']));
+    let exported: string[] = [];
+    const router: SnatRouter = new SnatRouter({
+      cache: cache.asCache(), activeOf: () => ({ address: '10.64.0.1', nodeName: 'node-a' }), hostedNatPods: () => ['10.64.0.1'], nodeName: 'node-a', kernel, ip, hostNetns: host.path,
+      podTableId: 254, protocolId: 30, logger: silentLogger(), registry: new Registry(), onExportChange: () => { exported = router.exported(); },
+    });
+    await router.sync();
+    const main = (await readRoutesBothFamilies(kernel, { netns: host.path, table: 254 })).filter((r) => r.dst === '203.0.113.10' || r.dst === '10.64.0.1');
+    assert.deepEqual(main.map((r) => `${r.dst} ${r.gateway ? `via ${r.gateway}` : `dev ${r.dev}`} ${r.protocol ?? ''}`).sort(), ['10.64.0.1 dev cali1 ', '203.0.113.10 via 10.64.0.1 30']);
+    assert.deepEqual(exported, ['203.0.113.10/32']);
+    assert.equal(await readSysctl(ip, 'net.ipv4.conf.cali1.rp_filter', { netns: host.path }), '2');
+  });
+});

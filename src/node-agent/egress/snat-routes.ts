@@ -91,7 +91,10 @@ export interface SnatRouterOptions {
   kernel: NetlinkExecutor;
   /** netns file standing in for the host netns (tests); default coild's own. */
   hostNetns?: string;
-  /** `--pod-table-id` (116): the routes to pods, where the NAT pod's /32 resolves the gateway. */
+  /**
+   * The table of the routes to pods, where the NAT pod's /32 resolves the gateway: `--pod-table-id`
+   * (116), or the main table (254) without coil's IPAM, where another CNI routes its pods.
+   */
   podTableId: number;
   /** `--protocol-id` (30). */
   protocolId: number;
@@ -125,6 +128,11 @@ export class SnatRouter implements Runnable {
         }
       },
     });
+  }
+
+  /** The routing table of the shared addresses' routes (the pods' table). */
+  get table(): number {
+    return this.o.podTableId;
   }
 
   /** The shared addresses this node routes now, as last synced. */
