@@ -161,8 +161,7 @@ export class Coild {
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
     // The shared SNAT addresses this node routes are exported beside its blocks (egress/snat-routes.ts).
-    let snatRouter: SnatRouter | undefined;
-    this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }), extra: () => snatRouter?.exported() ?? [] });
+    this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }), extra: () => this.snatRouter?.exported() ?? [] });
     if (cfg.enableEgress) {
       const steering = cfg.egressNatSteering
         ? new NatSteering({
@@ -170,7 +169,7 @@ export class Coild {
           probeIntervalMs: cfg.egressProbeIntervalMs, nodeName: cfg.nodeName,
           onChange: (egress) => {
             this.egress?.onSteeringChange(egress);
-            snatRouter?.trigger();
+            this.snatRouter?.trigger();
           },
         })
         : undefined;
@@ -183,7 +182,6 @@ export class Coild {
           onExportChange: () => (cfg.enableIpam ? this.blockExport.trigger()
             : void this.exporter.sync(router.exported()).catch((err: unknown) => log.error({ err }, 'export table sync failed'))),
         });
-        snatRouter = router;
         this.snatRouter = router;
       }
       this.egress = new EgressWatcher({
@@ -198,7 +196,7 @@ export class Coild {
       });
       this.manager.add({ name: 'egress-watcher', leaderOnly: false }, this.egress);
       if (steering) this.manager.add({ name: 'egress-steering', leaderOnly: false }, steering);
-      if (snatRouter) this.manager.add({ name: 'egress-snat-routes', leaderOnly: false }, snatRouter);
+      if (this.snatRouter) this.manager.add({ name: 'egress-snat-routes', leaderOnly: false }, this.snatRouter);
     }
     // coild's loops are Manager runnables: started once the caches synced, stopped newest first
     // (GC, added once coild serves; the releaser; the requester; the export; the egress steering

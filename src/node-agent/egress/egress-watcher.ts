@@ -270,16 +270,16 @@ export class EgressWatcher implements Runnable {
       const service = egress ? await this.o.client.get(Kinds.Service, ref) : undefined;
       if (egress && service) gateways.push(...gatewaysOf(egress, service));
     }
-    const unsteered = this.sharedWithoutSteering(gateways);
-    if (unsteered && this.applied.get(this.o.lockKey(a.containerId, a.ifname))?.gateways.every((g) => g.snatAddress === undefined)) {
-      // A running client is not cut off (its tunnel stays, to the ClusterIP), but told once.
-      this.o.logger.warn({ pod: `${a.namespace}/${a.name}` }, unsteered);
-      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', unsteered);
-    }
     const key = this.o.lockKey(a.containerId, a.ifname);
     // After a coild restart nothing is remembered: the tunnels' remotes in the pod netns say
     // where each client is, so a restart moves no client (and none of its connections).
     const remembered = this.applied.get(key)?.gateways;
+    const unsteered = this.sharedWithoutSteering(gateways);
+    if (unsteered && remembered?.every((g) => g.snatAddress === undefined)) {
+      // A running client is not cut off (its tunnel stays, to the ClusterIP), but told once.
+      this.o.logger.warn({ pod: `${a.namespace}/${a.name}` }, unsteered);
+      this.o.recorder.event(pod as V1Pod, 'Warning', 'EgressUnavailable', unsteered);
+    }
     const inKernel = !remembered && this.o.steering && typeof this.o.egressClient.peerRemotes === 'function'
       ? await this.o.egressClient.peerRemotes(a.netns).catch(() => [] as string[]) : [];
     const steered = this.steer(a, gateways, remembered, inKernel);
