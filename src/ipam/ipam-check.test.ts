@@ -115,6 +115,34 @@ describe('checkIpam', () => {
     assert.match(f[0]!.message, /10\.100\.0\.70 is wired on n1 for pod demo\/a but no AddressBlock of n1 holds it; coild keeps it wired and claims default-2 back \(claiming\)/);
   });
 
+  // Issue 33: dual-stack pods, the pool re-created IPv4-only (its blocks IPv4-only): the pods keep
+  // their IPv6, which no pool or block holds any more.
+  const v4Pool = { ...pool, subnets: [{ ipv4: '10.100.0.0/24' }] };
+  const v4Blocks = [block(0, 'n1', { ipv6: undefined }) as BlockFacts, block(1, 'n2', { ipv6: undefined }) as BlockFacts].map(({ ipv6: _, ...b }) => b);
+  const v4Facts = (view: unknown): IpamFacts => base({ pools: [v4Pool], blocks: v4Blocks, pods: [pod('a', 'n1', '10.100.0.1', 'fd00::1')], nodeViews: [nodeViewFacts(view)!] });
+
+  test('an address coild exports alone because no block can hold it is a finding of its own, apart from a claim in flight', () => {
+    const f = checkIpam(v4Facts({ node: 'n1', allocations: [{ containerId: 'c1', ifname: 'eth0', block: 'default-0', ipv4: '10.100.0.1', ipv6: 'fd00::1', podNamespace: 'demo', podName: 'a' }], orphans: [
+      { pool: 'default', containerId: 'c1', ifname: 'eth0', ipv6: 'fd00:0::1', podNamespace: 'demo', podName: 'a', registeredIn: 'default-0', block: 'default-0', state: 'no-pool', message: 'pool default does not hold fd00::1: no block can hold it; exported alone while the Pod runs' },
+      { pool: 'default', containerId: 'c2', ifname: 'eth0', ipv6: 'fd00::2', registeredIn: 'default-0', state: 'outside-block', message: 'block default-0, which holds the Pod\'s other address, does not hold fd00::2' },
+    ] }));
+    assert.deepEqual(f.map((x) => x.key), ['unclaimable-address/n1/c1/eth0', 'unclaimable-address/n1/c2/eth0']);
+    assert.deepEqual(f[0]!.addresses, ['fd00::1']);
+    assert.match(f[0]!.message, /^fd00::1 is wired on n1 for pod demo\/a and no AddressBlock can hold it; coild exports it alone while the Pod runs \(no-pool: pool default does not hold fd00::1/);
+  });
+
+  test('a Pod IP that no block, pool or coild route covers while coild holds the Pod\'s other address is unrouted (a coild that drops it)', () => {
+    const old = { node: 'n1', allocations: [{ containerId: 'c1', ifname: 'eth0', block: 'default-0', ipv4: '10.100.0.1' }], orphans: [] };
+    const f = checkIpam(v4Facts(old));
+    assert.deepEqual(f.map((x) => x.key), ['unrouted-pod-ip/demo/a/fd00::1']);
+    assert.match(f[0]!.message, /Pod demo\/a on n1 has fd00::1, which no AddressBlock or AddressPool holds and coild on n1 does not export: it cannot be reached from other nodes/);
+    // A coild that holds both halves but does not list the stray one as exported is named too.
+    const both = checkIpam(v4Facts({ ...old, allocations: [{ ...old.allocations[0], ipv6: 'fd00::1' }] }));
+    assert.match(both[0]!.message, /coild holds it but does not route it/);
+    // Another plugin's Pod (coild holds none of its addresses) is none of coil's business.
+    assert.deepEqual(checkIpam(v4Facts({ node: 'n1', allocations: [], orphans: [] })), []);
+  });
+
   test('countFindings has every kind', () => {
     const c = countFindings(checkIpam(base({ nodes: [] })));
     assert.deepEqual(Object.keys(c), [...FINDING_KINDS]);

@@ -31,6 +31,18 @@ export type FindingKind =
    * while it claims the block back (coild's `/ipam` `orphans`, when it reports them).
    */
   | 'orphan-address'
+  /**
+   * An address of a running Pod that no AddressBlock holds and none can be claimed for (no pool
+   * holds it, or the block of the Pod's other address lacks its family: coild's `/ipam` `orphans`
+   * in state `no-pool` or `outside-block`). coild keeps it wired and exported alone (/32, /128).
+   */
+  | 'unclaimable-address'
+  /**
+   * A Pod IP, on a node whose coild was read, that no AddressBlock of the node holds, no pool
+   * holds, and coild neither allocates nor exports, while it holds the Pod's other address: no
+   * route leads to it from other nodes (a coild that drops the half its block lacks).
+   */
+  | 'unrouted-pod-ip'
   /** A BlockRequest unanswered for longer than the threshold. */
   | 'stale-blockrequest'
   /** An AddressPool whose allocated blocks are at or above the usage threshold. */
@@ -41,11 +53,18 @@ export type FindingKind =
 /** Every kind, in report order; the metric has one series per kind. */
 export const FINDING_KINDS: readonly FindingKind[] = Object.freeze([
   'orphan-block', 'block-stuck-deleting', 'pod-ip-without-block', 'duplicate-pod-ip', 'leaked-address', 'orphan-address',
-  'stale-blockrequest', 'pool-usage-high', 'unreadable-block',
+  'unclaimable-address', 'unrouted-pod-ip', 'stale-blockrequest', 'pool-usage-high', 'unreadable-block',
 ]);
 
 /** Kinds computed from API objects alone (the controller's caches); the rest need coild's views. */
-export const API_FINDING_KINDS: readonly FindingKind[] = Object.freeze(FINDING_KINDS.filter((k) => !['leaked-address', 'orphan-address', 'unreadable-block'].includes(k)));
+export const API_FINDING_KINDS: readonly FindingKind[] = Object.freeze(FINDING_KINDS.filter((k) =>
+  !['leaked-address', 'orphan-address', 'unclaimable-address', 'unrouted-pod-ip', 'unreadable-block'].includes(k)));
+
+/**
+ * coild's orphan states (`/ipam` `orphans[].state`) of an address no block will hold while its Pod
+ * runs (src/node-agent/ipam/orphans.ts, UNCLAIMABLE_STATES): reported as `unclaimable-address`.
+ */
+const UNCLAIMABLE_ORPHAN_STATES: ReadonlySet<string> = new Set(['no-pool', 'outside-block']);
 
 /** One object as a finding names it: enough to re-read it and to guard a write with preconditions. */
 export interface ObjectRef {
@@ -297,11 +316,26 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
       if (list) list.push(p);
       else podsByNode.set(p.node, [p]);
     }
+    const cidrs = poolCidrs(facts.pools);
     for (const v of facts.nodeViews) {
       const pods = podsByNode.get(v.node) ?? [];
       const ips = new Set(pods.flatMap((p) => p.ips));
       const names = new Set(pods.map((p) => refText(p.ref)));
       const node = nodeRef.get(v.node);
+      // Pod IPs no route leads to: coild wired the Pod (it holds another of its addresses) but this
+      // one is in no block of the node, no pool (else pod-ip-without-block says so) and not exported.
+      const held = new Set(v.allocations.flatMap((a) => [a.ipv4, a.ipv6]).filter((x): x is string => x !== undefined).map(canonical));
+      const exported = new Set((v.orphans ?? []).flatMap((o) => [o.ipv4, o.ipv6]).filter((x): x is string => x !== undefined).map(canonical));
+      for (const p of pods) {
+        if (!p.ips.some((ip) => held.has(ip) || exported.has(ip))) continue;
+        for (const ip of p.ips) {
+          const a = tryParseAddress(ip);
+          if (!a || exported.has(ip) || poolOfAddress(cidrs, a) !== undefined || index.lookupParsed(a).some((b) => b.node === v.node)) continue;
+          out.push({ kind: 'unrouted-pod-ip', key: `unrouted-pod-ip/${refText(p.ref)}/${ip}`, node: v.node, addresses: [ip], objects: [p.ref, ...(node ? [node] : [])],
+            message: `Pod ${refText(p.ref)} on ${v.node} has ${ip}, which no AddressBlock or AddressPool holds and coild on ${v.node} does not export: ` +
+              `it cannot be reached from other nodes (coild ${held.has(ip) ? 'holds it but does not route it' : 'holds only the Pod\'s other address'})` });
+        }
+      }
       for (const a of v.allocations) {
         const addresses = [a.ipv4, a.ipv6].filter((x): x is string => x !== undefined).map(canonical);
         if (addresses.some((x) => ips.has(x))) continue;
@@ -320,6 +354,12 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
     const node = nodeRef.get(v.node);
     for (const o of v.orphans ?? []) {
       const addresses = [o.ipv4, o.ipv6].filter((x): x is string => x !== undefined).map(canonical);
+      if (UNCLAIMABLE_ORPHAN_STATES.has(o.state)) {
+        out.push({ kind: 'unclaimable-address', key: `unclaimable-address/${v.node}/${o.containerId}/${o.ifname}`, node: v.node, addresses, objects: node ? [node] : [],
+          message: `${addresses.join(', ')} is wired on ${v.node}${o.podName ? ` for pod ${o.podNamespace}/${o.podName}` : ''} and no AddressBlock can hold it; ` +
+            `coild exports it alone while the Pod runs (${o.state}${o.message ? `: ${o.message}` : ''})` });
+        continue;
+      }
       out.push({ kind: 'orphan-address', key: `orphan-address/${v.node}/${o.containerId}/${o.ifname}`, node: v.node, addresses, objects: node ? [node] : [],
         message: `${addresses.join(', ')} is wired on ${v.node}${o.podName ? ` for pod ${o.podNamespace}/${o.podName}` : ''} but no AddressBlock of ${v.node} holds it; coild keeps it wired` +
           `${o.block ? ` and claims ${o.block} back` : ''} (${o.state}${o.message ? `: ${o.message}` : ''})` });

@@ -47,6 +47,8 @@ const ADVICE: Partial<Record<FindingKind, string>> = {
   'pod-ip-without-block': 'delete the Pod (its owner recreates it with an address from its node\'s blocks); release never touches a running pod',
   'duplicate-pod-ip': 'delete all but one of the Pods named; release never takes a running pod\'s network away',
   'orphan-address': 'coild keeps the address wired and claims its block back; if the claim is refused, the Pod named must be deleted so it starts again with an address of its node',
+  'unclaimable-address': 'coild keeps the address wired and exported while the Pod runs; delete the Pod (its owner recreates it with an address of the pool as it is now), or re-create the pool with the subnet and family it had',
+  'unrouted-pod-ip': 'the address cannot be reached from other nodes: upgrade coild on that node (it exports such an address), or delete the Pod so it starts again with an address of the pool',
   'stale-blockrequest': 'check that coil-controller runs (its log and Events); coild creates the request again',
   'pool-usage-high': 'append a subnet to the AddressPool\'s spec.subnets',
   'unreadable-block': 'read coild\'s log and the Events on that node; the block is skipped there, the others are served',

@@ -147,7 +147,8 @@ export class Coild {
       exportSync: () => this.blockExport.syncUnlessStopped(),
       onUnreadableBlock: (block, reason) => this.manager.recorder.event(block as AddressBlock, 'Warning', 'UnreadableBlock',
         `coild on ${cfg.nodeName} cannot read this block and skips it (its addresses are not handed out; the node's other blocks are served): ${reason}`),
-      onExpectedRegistered: (key) => this.orphans.forget(key),
+      onExpectedRegistered: (key, blockName, withoutBlock) => (withoutBlock ? this.orphans.note({ ...withoutBlock, registeredIn: blockName }) : this.orphans.forget(key)),
+      onFreed: (key) => this.orphans.forget(key),
       onAddressesOrphaned: (entries) => {
         for (const e of entries) this.orphans.note(e);
       },
@@ -158,10 +159,15 @@ export class Coild {
       hold: { expect: (e) => this.ipam.expect(e), unexpect: (key) => this.ipam.unexpect(key) },
       reportOnPod: (pod, message) => this.manager.recorder.event(pod as V1Pod, 'Warning', 'AddressWithoutBlock', message),
       onBlockBack: () => void this.runGc().catch((err: unknown) => log.error({ err }, 'GC pass registering claimed-back addresses failed')),
+      onExportChange: () => this.blockExport.trigger(),
     });
     this.releaser = new BlockReleaser({ ipam: this.ipam, client, logger: log.child({ logger: 'block-release' }), graceMs: cfg.blockReleaseGraceMs });
-    // The shared SNAT addresses this node routes are exported beside its blocks (egress/snat-routes.ts).
-    this.blockExport = new BlockExport({ cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }), extra: () => this.snatRouter?.exported() ?? [] });
+    // Exported beside the blocks: the shared SNAT addresses this node routes (egress/snat-routes.ts)
+    // and the addresses of running Pods that no block of the node holds (orphans.ts).
+    this.blockExport = new BlockExport({
+      cache, exporter: this.exporter, logger: log.child({ logger: 'route-exporter' }),
+      extra: () => [...(this.snatRouter?.exported() ?? []), ...(cfg.enableIpam ? this.orphans.exported() : [])],
+    });
     if (cfg.enableEgress) {
       const steering = cfg.egressNatSteering
         ? new NatSteering({

@@ -29,6 +29,25 @@ class RecordingExporter implements RouteExporter {
 
 const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 10));
 
+describe('BlockExport.trigger', () => {
+  test('a change triggered as a sync ends is synced, whatever turn it lands in', async () => {
+    // The window between the sync's last look at its dirty mark and its end is a few microtasks
+    // wide; a trigger is fired at each of them in turn.
+    for (let ticks = 0; ticks < 12; ticks++) {
+      const cache = new FakeCoildCache();
+      const exporter = new RecordingExporter();
+      let extra: string[] = [];
+      const be = new BlockExport({ cache: cache.asCache(), exporter, logger: silentLogger(), extra: () => extra });
+      be.trigger();
+      for (let i = 0; i < ticks; i++) await Promise.resolve();
+      extra = ['fd00:8::1/128'];
+      be.trigger();
+      await settle();
+      assert.deepEqual(exporter.syncs.at(-1), ['fd00:8::1/128'], `a trigger ${ticks} microtask(s) after the sync started`);
+    }
+  });
+});
+
 describe('BlockExport as a Manager runnable', () => {
   test('syncs once when run, follows block events, and stops following when its signal aborts', async () => {
     const cache = new FakeCoildCache();

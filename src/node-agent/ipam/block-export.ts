@@ -1,6 +1,7 @@
 /**
  * BlockExport: keeps the export table (119) equal to this node's AddressBlocks, reserved ones
- * included, plus the shared SNAT addresses this node routes ({@link BlockExportOptions.extra}),
+ * included, plus the host routes coild adds beside them ({@link BlockExportOptions.extra}: the
+ * shared SNAT addresses this node routes, the addresses of running Pods no block holds),
  * through `RouteExporter.sync`. Level-triggered: every AddressBlock event of this node
  * (and every GC pass) re-reads the whole set from the cache; events arriving while a sync runs
  * collapse into one more sync, so a burst of block changes costs at most two batches. In coild it
@@ -24,8 +25,9 @@ export interface BlockExportOptions {
   readonly logger: Logger;
   /**
    * Host CIDRs exported beside the blocks: the shared SNAT addresses this node routes to an
-   * Egress's active NAT pod (egress/snat-routes.ts, wired by coild). Call {@link trigger} when
-   * they change.
+   * Egress's active NAT pod (egress/snat-routes.ts), and the addresses of this node's running
+   * Pods that no block holds (OrphanAddresses.exported, docs/ipam-recovery.md); wired by coild.
+   * Call {@link trigger} when they change.
    */
   readonly extra?: () => readonly string[];
 }
@@ -123,19 +125,23 @@ export class BlockExport implements Runnable {
    */
   async sync(): Promise<void> {
     while (this.running) await this.running.catch(() => undefined);
+    let done = false;
     const run = (async () => {
-      do {
-        this.dirty = false;
-        const change = await this.o.exporter.sync([...blockCidrs(this.o.cache.list(Kinds.AddressBlock)), ...(this.o.extra?.() ?? [])]);
-        if (change.added.length + change.deleted.length > 0) this.o.logger.info(change, 'export table synced');
-      } while (this.dirty && !this.stopped);
+      try {
+        do {
+          this.dirty = false;
+          const change = await this.o.exporter.sync([...blockCidrs(this.o.cache.list(Kinds.AddressBlock)), ...(this.o.extra?.() ?? [])]);
+          if (change.added.length + change.deleted.length > 0) this.o.logger.info(change, 'export table synced');
+        } while (this.dirty && !this.stopped);
+      } finally {
+        // In the same turn as the last look at `dirty`: a trigger after it starts a sync of its own
+        // rather than marking one that has ended (a change then waited for the next event or GC pass).
+        done = true;
+        this.running = undefined;
+      }
     })();
-    this.running = run;
-    try {
-      await run;
-    } finally {
-      this.running = undefined;
-    }
+    if (!done) this.running = run;
+    await run;
   }
 
   /** {@link sync}, except after {@link stop}: a block appearing late must not re-export what {@link clear} flushed. */

@@ -128,7 +128,8 @@ export class NodeGc {
         const r = this.o.ipam.register(now);
         if (r.ok) {
           adopted.push(key);
-          this.o.orphans?.forget(key);
+          if (r.withoutBlock) this.o.orphans?.note({ ...r.withoutBlock, registeredIn: r.blockName });
+          else this.o.orphans?.forget(key);
         } else if (r.noBlock && this.o.orphans) this.o.orphans.note(now);
         else this.o.logger.warn({ key, reason: r.reason }, 'coil veth without an allocation cannot be adopted');
       });

@@ -73,7 +73,9 @@ export interface OrphanView {
   podName?: string;
   /** The block claimed back, `<pool>-<index>`. */
   block?: string;
-  /** `no-pod`, `no-pool`, `unreadable-block`, `claiming`, `granted` or `refused`. */
+  /** The block holding the interface's other address, which does not hold these (OrphanEntry.registeredIn). */
+  registeredIn?: string;
+  /** `no-pod`, `no-pool`, `outside-block`, `unreadable-block`, `claiming`, `granted` or `refused` (OrphanState). */
   state: string;
   message?: string;
 }

@@ -212,6 +212,27 @@ describe('NodeIpam', () => {
     t.done();
   });
 
+  it('recovery keeps both halves of a dual-stack pod whose block holds one family, and names the other', () => {
+    const t = lab();
+    // The pool was re-created IPv4-only (p-0) and IPv6-only (q-0) while dual-stack pods ran.
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', fakeBlock('p', 0, '10.8.0.0/30'));
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', { ...fakeBlock('q', 0, ''), ipv4: undefined, ipv6: 'fd00:9::/126' } as AddressBlock);
+    assert.deepEqual(t.ipam.register({ pool: 'p', containerId: 'c1', ifname: 'eth0', ipv4: '10.8.0.2', ipv6: 'fd00:8:0:0::2' }),
+      { ok: true, blockName: 'p-0', withoutBlock: { pool: 'p', containerId: 'c1', ifname: 'eth0', ipv6: 'fd00:8::2' } });
+    assert.deepEqual(t.ipam.lookup('c1', 'eth0'), { key: 'c1:eth0', offset: 2, pool: 'p', blockName: 'p-0', containerId: 'c1', ifname: 'eth0', ipv4: '10.8.0.2', ipv6: 'fd00:8::2', withoutBlock: { ipv6: 'fd00:8::2' } });
+    // The IPv4 half is the stray when only the IPv6 family has a block.
+    assert.deepEqual(t.ipam.register({ pool: 'q', containerId: 'c2', ifname: 'eth0', ipv4: '10.7.0.1', ipv6: 'fd00:9::1' }),
+      { ok: true, blockName: 'q-0', withoutBlock: { pool: 'q', containerId: 'c2', ifname: 'eth0', ipv4: '10.7.0.1' } });
+    // A dual-stack block at the same offset holds both: nothing is left out.
+    t.cache.emit(Kinds.AddressBlock, 'ADDED', { ...fakeBlock('r', 0, '10.6.0.0/30'), ipv6: 'fd00:6::/126' } as AddressBlock);
+    assert.deepEqual(t.ipam.register({ pool: 'r', containerId: 'c3', ifname: 'eth0', ipv4: '10.6.0.3', ipv6: 'fd00:6::3' }), { ok: true, blockName: 'r-0' });
+    // ...and one whose IPv6 subnet changed holds the IPv6 at that offset, not the wired one.
+    assert.deepEqual(t.ipam.register({ pool: 'r', containerId: 'c4', ifname: 'eth0', ipv4: '10.6.0.1', ipv6: 'fd00:5::1' }),
+      { ok: true, blockName: 'r-0', withoutBlock: { pool: 'r', containerId: 'c4', ifname: 'eth0', ipv6: 'fd00:5::1' } });
+    assert.equal(ipamSnapshot(t.ipam, 'n1', [], 0).allocations.find((a) => a.containerId === 'c4')?.ipv6, 'fd00:5::1', '/ipam shows the wired address');
+    t.done();
+  });
+
   // Issue 25 item 8: Coil's controller wrote a mapped pool's block ipv6 as `10.9.0.0/29`, and one
   // block NodeIpam could not read stopped every block after it in the same sync.
   it('reads a block whose ipv6 Coil\'s controller wrote in IPv4 form, and skips and reports one it cannot read without losing the others', async () => {

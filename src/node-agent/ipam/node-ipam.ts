@@ -14,7 +14,7 @@
 import type Logger from 'bunyan';
 import { isReserved, poolOf, type AddressBlock } from '../../api/v2/addressblock.js';
 import { BlockAllocator, BlockAllocatorError, type AddressAllocation } from '../../ipam/block.js';
-import { CidrError } from '../../ipam/cidr.js';
+import { canonicalAddress, CidrError } from '../../ipam/cidr.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { BlockRequester } from './block-request.js';
 import type { PodNetwork } from '../podnet/pod-network.js';
@@ -64,7 +64,11 @@ export interface UnreadableBlock {
   readonly reason: string;
 }
 
-/** An address held by one pod interface, with what introspection shows about it. */
+/**
+ * An address held by one pod interface, with what introspection shows about it. `ipv4`/`ipv6`
+ * are the pod's addresses: for an allocation recovered from the host, the wired ones, both
+ * halves, even one its block does not hold ({@link NodeAllocation.withoutBlock}).
+ */
 export interface NodeAllocation extends AddressAllocation {
   readonly pool: string;
   readonly blockName: string;
@@ -72,6 +76,21 @@ export interface NodeAllocation extends AddressAllocation {
   readonly ifname: string;
   readonly podName?: string;
   readonly podNamespace?: string;
+  /**
+   * Wired addresses of this interface that its block does not hold: a family the block lacks
+   * (its pool was re-created without it), or an address other than the block's at the offset.
+   * coild keeps them wired and exported alone (docs/ipam-recovery.md#a-family-the-pool-no-longer-has).
+   */
+  readonly withoutBlock?: { readonly ipv4?: string; readonly ipv6?: string };
+}
+
+/** A pod interface's addresses as the host shows them (recovery, GC adoption, a lost block). */
+export interface WiredEntry {
+  readonly pool: string;
+  readonly containerId: string;
+  readonly ifname: string;
+  readonly ipv4?: string;
+  readonly ipv6?: string;
 }
 
 /** What an ADD asks for. */
@@ -130,9 +149,17 @@ export interface NodeIpamOptions {
    * Told the addresses a deleted block still held (they stay held: {@link NodeIpam.expect});
    * coild hands them to OrphanAddresses, which claims the block back.
    */
-  readonly onAddressesOrphaned?: (entries: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }[]) => void;
-  /** Told when an {@link NodeIpam.expect}ed address was registered into a block that appeared. */
-  readonly onExpectedRegistered?: (key: string, blockName: string) => void;
+  readonly onAddressesOrphaned?: (entries: WiredEntry[]) => void;
+  /**
+   * Told when an {@link NodeIpam.expect}ed address was registered into a block that appeared,
+   * with the wired addresses that block does not hold (kept in the allocation: {@link NodeIpam.register}).
+   */
+  readonly onExpectedRegistered?: (key: string, blockName: string, withoutBlock?: WiredEntry) => void;
+  /**
+   * Told when a key is freed or stops being held ({@link NodeIpam.free}: DEL, a failed ADD, CNI
+   * GC, a leak release, GC of a veth gone): coild forgets its orphaned addresses and their routes.
+   */
+  readonly onFreed?: (key: string) => void;
 }
 
 /** Allocation key of one pod interface (Coil's `<containerID>:<ifname>`). */
@@ -152,7 +179,7 @@ export class NodeIpam {
    * Addresses wired on the host that no block holds yet (orphans.ts), by key: registered the
    * moment their block appears, before any ADD can be served from it.
    */
-  private readonly expected = new Map<string, { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }>();
+  private readonly expected = new Map<string, WiredEntry>();
   private readonly allocs = new Map<string, NodeAllocation>();
   /** The export sync started for the newest block (see NodeIpamOptions.exportSync). */
   private exported: Promise<void> = Promise.resolve();
@@ -223,6 +250,7 @@ export class NodeIpam {
   free(containerId: string, ifname: string): NodeAllocation | undefined {
     const key = allocationKey(containerId, ifname);
     this.expected.delete(key);
+    this.o.onFreed?.(key);
     const a = this.allocs.get(key);
     if (!a) return undefined;
     this.allocs.delete(key);
@@ -245,26 +273,42 @@ export class NodeIpam {
    * `entry` must be a read of the host that no ADD or DEL of the key can have overtaken: the
    * recovery listing, taken before coild serves, or {@link PodNetwork.inspect} under the key's
    * lock. A stale listing would register the veth of a finished DEL (PodNetwork.list).
-   * @returns the block name, or a reason it could not be registered (`noBlock` when no block of
-   *   this node holds the address: docs/ipam-recovery.md)
+   *
+   * The allocation keeps every wired address: one of a family the block lacks, or other than the
+   * block's at the offset (a pool re-created otherwise while the pod ran), is kept in the
+   * allocation and returned as `withoutBlock`, for coild to export and report
+   * (docs/ipam-recovery.md#a-family-the-pool-no-longer-has). Coil keeps the block's half only.
+   * @returns the block name and the wired addresses it does not hold, or a reason it could not
+   *   be registered (`noBlock` when no block of this node holds either address:
+   *   docs/ipam-recovery.md)
    */
-  register(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): { ok: true; blockName: string } | { ok: false; reason: string; noBlock?: true } {
+  register(entry: WiredEntry): { ok: true; blockName: string; withoutBlock?: WiredEntry } | { ok: false; reason: string; noBlock?: true } {
     const key = allocationKey(entry.containerId, entry.ifname);
-    const address = entry.ipv4 ?? entry.ipv6;
-    if (address === undefined) return { ok: false, reason: 'no pod route in the pod table' };
+    const wired = [entry.ipv4, entry.ipv6].filter((a): a is string => a !== undefined);
+    if (wired.length === 0) return { ok: false, reason: 'no pod route in the pod table' };
     const candidates = [...this.blocks.values()].sort((a, b) => Number(b.pool === entry.pool) - Number(a.pool === entry.pool));
-    for (const b of candidates) {
-      const offset = b.allocator.offsetOfAddress(address);
-      if (offset === undefined) continue;
-      if (b.releasing) return { ok: false, reason: `${b.name} is being released` };
-      const r = b.allocator.register(key, offset);
-      if (r.kind !== 'registered' && r.kind !== 'already-registered') return { ok: false, reason: `${b.name}: ${r.kind}` };
-      const described = b.allocator.get(key)!;
-      this.allocs.set(key, { ...described, pool: b.pool, blockName: b.name, containerId: entry.containerId, ifname: entry.ifname });
-      b.emptySinceMs = undefined;
-      return { ok: true, blockName: b.name };
+    // Either family may be the one a block holds: after an IPv6-only pool replaced a dual-stack one, the IPv4 half is the stray.
+    for (const address of wired) {
+      for (const b of candidates) {
+        const offset = b.allocator.offsetOfAddress(address);
+        if (offset === undefined) continue;
+        if (b.releasing) return { ok: false, reason: `${b.name} is being released` };
+        const r = b.allocator.register(key, offset);
+        if (r.kind !== 'registered' && r.kind !== 'already-registered') return { ok: false, reason: `${b.name}: ${r.kind}` };
+        const described = b.allocator.get(key)!;
+        const [ipv4, ipv6] = [entry.ipv4 === undefined ? undefined : canonicalAddress(entry.ipv4), entry.ipv6 === undefined ? undefined : canonicalAddress(entry.ipv6)];
+        const stray = { ...(ipv4 !== undefined && ipv4 !== described.ipv4 && { ipv4 }), ...(ipv6 !== undefined && ipv6 !== described.ipv6 && { ipv6 }) };
+        const withoutBlock = stray.ipv4 === undefined && stray.ipv6 === undefined ? undefined : stray;
+        this.allocs.set(key, {
+          key, offset: described.offset, pool: b.pool, blockName: b.name, containerId: entry.containerId, ifname: entry.ifname,
+          ...(ipv4 !== undefined && { ipv4 }), ...(ipv6 !== undefined && { ipv6 }),
+          ...(withoutBlock && { withoutBlock }),
+        });
+        b.emptySinceMs = undefined;
+        return { ok: true, blockName: b.name, ...(withoutBlock && { withoutBlock: { pool: entry.pool, containerId: entry.containerId, ifname: entry.ifname, ...withoutBlock } }) };
+      }
     }
-    return { ok: false, reason: `no block of this node holds ${address}`, noBlock: true };
+    return { ok: false, reason: `no block of this node holds ${wired.join(' or ')}`, noBlock: true };
   }
 
   /**
@@ -273,7 +317,7 @@ export class NodeIpam {
    * it is registered in the same turn, before an ADD could be given the address. A key that a
    * DEL frees is dropped; a registration for a veth gone meanwhile is freed by the next GC pass.
    */
-  expect(entry: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }): void {
+  expect(entry: WiredEntry): void {
     this.expected.set(allocationKey(entry.containerId, entry.ifname), { ...entry });
   }
 
@@ -387,8 +431,8 @@ export class NodeIpam {
       const r = this.register(e);
       if (!r.ok) continue;
       this.expected.delete(key);
-      this.o.logger.info({ key, block: r.blockName, ipv4: e.ipv4, ipv6: e.ipv6 }, 'registered an address whose block came back');
-      this.o.onExpectedRegistered?.(key, r.blockName);
+      this.o.logger.info({ key, block: r.blockName, ipv4: e.ipv4, ipv6: e.ipv6, withoutBlock: r.withoutBlock }, 'registered an address whose block came back');
+      this.o.onExpectedRegistered?.(key, r.blockName, r.withoutBlock);
     }
   }
 
@@ -425,7 +469,7 @@ export class NodeIpam {
    * (docs/ipam-recovery.md).
    */
   private forgetBlock(b: NodeBlock): void {
-    const orphaned: { pool: string; containerId: string; ifname: string; ipv4?: string; ipv6?: string }[] = [];
+    const orphaned: WiredEntry[] = [];
     for (const a of b.allocator.allocations()) {
       const alloc = this.allocs.get(a.key);
       this.allocs.delete(a.key);

@@ -14,6 +14,12 @@
  * A claim's answer is read by the BlockRequester ({@link BlockRequester.follow}: by name, on its
  * backoff, then deleted); the block itself shows in the node's AddressBlock cache.
  *
+ * Every tracked address a live Pod of this node shows stays routed from the other nodes: it is
+ * exported alone (/32, /128) in table 119 beside the blocks ({@link exported}) until it is
+ * registered into a block or its Pod goes (DEL, GC: {@link forget}); an address of a family the
+ * pool no longer has (the other one registered, `registeredIn`) is exported so for as long as its
+ * Pod runs (docs/ipam-recovery.md#a-family-the-pool-no-longer-has).
+ *
  * Concurrency: single-threaded state; {@link check} is level-triggered (every AddressBlock, Pod or
  * AddressPool event, every claim answer and every note) and idempotent.
  */
@@ -29,29 +35,39 @@ import { PoolLayout, PoolLayoutError } from '../../ipam/pool.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Client } from '../../runtime/client.js';
 import type { BlockRequester, FollowedAnswer } from './block-request.js';
-import { allocationKey } from './node-ipam.js';
+import { allocationKey, type WiredEntry } from './node-ipam.js';
 
 /** How many retry periods a claim waits after a controller answered it with another block. */
 const UNSUPPORTED_BACKOFF = 30;
 
-/** A pod interface found on the host whose address no block of this node holds. */
-export interface OrphanEntry {
-  readonly pool: string;
-  readonly containerId: string;
-  readonly ifname: string;
-  readonly ipv4?: string;
-  readonly ipv6?: string;
+/**
+ * A pod interface found on the host whose address no block of this node holds: all of its
+ * addresses, or (with `registeredIn`) those its block does not hold while the other one is
+ * registered there (docs/ipam-recovery.md#a-family-the-pool-no-longer-has).
+ */
+export interface OrphanEntry extends WiredEntry {
+  /** The block holding the interface's other address; only this entry's addresses are outside it. */
+  readonly registeredIn?: string;
 }
 
 /**
  * Where an orphaned address stands:
  * - `no-pod`: no live Pod of this node shows the address (yet): kept wired, looked at again;
- * - `no-pool`: no AddressPool holds it (the pool was deleted and not re-created as it was);
+ * - `no-pool`: no AddressPool holds it (the pool was deleted, or re-created without its family
+ *   or subnet): no block can be claimed for it;
+ * - `outside-block`: its interface's other address is registered in a block of this node that
+ *   does not hold this one (made without its family): no block can be claimed for it;
  * - `unreadable-block`: the block exists but coild cannot read it (docs/node-state.md#unreadable-blocks);
  * - `claiming`: a claim is in flight; `granted`: the block is back, registration follows;
  * - `refused`: the controller refused the claim (`message` says why); asked again later.
  */
-export type OrphanState = 'no-pod' | 'no-pool' | 'unreadable-block' | 'claiming' | 'granted' | 'refused';
+export type OrphanState = 'no-pod' | 'no-pool' | 'outside-block' | 'unreadable-block' | 'claiming' | 'granted' | 'refused';
+
+/**
+ * States of an address no block will hold while its Pod runs: the admin re-creates the Pod (or
+ * restores the pool as it was). `kubectl coil ipam check` reports them as `unclaimable-address`.
+ */
+export const UNCLAIMABLE_STATES: readonly OrphanState[] = Object.freeze(['no-pool', 'outside-block']);
 
 /** One orphaned address as {@link OrphanAddresses.list} shows it. */
 export interface Orphan extends OrphanEntry {
@@ -84,6 +100,8 @@ export interface OrphanAddressesOptions {
   readonly reportOnPod?: (pod: Readonly<V1Pod>, message: string) => void;
   /** A claimed block is in the cache: registration can run now (coild runs a GC pass). */
   readonly onBlockBack?: () => void;
+  /** {@link OrphanAddresses.exported} changed: coild syncs table 119 (BlockExport.trigger). */
+  readonly onExportChange?: () => void;
   /** A refused or lost claim is asked again after this long. Default 60 000 ms. */
   readonly retryMs?: number;
   /** Clock, ms since the epoch. Default Date.now. */
@@ -120,6 +138,8 @@ export class OrphanAddresses {
   private readonly now: () => number;
   private readonly retryMs: number;
   private blockBackPending = false;
+  /** {@link exported} as last told to `onExportChange`, joined. */
+  private lastExported = '';
 
   constructor(private readonly o: OrphanAddressesOptions) {
     this.now = o.now ?? Date.now;
@@ -141,23 +161,50 @@ export class OrphanAddresses {
     for (const u of this.unsubscribe.splice(0)) u();
   }
 
-  /** Records (or refreshes) an address no block of this node holds, and acts on it. */
+  /**
+   * Records (or refreshes) an address no block of this node holds, and acts on it. An entry with
+   * `registeredIn` (the other address is registered) is not held for a block: none will come.
+   */
   note(entry: OrphanEntry): void {
     const key = allocationKey(entry.containerId, entry.ifname);
     const known = this.tracked.get(key);
-    this.o.hold?.expect(entry);
-    if (known) known.entry = entry;
-    else {
+    if (entry.registeredIn === undefined) this.o.hold?.expect(entry);
+    else this.o.hold?.unexpect(key);
+    if (known) {
+      // Half of it registered since: the Pod is told what is left.
+      if (known.entry.registeredIn !== entry.registeredIn) known.reported = false;
+      known.entry = entry;
+    } else {
       this.tracked.set(key, { entry, state: 'no-pod', reported: false });
-      this.o.logger.warn({ key, pool: entry.pool, ipv4: entry.ipv4, ipv6: entry.ipv6 }, 'address wired on the host that no AddressBlock of this node holds: kept wired, claiming its block back');
+      this.o.logger.warn({ key, pool: entry.pool, ipv4: entry.ipv4, ipv6: entry.ipv6, registeredIn: entry.registeredIn },
+        entry.registeredIn === undefined
+          ? 'address wired on the host that no AddressBlock of this node holds: kept wired, claiming its block back'
+          : `address wired on the host that its block ${entry.registeredIn} does not hold: kept wired and exported alone while its Pod runs`);
     }
     this.check();
   }
 
-  /** The key's address is registered again, or its veth is gone. */
+  /** The key's address is registered again, or its veth is gone (DEL, GC): its routes in table 119 go. */
   forget(key: string): void {
-    this.tracked.delete(key);
+    const known = this.tracked.delete(key);
     this.o.hold?.unexpect(key);
+    if (known) this.exportChanged();
+  }
+
+  /**
+   * Host routes to export beside the blocks (table 119, BlockExport's `extra`): `<address>/32`
+   * and `<address>/128` of every tracked address a live Pod of this node shows in `status.podIPs`.
+   * An address no live Pod shows (`no-pod`) is not exported: the API server does not know it is
+   * used, and its block may be another node's by now.
+   */
+  exported(): string[] {
+    const out: string[] = [];
+    for (const t of this.tracked.values()) {
+      if (t.state === 'no-pod') continue;
+      if (t.entry.ipv4 !== undefined) out.push(`${canonicalAddress(t.entry.ipv4)}/32`);
+      if (t.entry.ipv6 !== undefined) out.push(`${canonicalAddress(t.entry.ipv6)}/128`);
+    }
+    return out.sort();
   }
 
   /** Keys tracked. */
@@ -175,6 +222,11 @@ export class OrphanAddresses {
 
   /** Re-reads everything and acts: find the Pod, report it, claim the block. */
   check(): void {
+    this.checkTracked();
+    this.exportChanged();
+  }
+
+  private checkTracked(): void {
     if (this.tracked.size === 0) {
       // Nothing left to claim for: forget the claims (one in creation settles on its own).
       for (const [block, c] of this.claims) if (!c.creating) this.claims.delete(block);
@@ -187,14 +239,21 @@ export class OrphanAddresses {
       const addresses = [t.entry.ipv4, t.entry.ipv6].filter((a): a is string => a !== undefined).map(canonicalAddress);
       const pod = pods.find((p) => podAddresses(p).some((ip) => addresses.includes(ip)));
       if (pod === undefined) {
+        delete t.pod;
         this.set(t, 'no-pod', `no live Pod of node ${this.o.nodeName} shows ${addresses.join(', ')} in status.podIPs`);
         continue;
       }
       t.pod = { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
       const target = this.blockOf(t.entry.pool, addresses[0]!);
       if (typeof target === 'string') {
-        this.set(t, 'no-pool', target);
-        this.report(t, pod, `no AddressPool holds it (${target})`);
+        this.set(t, 'no-pool', `${target}: no block can hold it; exported alone while the Pod runs (re-create the Pod to renumber it)`);
+        this.report(t, pod, `no AddressPool holds it (${target}); it is exported alone while the Pod runs`);
+        continue;
+      }
+      if (t.entry.registeredIn !== undefined) {
+        // The interface's other address is registered in a block that lacks this one: its index is this node's already.
+        this.set(t, 'outside-block', `block ${t.entry.registeredIn}, which holds the Pod's other address, does not hold ${addresses.join(', ')}; exported alone while the Pod runs (re-create the Pod to renumber it)`);
+        this.report(t, pod, `its block ${t.entry.registeredIn} does not hold it; it is exported alone while the Pod runs`);
         continue;
       }
       t.block = target.block;
@@ -237,6 +296,14 @@ export class OrphanAddresses {
       }
     }
     return pools.some((p) => p.metadata?.name === poolName) ? `pool ${poolName} does not hold ${address}` : `pool ${poolName} does not exist`;
+  }
+
+  /** Tells `onExportChange` when {@link exported} differs from what it was last told. */
+  private exportChanged(): void {
+    const now = this.exported().join(' ');
+    if (now === this.lastExported) return;
+    this.lastExported = now;
+    this.o.onExportChange?.();
   }
 
   private set(t: Tracked, state: OrphanState, message: string): void {

@@ -13,6 +13,9 @@
  * An address no block of this node holds (its AddressBlock was lost while the pod runs) keeps its
  * wiring and goes to {@link OrphanAddresses}, which reports it and claims its block back
  * (docs/ipam-recovery.md); Coil leaves it unregistered and its address free for another node.
+ * An address of a family its block lacks (the pool re-created without it) stays in the allocation
+ * beside the registered one and goes to {@link OrphanAddresses} too, exported alone while its Pod
+ * runs (docs/ipam-recovery.md#a-family-the-pool-no-longer-has); Coil drops it.
  *
  * Where this differs from Coil: a veth with coil's alias and no pod route (an ADD that a kill
  * stopped half-way, {@link isHalfWired}) is deleted, not left for ever beside the allocations
@@ -58,8 +61,11 @@ export async function recoverAllocations(o: { podNetwork: PodNetwork; ipam: Node
       continue;
     }
     const r = o.ipam.register(e);
-    if (r.ok) registered.push(key);
-    else {
+    if (r.ok) {
+      registered.push(key);
+      // The allocation keeps both halves; the one its block lacks is exported alone and reported.
+      if (r.withoutBlock) o.orphans?.note({ ...r.withoutBlock, registeredIn: r.blockName });
+    } else {
       skipped.push({ key, reason: r.reason });
       if (r.noBlock) o.orphans?.note(e);
     }
