@@ -227,12 +227,14 @@ export class Cluster {
    * `defaultPool.create=true` (the AddressPool `default` of {@link POD_RANGE}, and
    * {@link POD_RANGE_V6} in a dual-stack lab, made by coil-controller once its webhook serves)
    * and no `--wait`; then waits for coil-controller, coild on every node and the nodes to be Ready.
+   * @param options.dualStack the default pool's IPv6 subnet; default: the lab's. `false` in a
+   *   dual-stack lab is the README's first (IPv4-only) example over pods that have IPv6 too.
    */
-  async installCoil(values: readonly string[] = []): Promise<void> {
+  async installCoil(values: readonly string[] = [], options: { dualStack?: boolean } = {}): Promise<void> {
     this.log('helm install coil charts/coil -n kube-system --set defaultPool.create=true');
     await this.installChart([
       'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
-      ...(this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
+      ...(options.dualStack ?? this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
       ...labChartValues(this.nodes.length), ...values,
     ], { wait: false });
     await this.waitRollout('deployment/coil-controller');

@@ -11,7 +11,11 @@
  * - variant (b): an etcd restored from a backup older than some AddressBlocks, simulated (see
  *   that test) by deleting, with the apiserver stopped, every coil object etcd created after the
  *   "backup" revision (taken when a pool exists and none of its blocks), and starting the
- *   apiserver again.
+ *   apiserver again;
+ * - variant (c), issue 33: dual-stack pods, the uninstall and clean-up, the chart installed again
+ *   with an IPv4-only default pool (the README's first example): the pods' IPv6 addresses, which
+ *   no block holds any more, stay routed and `ipam check` names each (exit 3); then the dual-stack
+ *   pool restored the same way, and check is clean.
  *
  * Each ends with the same three checks: every pod that ran before the fault reaches a pod on
  * another node (ping from inside it, IPv4 and IPv6), no two Pods hold one address (from the API),
@@ -388,6 +392,60 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
   /** coild's allocations on `node` (`GET /ipam`): container ids and addresses. */
   const coildAllocations = async (node: KubeNode): Promise<{ containerId?: string; ipv4?: string; ipv6?: string }[]> =>
     (JSON.parse(await node.http('127.0.0.1', 9385, '/ipam')) as { allocations: { containerId?: string; ipv4?: string; ipv6?: string }[] }).allocations;
+
+  /** `kubectl coil ipam check -o json`: its exit status and findings. */
+  const checkFindings = async (): Promise<{ code: number; findings: { kind: string; node?: string; addresses?: string[]; message: string }[]; text: string }> => {
+    const c = await kubectlCoil(['ipam', 'check', '-o', 'json']);
+    const findings = c.stdout.trim().startsWith('{') ? (JSON.parse(c.stdout) as { findings: { kind: string; addresses?: string[]; message: string }[] }).findings : [];
+    return { code: c.code, findings, text: `${c.stdout}${c.stderr}` };
+  };
+
+  test('variant (c), issue 33: dual-stack pods, the README\'s uninstall, blocks and pools deleted, coil installed again with an IPv4-only pool; then the dual-stack pool restored', async (t) => {
+    const ns = 'e2e-family';
+    /** The README's uninstall and clean-up, then its install with the default pool dual-stack or IPv4-only. */
+    const reinstall = async (dualStack: boolean): Promise<void> => {
+      await cluster.uninstallChart();
+      await cluster.kubectl(['delete', 'addressblocks.coil.cybozu.com', '--all', '--timeout=60s']);
+      await cluster.kubectl(['delete', 'addresspools.coil.cybozu.com', '--all', '--timeout=60s']);
+      await cluster.installCoil([], { dualStack });
+    };
+    try {
+      for (const [i, node] of cluster.nodes.entries()) await podsOn(ns, node, [`old-${i + 1}`], 'old');
+      const pre = await running(ns, 'app=old');
+      assert.ok(pre.every((p) => addresses(p).length === 2), `dual-stack pods: ${pre.map((p) => addresses(p).join(' ')).join(', ')}`);
+      const baseline = await assess('variant (c), before', pre, 30_000);
+      assert.deepEqual([baseline.cutOff, baseline.duplicates], [[], []], 'the lab works before the fault');
+
+      await reinstall(false);
+      await coildRecoveryLogs();
+      const v4only = await assess('variant (c), the pool IPv4-only', pre);
+      const v6 = pre.flatMap(addresses).filter((a) => family(a) === 'IPv6').sort();
+      await t.test('ipam check names every IPv6 address no block holds any more, and every address cut off (exit 3)', async () => {
+        const r = await eventually(async () => {
+          const c = await checkFindings();
+          const named = c.findings.filter((f) => f.kind === 'unclaimable-address').flatMap((f) => f.addresses ?? []).sort();
+          return c.code === 3 && named.join() === v6.join() ? c : false;
+        }, { timeoutMs: 60_000, intervalMs: 2000 }).catch(async () => checkFindings());
+        assert.equal(r.code, 3, r.text);
+        assert.deepEqual(r.findings.filter((f) => f.kind === 'unclaimable-address').flatMap((f) => f.addresses ?? []).sort(), v6, r.text);
+        const named = new Set(r.findings.flatMap((f) => f.addresses ?? []));
+        assert.deepEqual(v4only.cutOff.filter((c) => !named.has(c.split(' ').at(-1)!)), [], 'every address cut off is named');
+      });
+      // coild keeps each IPv6 half in the allocation and exports it alone: nothing is cut off.
+      assert.deepEqual({ cutOff: v4only.cutOff, lost: v4only.lost, duplicates: v4only.duplicates }, { cutOff: [], lost: [], duplicates: [] });
+      for (const node of cluster.nodes) {
+        const routes = await node.host.exec(['ip', '-6', 'route', 'show', 'table', '119']);
+        const mine = pre.filter((p) => p.spec?.nodeName === node.name).flatMap(addresses).filter((a) => family(a) === 'IPv6');
+        for (const a of mine) assert.match(routes, new RegExp(`^${a.replace(/[.:]/g, '\\$&')} dev lo proto 30`, 'm'), `${node.name} exports ${a} alone: ${routes}`);
+      }
+
+      await reinstall(true);
+      await coildRecoveryLogs();
+      await verdict(t, await assess('variant (c), the dual-stack pool restored', pre));
+    } finally {
+      await deleteNamespace(ns);
+    }
+  });
 
   test('a leak made on purpose: ipam check reports it, and release --from-report frees it', async (t) => {
     const ns = 'e2e-leak';
