@@ -11,7 +11,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
@@ -57,14 +56,7 @@ describe('coild after the pool was re-created without a family its running pods 
     assert.ok(v6a1?.includes(':') && v6a2?.includes(':'), `dual-stack pods: ${v4a1} ${v6a1}, ${v4a2} ${v6a2}`);
 
     await lab.stopCoild(a, 'SIGTERM');
-    for (const blk of await lab.admin.list(Kinds.AddressBlock)) {
-      await lab.admin.removeFinalizer(Kinds.AddressBlock, blk, FIN_COIL);
-      await lab.admin.delete(Kinds.AddressBlock, { name: blk.metadata!.name! });
-    }
-    const pool = (await lab.admin.get(Kinds.AddressPool, { name: 'default' }))!;
-    await lab.admin.removeFinalizer(Kinds.AddressPool, pool, FIN_COIL);
-    await lab.admin.delete(Kinds.AddressPool, { name: 'default' });
-    await eventually(async () => (await lab.admin.list(Kinds.AddressBlock)).length === 0 && !(await lab.admin.get(Kinds.AddressPool, { name: 'default' })));
+    await lab.deleteBlocksAndPool('default');
     await lab.createPool('default', { subnets: [{ ipv4: '10.100.0.0/24' }], blockSizeBits: 5 });
     await lab.startCoild(a, ['--low-water-mark=0']);
 

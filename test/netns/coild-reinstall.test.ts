@@ -13,7 +13,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1DaemonSet } from '@kubernetes/client-node';
-import { FIN_COIL } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
@@ -90,14 +89,7 @@ describe('uninstall, clean-up and reinstall of coil while pods run', { skip: pre
     assert.deepEqual((await t116(a)).map((r) => r.dst).sort(), [pods.get('a1')!.ip, pods.get('a2')!.ip].sort(), 'node-a keeps its pods\' routes');
     await ping('a1', 'a2');
     // The post-delete hook releases the finalizers; the README's clean-up deletes blocks and pools.
-    for (const blk of await lab.admin.list(Kinds.AddressBlock)) {
-      await lab.admin.removeFinalizer(Kinds.AddressBlock, blk, FIN_COIL);
-      await lab.admin.delete(Kinds.AddressBlock, { name: blk.metadata!.name! });
-    }
-    const pool = (await lab.admin.get(Kinds.AddressPool, { name: 'default' }))!;
-    await lab.admin.removeFinalizer(Kinds.AddressPool, pool, FIN_COIL);
-    await lab.admin.delete(Kinds.AddressPool, { name: 'default' });
-    await eventually(async () => (await lab.admin.list(Kinds.AddressBlock)).length === 0 && !(await lab.admin.get(Kinds.AddressPool, { name: 'default' })));
+    await lab.deleteBlocksAndPool('default');
 
     // Installed again, and new pods start on both nodes.
     await lab.createPool('default', POOL);

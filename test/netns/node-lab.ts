@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
-import { ANN_POOL } from '../../src/api/v2/keys.js';
+import { ANN_POOL, FIN_COIL } from '../../src/api/v2/keys.js';
 import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import type { IpamSnapshot } from '../../src/node-agent/ipam/introspection.js';
@@ -26,7 +26,7 @@ import type { PodNetworkEntry } from '../../src/node-agent/podnet/pod-network.js
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { ApiTransport } from '../../src/runtime/api-transport.js';
 import { Client } from '../../src/runtime/client.js';
-import { ControlPlane, REPO_ROOT, freePort } from '../envtest/control-plane.js';
+import { ControlPlane, REPO_ROOT, eventually, freePort } from '../envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../envtest/process.js';
 
 /** The coil executable built by hack/build-cni.sh. */
@@ -149,6 +149,21 @@ export class NodeLab {
 
   async createPool(name: string, spec: Partial<AddressPoolSpec> & Pick<AddressPoolSpec, 'subnets'>): Promise<void> {
     await this.admin.create(Kinds.AddressPool, { metadata: { name }, spec: { blockSizeBits: 5, ...spec } });
+  }
+
+  /**
+   * The README's clean-up after an uninstall: every AddressBlock and the pool `name` deleted, their
+   * finalizers released first (as the chart's post-delete hook does); resolves once both are gone.
+   */
+  async deleteBlocksAndPool(name: string): Promise<void> {
+    for (const blk of await this.admin.list(Kinds.AddressBlock)) {
+      await this.admin.removeFinalizer(Kinds.AddressBlock, blk, FIN_COIL);
+      await this.admin.delete(Kinds.AddressBlock, { name: blk.metadata!.name! });
+    }
+    const pool = (await this.admin.get(Kinds.AddressPool, { name }))!;
+    await this.admin.removeFinalizer(Kinds.AddressPool, pool, FIN_COIL);
+    await this.admin.delete(Kinds.AddressPool, { name });
+    await eventually(async () => (await this.admin.list(Kinds.AddressBlock)).length === 0 && !(await this.admin.get(Kinds.AddressPool, { name })));
   }
 
   async createNamespace(name: string, pool?: string): Promise<void> {
