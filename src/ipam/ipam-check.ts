@@ -62,7 +62,7 @@ export const API_FINDING_KINDS: readonly FindingKind[] = Object.freeze(FINDING_K
 
 /**
  * coild's orphan states (`/ipam` `orphans[].state`) of an address no block will hold while its Pod
- * runs (src/node-agent/ipam/orphans.ts, UNCLAIMABLE_STATES): reported as `unclaimable-address`.
+ * runs (src/node-agent/ipam/orphans.ts, OrphanState): reported as `unclaimable-address`.
  */
 const UNCLAIMABLE_ORPHAN_STATES: ReadonlySet<string> = new Set(['no-pool', 'outside-block']);
 
@@ -260,6 +260,8 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
   // are of, and who holds the blocks stuck deleting (150,000 Pods: hack/bench/ipam-check.ts).
   const stuck = new Set(facts.blocks.filter((b) => b.deletingSinceMs !== undefined && facts.nowMs - b.deletingSinceMs > t.stuckDeletingMs));
   const holdersByBlock = new Map<BlockFacts, PodFacts[]>();
+  /** Pod IPs that no pool holds: another plugin's, or coil's whose pool lost them (unrouted-pod-ip). */
+  const outsidePools = new Set<string>();
   if (facts.pods) {
     const cidrs = poolCidrs(facts.pools);
     const v4Pools = cidrs.filter((c) => c.cidr.family === 4).map((c) => ({ pool: c.pool, first: Number(c.cidr.base), last: Number(lastAddress(c.cidr)) }));
@@ -269,7 +271,10 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
         const n = parseV4(ip);
         const a = n === undefined ? tryParseAddress(ip) : undefined;
         const pool = n !== undefined ? v4Pools.find((r) => n >= r.first && n <= r.last)?.pool : a && poolOfAddress(cidrs, a);
-        if (pool === undefined) continue; // not coil's address (host network, another plugin)
+        if (pool === undefined) {
+          if (n !== undefined || a) outsidePools.add(ip); // not coil's (another plugin), unless coild wired it (below)
+          continue;
+        }
         const seen = byIp.get(ip);
         if (seen) seen.pods.push(p);
         else byIp.set(ip, { pool, pods: [p] });
@@ -316,7 +321,6 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
       if (list) list.push(p);
       else podsByNode.set(p.node, [p]);
     }
-    const cidrs = poolCidrs(facts.pools);
     for (const v of facts.nodeViews) {
       const pods = podsByNode.get(v.node) ?? [];
       const ips = new Set(pods.flatMap((p) => p.ips));
@@ -327,10 +331,9 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
       const held = new Set(v.allocations.flatMap((a) => [a.ipv4, a.ipv6]).filter((x): x is string => x !== undefined).map(canonical));
       const exported = new Set((v.orphans ?? []).flatMap((o) => [o.ipv4, o.ipv6]).filter((x): x is string => x !== undefined).map(canonical));
       for (const p of pods) {
-        if (!p.ips.some((ip) => held.has(ip) || exported.has(ip))) continue;
+        if (!p.ips.some((ip) => outsidePools.has(ip) && !exported.has(ip)) || !p.ips.some((ip) => held.has(ip) || exported.has(ip))) continue;
         for (const ip of p.ips) {
-          const a = tryParseAddress(ip);
-          if (!a || exported.has(ip) || poolOfAddress(cidrs, a) !== undefined || index.lookupParsed(a).some((b) => b.node === v.node)) continue;
+          if (!outsidePools.has(ip) || exported.has(ip) || index.lookup(ip).some((b) => b.node === v.node)) continue;
           out.push({ kind: 'unrouted-pod-ip', key: `unrouted-pod-ip/${refText(p.ref)}/${ip}`, node: v.node, addresses: [ip], objects: [p.ref, ...(node ? [node] : [])],
             message: `Pod ${refText(p.ref)} on ${v.node} has ${ip}, which no AddressBlock or AddressPool holds and coild on ${v.node} does not export: ` +
               `it cannot be reached from other nodes (coild ${held.has(ip) ? 'holds it but does not route it' : 'holds only the Pod\'s other address'})` });

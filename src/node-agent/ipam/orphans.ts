@@ -57,17 +57,13 @@ export interface OrphanEntry extends WiredEntry {
  *   or subnet): no block can be claimed for it;
  * - `outside-block`: its interface's other address is registered in a block of this node that
  *   does not hold this one (made without its family): no block can be claimed for it;
+ *   (`no-pool` and `outside-block` last while the Pod runs: `kubectl coil ipam check` reports them
+ *   as `unclaimable-address`, src/ipam/ipam-check.ts)
  * - `unreadable-block`: the block exists but coild cannot read it (docs/node-state.md#unreadable-blocks);
  * - `claiming`: a claim is in flight; `granted`: the block is back, registration follows;
  * - `refused`: the controller refused the claim (`message` says why); asked again later.
  */
 export type OrphanState = 'no-pod' | 'no-pool' | 'outside-block' | 'unreadable-block' | 'claiming' | 'granted' | 'refused';
-
-/**
- * States of an address no block will hold while its Pod runs: the admin re-creates the Pod (or
- * restores the pool as it was). `kubectl coil ipam check` reports them as `unclaimable-address`.
- */
-export const UNCLAIMABLE_STATES: readonly OrphanState[] = Object.freeze(['no-pool', 'outside-block']);
 
 /** One orphaned address as {@link OrphanAddresses.list} shows it. */
 export interface Orphan extends OrphanEntry {
