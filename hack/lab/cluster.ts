@@ -273,10 +273,25 @@ export class Cluster {
       nodes: this.nodes.map((n) => ({ name: n.name, netnsPath: n.spec.node.netnsPath })),
       containerIds: () => libcniCache(this.nodes.map((n) => n.host.hostPath('/var/lib/cni'))),
       fetchIpam: async (name) => {
-        const body = await this.node(name).http('127.0.0.1', 9385, '/ipam');
+        const body = await this.coildIpam(name);
         return body.startsWith('{') ? body : undefined;
       },
     });
+  }
+
+  private readerToken: { token: string; untilMs: number } | undefined;
+
+  /**
+   * coild's `GET /ipam` on node `name`, as `kubectl coil` reads it: HTTPS with a token of the
+   * chart's ServiceAccount coil-ipam-reader (minted by the admin, kept 5 of its 10 minutes).
+   * @returns the body ('' when coild does not answer; `HTTP <status> …` on an error status)
+   */
+  async coildIpam(name: string): Promise<string> {
+    if (!this.readerToken || this.readerToken.untilMs < Date.now()) {
+      const token = (await this.kubectl(['create', 'token', 'coil-ipam-reader', '-n', RELEASE_NAMESPACE, '--duration=10m'])).trim();
+      this.readerToken = { token, untilMs: Date.now() + 300_000 };
+    }
+    return this.node(name).http('127.0.0.1', 9385, '/ipam', this.readerToken.token);
   }
 
   /** Checks every invariant now; `afterGc` adds "no block without a user". */

@@ -164,12 +164,14 @@ export async function readViews(transport: ApiTransport, pods: readonly V1Pod[],
   }
   const views: NodeViewFacts[] = [];
   const unreachable: UnreachableCoild[] = [];
+  // Without a token (no right to one, or no such ServiceAccount) a coild run with
+  // --secure-endpoints=false is still read; a secure one then answers 401, reported with this reason.
   let token: string | undefined;
+  let tokenProblem: string | undefined;
   try {
     if (coild.size > 0) token = await readerToken(transport, o.namespace);
   } catch (e) {
-    const reason = e instanceof ApiError ? `${e.code} ${e.message}` : (e as Error).message;
-    return { views, unreachable: nodes.map((node) => ({ node, reason })) };
+    tokenProblem = e instanceof ApiError ? `${e.code} ${e.message}` : (e as Error).message;
   }
   await eachLimited(nodes, 8, async (node) => {
     const pod = coild.get(node);
@@ -177,7 +179,8 @@ export async function readViews(transport: ApiTransport, pods: readonly V1Pod[],
     try {
       views.push(await readCoildView(transport, o.namespace, pod.metadata!.name!, o.coildPort, token));
     } catch (e) {
-      unreachable.push({ node, pod: pod.metadata!.name!, reason: e instanceof ApiError ? `GET /ipam: ${e.code} ${e.message}` : (e as Error).message });
+      const reason = e instanceof ApiError ? `GET /ipam: ${e.code} ${e.message}` : (e as Error).message;
+      unreachable.push({ node, pod: pod.metadata!.name!, reason: tokenProblem && e instanceof ApiError && e.code === 401 ? `${reason}; no token to send: ${tokenProblem}` : reason });
     }
   });
   views.sort((a, b) => a.node.localeCompare(b.node));

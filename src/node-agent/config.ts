@@ -157,6 +157,8 @@ export const COILD_FLAGS = defineFlags('coild', {
 /** The flags of `coild ipam-status`, which prints a running coild's `/ipam` page. */
 export const IPAM_STATUS_FLAGS = defineFlags('coild ipam-status', {
   'health-addr': { kind: 'addr', default: `127.0.0.1:${PORTS.coildHealth}`, help: "the coild's --health-addr (0.0.0.0 is asked on 127.0.0.1)" },
+  'secure-endpoints': { ...SECURE_ENDPOINTS_FLAG, help: "the coild's --secure-endpoints: ask over HTTPS with --token-file's token; false: plain HTTP" },
+  'token-file': { kind: 'string', default: '/var/run/secrets/kubernetes.io/serviceaccount/token', help: 'bearer token sent with --secure-endpoints (default: the Pod\'s ServiceAccount token, which the chart allows get /ipam)' },
 });
 
 /** Parses `argv` (without node and script) and the environment. @throws ConfigError */

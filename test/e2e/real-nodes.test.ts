@@ -150,7 +150,7 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     const [victim] = await cluster.waitForPods(NS, 'app=web', 6);
     const name = victim!.metadata!.name!;
     const node = cluster.node(victim!.spec!.nodeName!);
-    const listed = async () => (await node.http('127.0.0.1', 9385, '/ipam')).includes(name);
+    const listed = async () => (await cluster.coildIpam(node.name)).includes(name);
     assert.ok(await listed(), `coild on ${node.name} lists ${name}`);
     await cluster.api(k8s.CoreV1Api).deleteNamespacedPod({ name, namespace: NS });
     await eventually(async () => !(await listed()), { timeoutMs: 60_000, intervalMs: 500 });
@@ -419,7 +419,7 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     // Recovered allocations carry no pod name (the veth alias holds pool, container and ifname:
     // recovery.ts), so the new coild's state is checked by address.
     for (const [name, { ip, node }] of before) {
-      const body = await cluster.node(node).http('127.0.0.1', 9385, '/ipam');
+      const body = await cluster.coildIpam(node);
       assert.ok(body.startsWith('{'), `the new coild on ${node} answers /ipam: ${JSON.stringify(body)}`);
       const ipam = JSON.parse(body) as { allocations: { ipv4?: string }[] };
       assert.ok(ipam.allocations.some((a) => a.ipv4 === ip), `the new coild on ${node} recovered ${name}'s ${ip}`);
