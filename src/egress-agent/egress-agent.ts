@@ -157,6 +157,7 @@ export class EgressAgent {
     clearInterval(this.collector);
     await this.supervisor?.stop(5_000);
     await this.endpoints.close();
+    this.transport.close();
   }
 }
 
