@@ -7,6 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { request } from 'node:https';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
 import { after, before, describe, test } from 'node:test';
 import { X509Certificate } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -16,10 +20,12 @@ import { RequestAuthorizer, DEFAULT_REVIEW_RATE } from '../../src/runtime/http-a
 import { boundPort, closeServer, listenEndpoints } from '../../src/runtime/secure-serving.js';
 import { selfSignedCert } from '../../src/runtime/self-signed-cert.js';
 import type { Client } from '../../src/runtime/client.js';
-import { ControlPlane } from './control-plane.js';
+import { ControlPlane, REPO_ROOT } from './control-plane.js';
+import { toolPath } from './tools.js';
 import { adminClient } from './controller-support.js';
 
 const NS = 'default';
+const run = promisify(execFile);
 
 /** GET over HTTPS without verifying the self-signed certificate (as Prometheus' insecureSkipVerify). */
 function get(port: number, path: string, token?: string): Promise<{ status: number; body: string; cert: string }> {
@@ -108,6 +114,34 @@ describe('authenticated endpoints against a real apiserver', () => {
     const before = await reviews();
     for (let i = 0; i < 20; i++) assert.equal((await get(port, '/metrics', tokens.nobody)).status, 403);
     assert.deepEqual(await reviews(), before);
+  });
+
+  test("the chart's monitors scrape as Prometheus would: their scheme, tlsConfig and bearer authorization, the token of the chart's coil-metrics-reader", async () => {
+    const rendered = (await run(await toolPath('helm'), ['template', 'coil', join(REPO_ROOT, 'charts/coil'), '-n', NS,
+      '--set', 'monitoring.controller.enabled=true', '--set', 'monitoring.coild.enabled=true', '--set', 'monitoring.egress.enabled=true'])).stdout;
+    const docs = parseAllDocuments(rendered).map((d) => d.toJS() as { kind?: string; metadata: { name: string; namespace?: string }; spec?: Record<string, unknown> } | null).filter((d) => d !== null);
+    // The chart's reader: its ClusterRole, ServiceAccount and binding, as rendered.
+    for (const kind of ['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'] as const) {
+      const doc = docs.find((d) => d.kind === kind && d.metadata.name === 'coil-metrics-reader');
+      assert.ok(doc, `the chart renders ${kind} coil-metrics-reader`);
+      await client.create(Kinds[kind], doc as never);
+    }
+    const secret = docs.find((d) => d.kind === 'Secret' && d.metadata.name === 'coil-metrics-reader-token') as unknown as { type: string; metadata: { annotations: Record<string, string> } };
+    assert.equal(secret.type, 'kubernetes.io/service-account-token');
+    assert.equal(secret.metadata.annotations['kubernetes.io/service-account.name'], 'coil-metrics-reader');
+    // What Kubernetes' token controller writes into that Secret (not run here): a token of the account.
+    const r = await cp.request('POST', `/api/v1/namespaces/${NS}/serviceaccounts/coil-metrics-reader/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {} });
+    const token = (JSON.parse(r.body) as { status: { token: string } }).status.token;
+    type Endpoint = { path: string; scheme?: string; tlsConfig?: { insecureSkipVerify?: boolean }; authorization?: { type: string; credentials: { name: string; key: string } } };
+    const monitors = docs.filter((d) => d.kind === 'PodMonitor' || d.kind === 'ServiceMonitor');
+    assert.deepEqual(monitors.map((m) => m.metadata.name).sort(), ['coil-controller', 'coil-egress', 'coild']);
+    for (const m of monitors) {
+      const e = ((m.spec!.podMetricsEndpoints ?? m.spec!.endpoints) as Endpoint[])[0]!;
+      assert.deepEqual([e.scheme, e.tlsConfig?.insecureSkipVerify, e.authorization?.type, e.authorization?.credentials], ['https', true, 'Bearer', { name: 'coil-metrics-reader-token', key: 'token' }], m.metadata.name);
+      const scraped = await get(port, e.path, token);
+      assert.deepEqual([scraped.status, scraped.body], [200, 'coil_metric 1\n'], `${m.metadata.name}'s settings scrape /metrics`);
+    }
+    assert.equal((await get(port, '/metrics', tokens.nobody)).status, 403, 'another account still may not');
   });
 
   test(`1,000 made-up tokens cost the apiserver at most the rate limit (burst ${DEFAULT_REVIEW_RATE.burst}, ${DEFAULT_REVIEW_RATE.perSecond}/s)`, async () => {
