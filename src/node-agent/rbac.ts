@@ -17,6 +17,7 @@ import { HTTP_AUTH_RBAC } from '../runtime/http-auth.js';
 import type { RbacRule } from '../runtime/registry.js';
 import { BlockReleaser } from './ipam/block-release.js';
 import { BlockRequester, blockRequestUidOf } from './ipam/block-request.js';
+import { LeakReleaseRequests } from './ipam/leak-release-requests.js';
 import { CniService } from './rpc/cni-service.js';
 import type { CoildConfig } from './config.js';
 import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
@@ -75,7 +76,7 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
       { kind: Kinds.Namespace },
       { kind: Kinds.AddressPool },
     ],
-    calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac],
+    calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac, ...LeakReleaseRequests.rbac],
   },
   egress: {
     caches: [

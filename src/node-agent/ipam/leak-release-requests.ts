@@ -18,6 +18,8 @@ import { leakReleaseAnnotations, parseLeakReleaseRequest, type LeakReleaseOutcom
 import type { Cache } from '../../runtime/cache.js';
 import type { Client } from '../../runtime/client.js';
 import { ApiError } from '../../runtime/errors.js';
+import { kindRule } from '../../runtime/rbac.js';
+import type { RbacRule } from '../../runtime/registry.js';
 import type { LeakReleaser } from './leak-release.js';
 
 /** Constructor options of {@link LeakReleaseRequests}. */
@@ -36,6 +38,8 @@ export interface LeakReleaseRequestsOptions {
 }
 
 export class LeakReleaseRequests {
+  /** The answer written into the request's annotation; the Pods' live list is the cache's rule. */
+  static readonly rbac: readonly RbacRule[] = [kindRule(Kinds.AddressBlock, ['patch'])];
   /** `<block>/<annotation key>` of the requests queued or being handled. */
   private readonly pending = new Set<string>();
   private chain: Promise<void> = Promise.resolve();
