@@ -168,7 +168,8 @@ export class Cluster {
         '--enable-aggregator-routing=true',
         '--kubelet-preferred-address-types=InternalIP',
       ],
-      controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`],
+      controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`,
+        `--service-account-private-key-file=${join(dir, 'control-plane/pki/sa.key')}`],
     });
     const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
     try {
@@ -508,6 +509,9 @@ const NODE_CONTROLLERS = [
   'job-controller',
   'node-lifecycle-controller',
   'taint-eviction-controller',
+  // Fills `kubernetes.io/service-account-token` Secrets, as every cluster's does: the chart's
+  // monitors scrape with the one of coil-metrics-reader (docs/observability.md#scraping).
+  'serviceaccount-token-controller',
 ];
 
 /** The workload's pod spec: a shell that sleeps until SIGTERM, from the busybox image; on `nodeName` (a node selector) when given. */

@@ -354,8 +354,12 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     for (const m of monitors) {
       const [e] = m.spec.podMetricsEndpoints ?? m.spec.endpoints ?? [];
       assert.equal(e?.authorization?.type, 'Bearer', m.metadata.name);
-      const secret = JSON.parse(await cluster.kubectl(['get', 'secret', '-n', 'kube-system', e!.authorization!.credentials.name, '-o', 'json'])) as { data: Record<string, string> };
-      const token = Buffer.from(secret.data[e!.authorization!.credentials.key]!, 'base64').toString();
+      // The Secret the chart made, once Kubernetes' token controller filled it.
+      const token = await eventually(async () => {
+        const secret = JSON.parse(await cluster.kubectl(['get', 'secret', '-n', 'kube-system', e!.authorization!.credentials.name, '-o', 'json'])) as { data?: Record<string, string> };
+        const data = secret.data?.[e!.authorization!.credentials.key];
+        return data ? Buffer.from(data, 'base64').toString() : false;
+      }, { timeoutMs: 30_000, intervalMs: 500 });
       const script = `${e!.tlsConfig?.insecureSkipVerify ? "process.env.NODE_TLS_REJECT_UNAUTHORIZED='0';process.removeAllListeners('warning');" : ''}(async()=>{const out=[];
         for(const t of ${JSON.stringify(targets[m.metadata.name])}){const r=await fetch('${e!.scheme ?? 'http'}://'+t+'${e!.path}',{headers:{authorization:'Bearer '+${JSON.stringify(token)}}});out.push([t,r.status,(await r.text()).includes('process_start_time_seconds')])}
         process.stdout.write(JSON.stringify(out))})()`;
