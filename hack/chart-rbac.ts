@@ -15,6 +15,7 @@ import { KUBECTL_COIL_RELEASE_RBAC, KUBECTL_COIL_VIEW_RBAC } from '../src/kubect
 import { DEFAULT_POOL_RBAC } from '../src/reconcilers/default-pool.js';
 import { EGRESS_AGENT_RBAC } from '../src/egress-agent/rbac.js';
 import { LEADER_ELECTION_RBAC, MANAGER_RBAC, readRule } from '../src/runtime/rbac.js';
+import { HTTP_AUTH_RBAC } from '../src/runtime/http-auth.js';
 import { Registry, type RbacRule } from '../src/runtime/registry.js';
 
 /** A Kubernetes PolicyRule as the chart writes it. */
@@ -76,7 +77,7 @@ export function chartAccessData(): { rbac: object; webhooks: object } {
   const egress = addEgress(new Registry());
   return {
     rbac: {
-      controller: { common: mergeRules(MANAGER_RBAC), ipam: mergeRules([...registryRules(ipam), ...DEFAULT_POOL_RBAC]), egress: mergeRules(registryRules(egress)) },
+      controller: { common: mergeRules([...MANAGER_RBAC, ...HTTP_AUTH_RBAC]), ipam: mergeRules([...registryRules(ipam), ...DEFAULT_POOL_RBAC]), egress: mergeRules(registryRules(egress)) },
       coild: { common: mergeRules(coildRbac('common')), ipam: mergeRules(coildRbac('ipam')), egress: mergeRules(coildRbac('egress')) },
       leaderElection: mergeRules(LEADER_ELECTION_RBAC),
       egressAgent: mergeRules(EGRESS_AGENT_RBAC),

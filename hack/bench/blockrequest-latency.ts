@@ -86,6 +86,7 @@ function startController(cp: ControlPlane, launch: Launch, binDir: string, ports
     `--kubeconfig=${cp.kubeconfigPath}`,
     `--metrics-addr=127.0.0.1:${ports.metrics}`,
     `--health-addr=127.0.0.1:${ports.health}`,
+    '--secure-endpoints=false',
     '--enable-webhooks=false',
     '--log-level=error',
     ...extra,

@@ -153,7 +153,7 @@ async function startEgress(lab: NodeLab, clients: number, runtime: 'bun' | 'node
     name: 'coil-egress', command: 'ip', logFile: join(lab.dir, 'coil-egress.log'),
     env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...program.env },
     args: ['netns', 'exec', ns.name, ...program.argv, '--kubeconfig', lab.cp.kubeconfigPath,
-      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'],
+      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--secure-endpoints=false', '--backend=nftables'],
   });
   // Its ports live in the netns; its log says when the client pods are listed.
   await waitFor('coil-egress started', async () => /coil-egress started/.test(await proc.logTail(200)), { process: proc, timeoutMs: 30_000 });

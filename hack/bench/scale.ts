@@ -333,6 +333,7 @@ class Controller {
       `--webhook-addr=127.0.0.1:${this.ports.webhook}`,
       `--metrics-addr=127.0.0.1:${this.ports.metrics}`,
       `--health-addr=127.0.0.1:${this.ports.health}`,
+      '--secure-endpoints=false',
       `--leader-election-namespace=${SYSTEM_NS}`,
       `--gc-interval=${this.settings['gc-interval']}ms`,
       '--log-level=info',

@@ -168,7 +168,8 @@ export class Cluster {
         '--enable-aggregator-routing=true',
         '--kubelet-preferred-address-types=InternalIP',
       ],
-      controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`],
+      controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`,
+        `--service-account-private-key-file=${join(dir, 'control-plane/pki/sa.key')}`],
     });
     const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
     try {
@@ -275,10 +276,25 @@ export class Cluster {
       nodes: this.nodes.map((n) => ({ name: n.name, netnsPath: n.spec.node.netnsPath })),
       containerIds: () => libcniCache(this.nodes.map((n) => n.host.hostPath('/var/lib/cni'))),
       fetchIpam: async (name) => {
-        const body = await this.node(name).http('127.0.0.1', 9385, '/ipam');
+        const body = await this.coildIpam(name);
         return body.startsWith('{') ? body : undefined;
       },
     });
+  }
+
+  private readerToken: { token: string; untilMs: number } | undefined;
+
+  /**
+   * coild's `GET /ipam` on node `name`, as `kubectl coil` reads it: HTTPS with a token of the
+   * chart's ServiceAccount coil-ipam-reader (minted by the admin, kept 5 of its 10 minutes).
+   * @returns the body ('' when coild does not answer; `HTTP <status> …` on an error status)
+   */
+  async coildIpam(name: string): Promise<string> {
+    if (!this.readerToken || this.readerToken.untilMs < Date.now()) {
+      const token = (await this.kubectl(['create', 'token', 'coil-ipam-reader', '-n', RELEASE_NAMESPACE, '--duration=10m'])).trim();
+      this.readerToken = { token, untilMs: Date.now() + 300_000 };
+    }
+    return this.node(name).http('127.0.0.1', 9385, '/ipam', this.readerToken.token);
   }
 
   /** Checks every invariant now; `afterGc` adds "no block without a user". */
@@ -495,6 +511,9 @@ const NODE_CONTROLLERS = [
   'job-controller',
   'node-lifecycle-controller',
   'taint-eviction-controller',
+  // Fills `kubernetes.io/service-account-token` Secrets, as every cluster's does: the chart's
+  // monitors scrape with the one of coil-metrics-reader (docs/observability.md#scraping).
+  'serviceaccount-token-controller',
 ];
 
 /** The workload's pod spec: a shell that sleeps until SIGTERM, from the busybox image; on `nodeName` (a node selector) when given. */

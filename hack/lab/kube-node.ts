@@ -209,9 +209,15 @@ export class KubeNode {
     }
   }
 
-  /** GET http://host:port/path inside the node; resolves with the body ('' on failure). */
-  async http(hostname: string, port: number, path: string): Promise<string> {
-    const script = `fetch('http://${hostname}:${port}${path}').then(async r=>{process.stdout.write((r.ok?'':'HTTP '+r.status+' ')+await r.text())}).catch(()=>{})`;
+  /**
+   * GET http://host:port/path inside the node; resolves with the body ('' on failure). With
+   * `bearer`, GET https:// with that token, not verifying the certificate (coil's endpoints serve a
+   * self-signed one: docs/observability.md#access).
+   */
+  async http(hostname: string, port: number, path: string, bearer?: string): Promise<string> {
+    const url = `${bearer === undefined ? 'http' : 'https'}://${hostname}:${port}${path}`;
+    const init = bearer === undefined ? '' : `,{headers:{authorization:'Bearer ${bearer}'}}`;
+    const script = `${bearer === undefined ? '' : "process.env.NODE_TLS_REJECT_UNAUTHORIZED='0';process.removeAllListeners('warning');"}fetch('${url}'${init}).then(async r=>{process.stdout.write((r.ok?'':'HTTP '+r.status+' ')+await r.text())}).catch(()=>{})`;
     return this.host.exec([process.execPath, '-e', script]).catch(() => '');
   }
 

@@ -123,6 +123,7 @@ export class StandInLab {
       `--webhook-addr=127.0.0.1:${this.controllerPorts[replica]!.webhook}`,
       `--metrics-addr=127.0.0.1:${this.controllerPorts[replica]!.metrics}`,
       `--health-addr=127.0.0.1:${this.controllerPorts[replica]!.health}`,
+      '--secure-endpoints=false',
       `--leader-election-namespace=${LAB_NAMESPACE}`,
       '--gc-interval=10s',
       ...(options.controllerArgs ?? []),
@@ -151,7 +152,7 @@ export class StandInLab {
         args: [
           process.execPath, join(REPO_ROOT, 'dist/src/node-agent/main.js'),
           `--kubeconfig=${coildKubeconfig}`, `--socket=${join(dir, 'coild.sock')}`,
-          '--metrics-addr=127.0.0.1:9384', '--health-addr=127.0.0.1:9385',
+          '--metrics-addr=127.0.0.1:9384', '--health-addr=127.0.0.1:9385', '--secure-endpoints=false',
           ...(options.coildArgs ?? []),
         ],
         env: { ...process.env, COIL_NODE_NAME: node.name },
@@ -314,7 +315,7 @@ export class StandInLab {
     this.processes.push(await start('relay', [process.execPath, join(REPO_ROOT, 'dist/hack/lab/relay.js'), 'tcp-to-unix', `127.0.0.1:${NODE_APISERVER_PORT}`, join(LAB_DIR, 'apiserver.sock')]));
     const egress = await start('coil-egress', [
       process.execPath, join(REPO_ROOT, 'dist/src/egress-agent/main.js'), ...(container.args ?? []),
-      `--kubeconfig=${kubeconfig}`, '--metrics-addr=127.0.0.1:8080', '--health-addr=127.0.0.1:8081',
+      `--kubeconfig=${kubeconfig}`, '--metrics-addr=127.0.0.1:8080', '--health-addr=127.0.0.1:8081', '--secure-endpoints=false',
     ], { ...process.env, COIL_POD_NAMESPACE: namespace, COIL_EGRESS_NAME: name, COIL_POD_ADDRESSES: pod.ips.join(',') });
     this.processes.push(egress);
     await waitFor(`coil-egress of ${namespace}/${name}`, async () => (await this.nodeHttp(podNode, 8081, '/healthz')) !== '', { process: egress, timeoutMs: 60_000 });

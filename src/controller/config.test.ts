@@ -34,6 +34,7 @@ describe('coil-controller IPAM flags', () => {
     assert.deepEqual([c.leaderElect, c.leaderElectionId, c.leaderElectionNamespace], [true, 'coil-leader', 'kube-system']);
     assert.equal(c.apiHttp2, true);
     assert.equal(parseConfig(['--api-http2=false'], {}).apiHttp2, false);
+    assert.deepEqual([c.secureEndpoints, parseConfig(['--secure-endpoints=false'], {}).secureEndpoints], [true, false]);
   });
   test('Go durations, host:port addresses, 0 disabling metrics, the pod namespace for the lease', () => {
     const c = parseConfig(['--gc-interval=1h30m', '--blockrequest-ttl=0', '--node-notready-reclaim=250ms', '--metrics-addr=0', '--health-addr=127.0.0.1:8081'], { COIL_POD_NAMESPACE: 'coil' });

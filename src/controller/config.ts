@@ -5,6 +5,7 @@
  */
 import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
 import { defineFlags } from '../runtime/flag-table.js';
+import { SECURE_ENDPOINTS_FLAG } from '../runtime/secure-serving.js';
 import { LEADER_ELECTION_ID, NETFILTER_BACKENDS, PORTS } from '../api/v2/keys.js';
 import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
@@ -19,6 +20,11 @@ export interface ControllerConfig {
   readonly metricsAddr?: BindAddress;
   /** `--health-addr`, default `:9387`; `0` disables. */
   readonly healthAddr?: BindAddress;
+  /**
+   * `--secure-endpoints` (ours), default true: every endpoint but the probes over HTTPS to callers
+   * the API server authenticates and authorizes (src/runtime/secure-serving.ts); false: Coil's plain HTTP.
+   */
+  readonly secureEndpoints: boolean;
   /** `--webhook-addr`, default `:9443`. */
   readonly webhookAddr: BindAddress;
   /** `--cert-dir`, default `/certs`: holds `tls.crt` and `tls.key`. */
@@ -74,6 +80,7 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'];
 export const CONTROLLER_FLAGS = defineFlags('coil-controller', {
   'metrics-addr': { kind: 'addr', default: `:${PORTS.controllerMetrics}`, help: 'listen address of /metrics; 0 disables' },
   'health-addr': { kind: 'addr', default: `:${PORTS.controllerHealth}`, help: 'listen address of /healthz and /readyz; 0 disables' },
+  'secure-endpoints': SECURE_ENDPOINTS_FLAG,
   'webhook-addr': { kind: 'addr', default: `:${PORTS.controllerWebhook}`, help: 'listen address of the admission webhooks' },
   'cert-dir': { kind: 'string', default: '/certs', help: 'directory holding the webhook certificate tls.crt and key tls.key' },
   'enable-webhooks': { kind: 'bool', default: true, help: 'serve the admission webhooks' },
@@ -120,6 +127,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
   return {
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),
+    secureEndpoints: v['secure-endpoints'],
     webhookAddr,
     certDir: v['cert-dir'],
     enableWebhooks: v['enable-webhooks'],

@@ -86,6 +86,7 @@ async function main(): Promise<void> {
     ...(cfg.leaderElect ? { leaderElection: { name: cfg.leaderElectionId, namespace: cfg.leaderElectionNamespace } } : {}),
     ...(cfg.metricsAddr && { metricsBindAddress: cfg.metricsAddr }),
     ...(cfg.healthAddr && { healthProbeBindAddress: cfg.healthAddr }),
+    secureEndpoints: cfg.secureEndpoints,
     ...(cfg.enableWebhooks && {
       webhook: { host: cfg.webhookAddr.host, port: cfg.webhookAddr.port, certFile: join(cfg.certDir, 'tls.crt'), keyFile: join(cfg.certDir, 'tls.key') },
     }),
@@ -104,7 +105,7 @@ async function main(): Promise<void> {
     start: async () => {
       if (cfg.enableEgress) {
         const image = cfg.egress.image ?? (await ownImage(mgr.client, log));
-        bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image });
+        bindEgress(container, { ...DEFAULT_EGRESS_OPTIONS, fouPort: cfg.egress.fouPort, backend: cfg.egress.backend, image, secureEndpoints: cfg.secureEndpoints });
       }
       await mgr.start();
     },

@@ -5,6 +5,7 @@
  */
 import { ConfigError, parseBindAddress } from '../runtime/flags.js';
 import { defineFlags } from '../runtime/flag-table.js';
+import { SECURE_ENDPOINTS_FLAG } from '../runtime/secure-serving.js';
 import { DEFAULT_NETFILTER_BACKEND, DEFAULT_TERMINATION_GRACE_S, egressDrainSeconds, FOU_PORT, NETFILTER_BACKENDS, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
 import { canonicalSnatAddresses, snatAddressesProblems } from '../api/v2/snat-addresses.js';
 import type { BindAddress } from '../runtime/http-servers.js';
@@ -23,6 +24,11 @@ export interface EgressConfig {
   readonly metricsAddr?: BindAddress;
   /** `--health-addr`, default `:8081`; `0` disables. */
   readonly healthAddr?: BindAddress;
+  /**
+   * `--secure-endpoints` (ours), default true: every endpoint but the probes over HTTPS to callers
+   * the API server authenticates and authorizes (src/runtime/secure-serving.ts); false: Coil's plain HTTP.
+   */
+  readonly secureEndpoints: boolean;
   /** `--fou-port`, default 5555; must equal coild's `--egress-port` and the Service port. */
   readonly fouPort: number;
   /** `--enable-sport-auto`, default false: tunnels back to clients use a per-flow source port. */
@@ -76,6 +82,7 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const
 export const EGRESS_FLAGS = defineFlags('coil-egress', {
   'metrics-addr': { kind: 'addr', default: `:${PORTS.egressMetrics}`, help: 'listen address of /metrics; 0 disables' },
   'health-addr': { kind: 'addr', default: `:${PORTS.egressHealth}`, help: 'listen address of /healthz and /readyz; 0 disables' },
+  'secure-endpoints': SECURE_ENDPOINTS_FLAG,
   'fou-port': { kind: 'port', default: FOU_PORT, help: "FoU port; must equal coild's --egress-port" },
   'enable-sport-auto': { kind: 'bool', default: false, help: 'tunnels back to clients use a per-flow source port' },
   backend: { kind: 'enum', values: NETFILTER_BACKENDS, default: DEFAULT_NETFILTER_BACKEND, help: 'netfilter backend of the NAT rules' },
@@ -112,6 +119,7 @@ export function parseEgressConfig(argv: readonly string[], env: Readonly<Record<
     podName: env.HOSTNAME ?? 'unknown',
     ...(metricsAddr ? { metricsAddr } : {}),
     ...(healthAddr ? { healthAddr } : {}),
+    secureEndpoints: values['secure-endpoints'],
     fouPort: values['fou-port'],
     isSourcePortAuto: values['enable-sport-auto'],
     backend: values.backend,

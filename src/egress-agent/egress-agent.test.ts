@@ -16,9 +16,10 @@ describe('coil-egress config', () => {
     assert.deepEqual({ ...c, metricsAddr: c.metricsAddr?.port, healthAddr: c.healthAddr?.port }, {
       namespace: 'internet', egressName: 'nat', podAddresses: ['10.1.0.5', 'fd00::5'], podName: 'nat-0', metricsAddr: 8080, healthAddr: 8081,
       fouPort: 5555, isSourcePortAuto: false, backend: 'iptables', outInterface: 'eth0', logLevel: 'info', metricsIntervalMs: 30_000, apiHttp2: true,
-      drainTimeoutMs: 25_000, snatAddresses: [],
+      drainTimeoutMs: 25_000, snatAddresses: [], secureEndpoints: true,
     });
     assert.equal(parseEgressConfig(['--api-http2=false'], env).apiHttp2, false);
+    assert.equal(parseEgressConfig(['--secure-endpoints=false'], env).secureEndpoints, false);
     assert.equal(parseEgressConfig(['--enable-sport-auto=true', '--fou-port=6000'], env).fouPort, 6000);
     assert.equal(parseEgressConfig(['--enable-sport-auto'], env).isSourcePortAuto, true);
   });

@@ -17,6 +17,10 @@ import { IpRunner } from '../netlink/ip-runner.js';
 import { readSysctl } from '../netlink/sysctl.js';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { HttpEndpoints } from '../runtime/http-servers.js';
+import { RequestAuthorizer } from '../runtime/http-auth.js';
+import { Client } from '../runtime/client.js';
+import { endpointSecurity } from '../runtime/secure-serving.js';
+import { selfSignedCert } from '../runtime/self-signed-cert.js';
 import { RunnableSupervisor } from '../runtime/runnable.js';
 import { ClientPodSource } from './client-pod-source.js';
 import { ClientWatcher } from './client-watcher.js';
@@ -52,6 +56,8 @@ export class EgressAgent {
   /** Bound ports after start (useful with port 0). */
   readonly ports: { metrics?: number; health?: number } = {};
   private readonly endpoints: HttpEndpoints;
+  /** The one API connection: the client watch and the endpoints' reviews. */
+  private readonly transport: ApiTransport;
   private readonly ip: IpRunner;
   private readonly nat: NatBackend;
   private readonly server: FouServer;
@@ -65,7 +71,11 @@ export class EgressAgent {
     const c = o.config;
     this.ip = o.ip ?? new IpRunner();
     this.metrics = new EgressMetrics({ namespace: c.namespace, egress: c.egressName, pod: c.podName });
-    this.endpoints = new HttpEndpoints(this.metrics.registry);
+    this.transport = new ApiTransport(o.kubeConfig, { http2: c.apiHttp2 });
+    this.endpoints = new HttpEndpoints(this.metrics.registry, endpointSecurity(c.secureEndpoints, () => ({
+      authorizer: new RequestAuthorizer({ client: new Client(this.transport, 'coil-egress') }),
+      tls: selfSignedCert([c.podName, ...c.podAddresses]),
+    })));
     const natOptions = { ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface, snatAddresses: c.snatAddresses };
     this.nat = c.backend === 'iptables' ? new IptablesNat(natOptions) : new NftablesNat(natOptions);
     this.server = new FouServer({ ip: this.ip, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
@@ -108,7 +118,7 @@ export class EgressAgent {
 
     await this.server.init();
     const source: ClientPodSource = new ClientPodSource({
-      transport: new ApiTransport(this.o.kubeConfig, { http2: c.apiHttp2 }),
+      transport: this.transport,
       egress: { namespace: c.namespace, name: c.egressName }, log: log.child({ component: 'client-pods' }),
       onChange: () => this.watcher?.notify(),
     });
@@ -147,6 +157,7 @@ export class EgressAgent {
     clearInterval(this.collector);
     await this.supervisor?.stop(5_000);
     await this.endpoints.close();
+    this.transport.close();
   }
 }
 

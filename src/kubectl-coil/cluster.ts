@@ -3,6 +3,15 @@
  * Pods, and coild's view of each node — coild's `GET /ipam` on its health port, reached through
  * the `pods/proxy` subresource of the coild Pod on that node, so an admin never logs in to a node
  * and the API server's authentication and RBAC apply (README, "Operate").
+ *
+ * coild's `/ipam` answers only a bearer token the API server accepts and allows `get` on `/ipam`,
+ * and the pod proxy forwards no credential of the caller. So the tool asks the API server for a
+ * short-lived token (10 min) of the ServiceAccount `coil-ipam-reader` in coil's namespace — allowed
+ * to whoever holds the chart's ClusterRole `coil-ipam-view` (`create serviceaccounts/token` on that
+ * name), recorded in the audit log — and sends it in the `X-Coil-Authorization` header, which the
+ * proxy passes on. The admin's own credentials (a client certificate, an OIDC token) never leave
+ * the API server, and the token coild sees can do nothing but read `/ipam`
+ * (docs/observability.md#access).
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { AddressBlock } from '../api/v2/addressblock.js';
@@ -14,6 +23,7 @@ import { nodeViewFacts } from '../ipam/ipam-facts.js';
 import type { ApiTransport } from '../runtime/api-transport.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';
+import { COIL_AUTHORIZATION_HEADER } from '../runtime/http-auth.js';
 
 /** The labels of coild's Pods (charts/coil/templates/coild.yaml). */
 export const COILD_SELECTOR = 'app.kubernetes.io/name=coil,app.kubernetes.io/component=coild';
@@ -69,9 +79,48 @@ export async function coildPods(client: Client, namespace: string): Promise<Map<
   return byNode;
 }
 
-/** Reads coild's view on `pod`. @throws Error saying why (404: IPAM off; 503: not recovered yet) */
-export async function readCoildView(transport: ApiTransport, namespace: string, pod: string, port: number): Promise<NodeViewFacts> {
-  const body = await transport.request<unknown>({ method: 'GET', path: coildProxyPath(namespace, pod, port, '/ipam') });
+/** The ServiceAccount whose tokens read coild's `/ipam` (charts/coil/templates/rbac.yaml). */
+export const IPAM_READER_SERVICE_ACCOUNT = 'coil-ipam-reader';
+
+/** Lifetime asked of a reader token: the least the API server grants (10 min). */
+const READER_TOKEN_SECONDS = 600;
+
+/**
+ * A token of {@link IPAM_READER_SERVICE_ACCOUNT} (TokenRequest).
+ * @throws Error naming the missing right when the API server refuses (403), ApiError otherwise
+ */
+export async function readerToken(transport: ApiTransport, namespace: string): Promise<string> {
+  try {
+    const r = await transport.request<{ status?: { token?: string } }>({
+      method: 'POST',
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${IPAM_READER_SERVICE_ACCOUNT}/token`,
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: READER_TOKEN_SECONDS } },
+    });
+    if (!r?.status?.token) throw new Error(`the API server answered the token request of ServiceAccount ${namespace}/${IPAM_READER_SERVICE_ACCOUNT} without a token`);
+    return r.status.token;
+  } catch (e) {
+    if (e instanceof ApiError && e.code === 403) throw new Error(`forbidden: cannot create a token of ServiceAccount ${namespace}/${IPAM_READER_SERVICE_ACCOUNT} (the chart's ClusterRole coil-ipam-view grants it)`);
+    if (e instanceof ApiError && e.code === 404) throw new Error(`ServiceAccount ${namespace}/${IPAM_READER_SERVICE_ACCOUNT} does not exist (the chart makes it when ipam.enabled)`);
+    throw e;
+  }
+}
+
+/**
+ * Reads coild's view on `pod`: over HTTPS with `token` (coild's default), else — a coild run with
+ * `--secure-endpoints=false`, whose port speaks no TLS — over plain HTTP without it.
+ * @throws Error saying why (401/403: the token refused; 404: IPAM off; 503: not recovered yet)
+ */
+export async function readCoildView(transport: ApiTransport, namespace: string, pod: string, port: number, token?: string): Promise<NodeViewFacts> {
+  let body: unknown;
+  try {
+    body = await transport.request<unknown>({
+      method: 'GET', path: coildProxyPath(namespace, `https:${pod}`, port, '/ipam'),
+      ...(token !== undefined && { headers: { [COIL_AUTHORIZATION_HEADER]: `Bearer ${token}` } }),
+    });
+  } catch (e) {
+    if (!(e instanceof ApiError && /tls|handshake|first record|EOF|connection reset/i.test(e.message))) throw e;
+    body = await transport.request<unknown>({ method: 'GET', path: coildProxyPath(namespace, pod, port, '/ipam') });
+  }
   const view = nodeViewFacts(body);
   if (!view) throw new Error(`coild Pod ${pod} answered GET /ipam with something other than its IPAM view`);
   return view;
@@ -115,13 +164,23 @@ export async function readViews(transport: ApiTransport, pods: readonly V1Pod[],
   }
   const views: NodeViewFacts[] = [];
   const unreachable: UnreachableCoild[] = [];
+  // Without a token (no right to one, or no such ServiceAccount) a coild run with
+  // --secure-endpoints=false is still read; a secure one then answers 401, reported with this reason.
+  let token: string | undefined;
+  let tokenProblem: string | undefined;
+  try {
+    if (coild.size > 0) token = await readerToken(transport, o.namespace);
+  } catch (e) {
+    tokenProblem = e instanceof ApiError ? `${e.code} ${e.message}` : (e as Error).message;
+  }
   await eachLimited(nodes, 8, async (node) => {
     const pod = coild.get(node);
     if (!pod) return void unreachable.push({ node, reason: `no running coild Pod (labels ${COILD_SELECTOR}) in namespace ${o.namespace}` });
     try {
-      views.push(await readCoildView(transport, o.namespace, pod.metadata!.name!, o.coildPort));
+      views.push(await readCoildView(transport, o.namespace, pod.metadata!.name!, o.coildPort, token));
     } catch (e) {
-      unreachable.push({ node, pod: pod.metadata!.name!, reason: e instanceof ApiError ? `GET /ipam: ${e.code} ${e.message}` : (e as Error).message });
+      const reason = e instanceof ApiError ? `GET /ipam: ${e.code} ${e.message}` : (e as Error).message;
+      unreachable.push({ node, pod: pod.metadata!.name!, reason: tokenProblem && e instanceof ApiError && e.code === 401 ? `${reason}; no token to send: ${tokenProblem}` : reason });
     }
   });
   views.sort((a, b) => a.node.localeCompare(b.node));

@@ -42,7 +42,6 @@ export const RELEASE_FLAGS = defineFlags('kubectl coil ipam release', {
   ...COMMON,
   'from-report': { kind: 'strings', help: 'a report written by `ipam check -o json`; repeat it: only what every report names is acted on' },
   'dry-run': { kind: 'bool', default: false, help: 'print what would be done, change nothing' },
-  'coild-port': { kind: 'port', default: PORTS.coildHealth, help: "coild's health port, where it serves POST /ipam/release (chart value coild.ports.health)" },
 });
 
 export const COMMANDS = {

@@ -8,11 +8,14 @@
  *   resourceVersion the reports saw, and removes its `coil.cybozu.com` finalizer, guarded by the
  *   resourceVersion the delete left (what coil-controller's GC does for a gone node).
  * - `leaked-address`: re-reads the Node (same UID) and its Pods (none may hold the address, the
- *   Pod the allocation names must not exist), then asks that node's coild, through the API
- *   server's pod proxy, to release exactly that allocation (`POST /ipam/release` with container
- *   ID, interface and addresses). coild owns the node's allocations — the address is held by a
- *   veth on the host — so coild tears the veth down and frees the address the way a CNI DEL
- *   does, after checking the same things again against its own view under the allocation's lock.
+ *   Pod the allocation names must not exist), then asks that node's coild to release exactly that
+ *   allocation through the API server: it annotates the AddressBlock holding the address with the
+ *   request (container ID, interface, addresses; src/api/v2/leak-release-request.ts) — a `patch`
+ *   RBAC governs and the audit log records — and waits up to 30 s for coild's answer in the same
+ *   annotation, then removes it. coild owns the node's allocations — the address is held by a
+ *   veth on the host — so coild tears the veth down and frees the address the way a CNI DEL does,
+ *   after checking the same things again against its own view under the allocation's lock
+ *   (docs/ipam-recovery.md#releasing-a-leak).
  * - every other kind is reported only: nothing in it is safe to change without a person's
  *   decision (a duplicate Pod IP means a running pod must go, and release never takes a running
  *   pod's network away); the line says what to do.
@@ -25,10 +28,11 @@ import { Kinds } from '../api/v2/kinds.js';
 import { BlockIndex } from '../ipam/block-index.js';
 import type { Finding, FindingKind, PodFacts } from '../ipam/ipam-check.js';
 import { blockFacts, podFacts } from '../ipam/ipam-facts.js';
-import type { ApiTransport } from '../runtime/api-transport.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LABEL_NODE } from '../api/v2/keys.js';
+import { leakReleaseKey, parseLeakReleaseRequest } from '../api/v2/leak-release-request.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';
-import { coildPods, coildProxyPath } from './cluster.js';
 
 /** What happened to one finding. */
 export interface ReleaseStep {
@@ -57,11 +61,9 @@ const ADVICE: Partial<Record<FindingKind, string>> = {
 /** Options of {@link releaseFindings}. */
 export interface ReleaseOptions {
   readonly client: Client;
-  readonly transport: ApiTransport;
-  /** coil's namespace (coild's Pods). */
-  readonly namespace: string;
-  readonly coildPort: number;
   readonly dryRun: boolean;
+  /** How long to wait for coild's answer to a leak release; default {@link LEAK_ANSWER_TIMEOUT_MS}. */
+  readonly answerTimeoutMs?: number;
 }
 
 /** Acts on `findings` one by one, in order. Never throws for one finding: its step says `failed`. */
@@ -108,11 +110,9 @@ async function releaseOrphanBlock(f: Finding, o: ReleaseOptions, step: Step): Pr
   return step('done', `deleted AddressBlock ${ref.name} of gone Node ${f.node}`);
 }
 
-/** coild's answer to `POST /ipam/release`. */
-export interface CoildReleaseAnswer {
-  readonly released: boolean;
-  readonly reason: string;
-}
+/** How long `release` waits for coild's answer to a leak release request. */
+export const LEAK_ANSWER_TIMEOUT_MS = 30_000;
+const LEAK_ANSWER_POLL_MS = 500;
 
 async function releaseLeak(f: Finding, o: ReleaseOptions, step: Step): Promise<ReleaseStep> {
   const a = f.allocation;
@@ -128,16 +128,29 @@ async function releaseLeak(f: Finding, o: ReleaseOptions, step: Step): Promise<R
   if (a.podName && pods.some((p) => p.metadata?.namespace === a.podNamespace && p.metadata?.name === a.podName)) {
     return step('skipped', `Pod ${a.podNamespace}/${a.podName}, which the allocation names, exists on ${f.node} now`);
   }
-  const coild = (await coildPods(o.client, o.namespace)).get(f.node);
-  if (!coild) return step('failed', `no running coild Pod on ${f.node} in namespace ${o.namespace}`);
+  const blocks = await o.client.list(Kinds.AddressBlock, { labelSelector: `${LABEL_NODE}=${f.node}` });
+  const index = new BlockIndex(blocks.map(blockFacts));
+  const block = addresses.flatMap((ip) => index.lookup(ip))[0]?.ref;
+  if (!block) return step('skipped', `no AddressBlock of ${f.node} holds ${addresses.join(', ')} now`);
   const what = `${addresses.join(', ')} (container ${a.containerId.slice(0, 12)}, ${a.ifname}) on ${f.node}`;
-  if (o.dryRun) return step('would', `would ask coild ${coild.metadata!.name} to release ${what}`);
-  const answer = await o.transport.request<CoildReleaseAnswer>({
-    method: 'POST',
-    path: coildProxyPath(o.namespace, coild.metadata!.name!, o.coildPort, '/ipam/release'),
-    body: { containerId: a.containerId, ifname: a.ifname, ...(a.ipv4 && { ipv4: a.ipv4 }), ...(a.ipv6 && { ipv6: a.ipv6 }) },
-  });
-  return answer?.released ? step('done', `coild ${coild.metadata!.name} released ${what}`) : step('skipped', `coild ${coild.metadata!.name} kept ${what}: ${answer?.reason ?? 'no reason given'}`);
+  if (o.dryRun) return step('would', `would ask coild on ${f.node} to release ${what} (annotating AddressBlock ${block.name})`);
+  const key = leakReleaseKey(a.containerId, a.ifname);
+  const request = { containerId: a.containerId, ifname: a.ifname, ...(a.ipv4 && { ipv4: a.ipv4 }), ...(a.ipv6 && { ipv6: a.ipv6 }) };
+  await o.client.mergePatch(Kinds.AddressBlock, { name: block.name }, { metadata: { annotations: { [key]: JSON.stringify(request) } } });
+  const deadline = Date.now() + (o.answerTimeoutMs ?? LEAK_ANSWER_TIMEOUT_MS);
+  for (;;) {
+    const now = await o.client.get(Kinds.AddressBlock, { name: block.name });
+    if (!now) return step('failed', `AddressBlock ${block.name} was deleted before coild on ${f.node} answered`);
+    const outcome = parseLeakReleaseRequest(now.metadata?.annotations?.[key])?.outcome;
+    if (outcome) {
+      await o.client.mergePatch(Kinds.AddressBlock, { name: block.name }, { metadata: { annotations: { [key]: null } } });
+      return outcome.released ? step('done', `coild on ${f.node} released ${what}`) : step('skipped', `coild on ${f.node} kept ${what}: ${outcome.reason}`);
+    }
+    if (Date.now() >= deadline) {
+      return step('failed', `coild on ${f.node} did not answer within ${Math.round((o.answerTimeoutMs ?? LEAK_ANSWER_TIMEOUT_MS) / 1000)} s; the request stays on AddressBlock ${block.name} (annotation ${key}) and is acted on when coild runs`);
+    }
+    await sleep(LEAK_ANSWER_POLL_MS);
+  }
 }
 
 /** One line per step. */

@@ -122,7 +122,7 @@ export async function run(argv: readonly string[], io: Io = processIo): Promise<
           if (report.version !== KUBECTL_COIL_VERSION) io.err(`warning: ${file} was written by kubectl-coil ${report.version}, this is ${KUBECTL_COIL_VERSION}\n`);
         }
         const findings = intersectFindings(reports.map((r) => r.report));
-        const steps = await releaseFindings(findings, { client, transport, namespace: v.namespace, coildPort: v['coild-port'], dryRun: v['dry-run'] });
+        const steps = await releaseFindings(findings, { client, dryRun: v['dry-run'] });
         io.out(isStructured(v.output) ? formatObject({ dryRun: v['dry-run'], steps }, v.output) : formatSteps(steps));
         const undone = steps.some((s) => RELEASABLE.has(s.kind) && (s.outcome === 'skipped' || s.outcome === 'failed'));
         return undone ? EXIT_FOUND : 0;

@@ -34,6 +34,7 @@ import { NodeGc, type GcReport } from './ipam/gc.js';
 import { CniGrpcServer } from './rpc/grpc-server.js';
 import { IntrospectionServer, ipamSnapshot } from './ipam/introspection.js';
 import { LeakReleaser } from './ipam/leak-release.js';
+import { LeakReleaseRequests } from './ipam/leak-release-requests.js';
 import { KeyedMutex } from './podnet/keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { MAIN_TABLE_ID } from '../api/v2/keys.js';
@@ -95,6 +96,8 @@ export class Coild {
   readonly ports: { metrics?: number; health?: number } = {};
   private readonly introspection: IntrospectionServer;
   private readonly leakReleaser: LeakReleaser;
+  /** Release requests annotated on this node's blocks (IPAM only). */
+  readonly leakReleaseRequests: LeakReleaseRequests | undefined;
   private grpc: CniGrpcServer | undefined;
   private recovered = false;
   private serving = false;
@@ -110,6 +113,7 @@ export class Coild {
     this.manager = new Manager({
       kubeConfig: o.kubeConfig, transport: { http2: cfg.apiHttp2 }, registry: new Registry(), name: 'coild', identity: cfg.nodeName, logger: log,
       ...(cfg.metricsAddr && { metricsBindAddress: cfg.metricsAddr }),
+      secureEndpoints: cfg.secureEndpoints,
       gracefulShutdownTimeoutMs: cfg.gracefulShutdownMs,
     });
     const { cache, client } = this.manager;
@@ -232,12 +236,16 @@ export class Coild {
     this.leakReleaser = new LeakReleaser({
       ipam: this.ipam, podNetwork: this.podNetwork, locks: this.locks, client, nodeName: cfg.nodeName, logger: log.child({ logger: 'leak-release' }),
     });
+    this.leakReleaseRequests = cfg.enableIpam ? new LeakReleaseRequests({
+      cache, client, releaser: this.leakReleaser, nodeName: cfg.nodeName, logger: log.child({ logger: 'leak-release' }), ready: () => this.recovered,
+    }) : undefined;
     this.introspection = new IntrospectionServer({
       health: () => undefined,
       ready: () => this.notReadyReason(),
       snapshot: () => (this.recovered ? ipamSnapshot(this.ipam, cfg.nodeName, this.requester.pendingPools(), Date.now(), this.orphans.list()) : undefined),
       ipamDisabled: !cfg.enableIpam,
-      release: () => (this.recovered ? this.leakReleaser : undefined),
+      // The metrics port's: one review bucket and one certificate per process.
+      security: this.manager.endpointSecurity,
     });
   }
 
@@ -284,6 +292,8 @@ export class Coild {
       await this.blockExport.firstSync();
     }
     this.recovered = true;
+    this.leakReleaseRequests?.start();
+    this.leakReleaseRequests?.scanAll();
     await this.egress?.init();
     this.grpc = new CniGrpcServer({ handler: this.service, logger: log, registry: this.manager.metrics.registry, socketPath: cfg.socketPath, protoDir: this.o.protoDir });
     await this.grpc.start();
@@ -357,6 +367,7 @@ export class Coild {
     }
     await this.blockExport.stop();
     if (this.o.config.enableIpam) await this.podNetwork.reap().catch((err: unknown) => log.warn({ err }, 'deleting retired veths failed'));
+    this.leakReleaseRequests?.stop();
     await this.manager.stop();
     await this.introspection.close();
     this.spawnHelper?.stop();

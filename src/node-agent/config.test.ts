@@ -23,6 +23,7 @@ describe('coild config', () => {
     assert.equal(parseConfig(['--clear-routes-on-shutdown=false'], env).clearRoutesOnShutdown, false);
     assert.equal(parseDuration('250ms'), 250);
     assert.equal(parseConfig(['--netlink-agent=false'], env).netlinkAgent, false);
+    assert.deepEqual([parseConfig([], env).secureEndpoints, parseConfig(['--secure-endpoints=false'], env).secureEndpoints], [true, false]);
   });
 
   it("accepts the chart's argument list, egress flags included", () => {

@@ -5,6 +5,7 @@
  */
 import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
 import { defineFlags } from '../runtime/flag-table.js';
+import { SECURE_ENDPOINTS_FLAG } from '../runtime/secure-serving.js';
 import { NETFILTER_BACKENDS, DEFAULT_NETFILTER_BACKEND, DEFAULT_SOCKET_PATH, EXPORT_TABLE_ID, FOU_PORT, POD_RULE_PRIO, POD_TABLE_ID, PORTS, PROTOCOL_ID, type NetfilterBackend } from '../api/v2/keys.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 
@@ -16,6 +17,11 @@ export interface CoildConfig {
   readonly metricsAddr?: BindAddress;
   /** `--health-addr`, default `:9385` (`/healthz`, `/readyz`, `/ipam`); `0` disables. */
   readonly healthAddr?: BindAddress;
+  /**
+   * `--secure-endpoints` (ours), default true: every endpoint but the probes over HTTPS to callers
+   * the API server authenticates and authorizes (src/runtime/secure-serving.ts); false: Coil's plain HTTP.
+   */
+  readonly secureEndpoints: boolean;
   /** `--pod-table-id`, default 116. */
   readonly podTableId: number;
   /** `--pod-rule-prio`, default 2000. */
@@ -113,6 +119,7 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'];
 export const COILD_FLAGS = defineFlags('coild', {
   'metrics-addr': { kind: 'addr', default: `:${PORTS.coildMetrics}`, help: 'listen address of /metrics; 0 disables' },
   'health-addr': { kind: 'addr', default: `:${PORTS.coildHealth}`, help: 'listen address of /healthz, /readyz and /ipam; 0 disables' },
+  'secure-endpoints': SECURE_ENDPOINTS_FLAG,
   'pod-table-id': { kind: 'int', default: POD_TABLE_ID, max: 2 ** 32 - 1, help: 'routing table of the routes to pods' },
   'pod-rule-prio': { kind: 'int', default: POD_RULE_PRIO, max: 2 ** 32 - 1, help: 'priority of the routing rule to the pod table' },
   'export-table-id': { kind: 'int', default: EXPORT_TABLE_ID, max: 2 ** 32 - 1, help: 'routing table of the exported address blocks' },
@@ -150,6 +157,8 @@ export const COILD_FLAGS = defineFlags('coild', {
 /** The flags of `coild ipam-status`, which prints a running coild's `/ipam` page. */
 export const IPAM_STATUS_FLAGS = defineFlags('coild ipam-status', {
   'health-addr': { kind: 'addr', default: `127.0.0.1:${PORTS.coildHealth}`, help: "the coild's --health-addr (0.0.0.0 is asked on 127.0.0.1)" },
+  'secure-endpoints': { ...SECURE_ENDPOINTS_FLAG, help: "the coild's --secure-endpoints: ask over HTTPS with --token-file's token; false: plain HTTP" },
+  'token-file': { kind: 'string', default: '/var/run/secrets/kubernetes.io/serviceaccount/token', help: 'bearer token sent with --secure-endpoints (default: the Pod\'s ServiceAccount token, which the chart allows get /ipam)' },
 });
 
 /** Parses `argv` (without node and script) and the environment. @throws ConfigError */
@@ -170,6 +179,7 @@ export function parseConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Co
     nodeName,
     ...(metricsAddr && { metricsAddr }),
     ...(healthAddr && { healthAddr }),
+    secureEndpoints: v['secure-endpoints'],
     podTableId: v['pod-table-id'],
     podRulePrio: v['pod-rule-prio'],
     exportTableId: v['export-table-id'],

@@ -8,7 +8,7 @@
  */
 import '../runtime/bun-jit-policy.js'; // first: see there
 import 'reflect-metadata';
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { PORTS } from '../api/v2/keys.js';
 import { createLogger } from '../runtime/logging.js';
@@ -27,10 +27,13 @@ function protoDir(): string {
 }
 
 async function ipamStatus(argv: string[]): Promise<void> {
-  const addr = parseOrExit('coild ipam-status', () => IPAM_STATUS_FLAGS.parse(argv), IPAM_STATUS_FLAGS.usage())['health-addr'];
+  const flags = parseOrExit('coild ipam-status', () => IPAM_STATUS_FLAGS.parse(argv), IPAM_STATUS_FLAGS.usage());
+  const addr = flags['health-addr'];
   const host = !addr?.host || addr.host === '0.0.0.0' ? '127.0.0.1' : addr.host;
+  const secure = flags['secure-endpoints'];
   try {
-    process.stdout.write(await fetchIpamStatus(`http://${host.includes(':') ? `[${host}]` : host}:${addr?.port ?? PORTS.coildHealth}/ipam`));
+    const token = secure ? readFileSync(flags['token-file'], 'utf8').trim() : undefined;
+    process.stdout.write(await fetchIpamStatus(`${secure ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${addr?.port ?? PORTS.coildHealth}/ipam`, 5_000, token));
   } catch (err) {
     process.stderr.write(`coild ipam-status: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);

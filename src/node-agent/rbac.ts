@@ -13,9 +13,11 @@ import { INDEX_BLOCK_BY_REQUEST, LABEL_NODE } from '../api/v2/keys.js';
 import type { Cache, CacheKindOptions } from '../runtime/cache.js';
 import type { KindDescriptor } from '../runtime/kind.js';
 import { EVENT_RECORDER_RBAC, readRule } from '../runtime/rbac.js';
+import { HTTP_AUTH_RBAC } from '../runtime/http-auth.js';
 import type { RbacRule } from '../runtime/registry.js';
 import { BlockReleaser } from './ipam/block-release.js';
 import { BlockRequester, blockRequestUidOf } from './ipam/block-request.js';
+import { LeakReleaseRequests } from './ipam/leak-release-requests.js';
 import { CniService } from './rpc/cni-service.js';
 import type { CoildConfig } from './config.js';
 import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
@@ -59,8 +61,9 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
       // then takes coil off the node as it stops (uninstall.ts).
       { kind: Kinds.DaemonSet, options: (config) => (config.pod ? { namespace: config.pod.namespace } : {}) },
     ],
-    // Events on Pods whose ADD failed (a pool out of blocks, an Egress that cannot be set up).
-    calls: EVENT_RECORDER_RBAC,
+    // Events on Pods whose ADD failed (a pool out of blocks, an Egress that cannot be set up);
+    // the reviews of the callers of its authenticated endpoints (src/runtime/http-auth.ts).
+    calls: [...EVENT_RECORDER_RBAC, ...HTTP_AUTH_RBAC],
   },
   ipam: {
     caches: [
@@ -73,7 +76,7 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
       { kind: Kinds.Namespace },
       { kind: Kinds.AddressPool },
     ],
-    calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac],
+    calls: [...BlockRequester.rbac, ...BlockReleaser.rbac, ...CniService.rbac, ...LeakReleaseRequests.rbac],
   },
   egress: {
     caches: [

@@ -105,6 +105,12 @@ describe('desiredDeployment', () => {
     assert.deepEqual(args({ snatAddresses: ['203.0.113.10'], template: { spec: { containers: [{ name: 'egress', args: ['--x'] }] } } }), ['--x']);
   });
 
+  test("a controller run with --secure-endpoints=false gives its NAT pods Coil's plain HTTP metrics too", () => {
+    const args = (o: typeof opts) => desiredDeployment(egress({}), o).spec!.template.spec!.containers[0]!.args;
+    assert.deepEqual(args({ ...opts, secureEndpoints: false }), ['--fou-port=6000', '--backend=iptables', '--secure-endpoints=false']);
+    assert.deepEqual(args({ ...opts, secureEndpoints: true }), ['--fou-port=6000', '--backend=iptables']);
+  });
+
   test('the input Egress is not modified', () => {
     const e = egress({ template: { spec: { containers: [{ name: 'egress' }] } } });
     const before = structuredClone(e);

@@ -102,7 +102,8 @@ export function egressPodSpec(egress: Readonly<Egress>, opts: EgressOptions): V1
  *   empty (docs/egress-failover.md#sessions-kept-the-shared-snat-address), and when the template
  *   sets `terminationGracePeriodSeconds`, `--drain-timeout=<grace − 5>s` (at least 0), so that the
  *   NAT pod's drain and its 5 s shutdown fit the grace period (coil-egress's default, 25 s, fits
- *   Kubernetes' default 30 s; docs/egress-failover.md#draining);
+ *   Kubernetes' default 30 s; docs/egress-failover.md#draining), and `--secure-endpoints=false` when the
+ *   controller runs so (Coil's plain HTTP metrics; docs/observability.md#access);
  * - env `COIL_POD_NAMESPACE`, `COIL_EGRESS_NAME`, `COIL_POD_ADDRESSES` (fieldRef `status.podIPs`), replacing same-named entries;
  * - mounts `/run` and `/lib/modules` (read-only) unless something is mounted there;
  * - securityContext: `privileged` (needed for the sysctls and the fou module) and
@@ -121,7 +122,8 @@ export function egressContainer(c: V1Container, egress: Readonly<Egress>, opts: 
     const snat = canonicalSnatAddresses(egress.spec.snatAddresses ?? []);
     out.args = [`--fou-port=${opts.fouPort}`, `--backend=${opts.backend}`, ...(egress.spec.fouSourcePortAuto ? ['--enable-sport-auto'] : []),
       ...(snat.length > 0 ? [`--snat-addresses=${snat.join(',')}`] : []),
-      ...(graceS != null ? [`--drain-timeout=${egressDrainSeconds(graceS)}s`] : [])];
+      ...(graceS != null ? [`--drain-timeout=${egressDrainSeconds(graceS)}s`] : []),
+      ...(opts.secureEndpoints === false ? ['--secure-endpoints=false'] : [])];
   }
   const ours = [
     { name: 'COIL_POD_NAMESPACE', value: egress.metadata!.namespace! },

@@ -27,6 +27,11 @@ export interface EgressOptions {
   readonly backend: NatBackend;
   /** ClusterRole bound to every namespace's `coil-egress` ServiceAccount; the chart ships `coil-egress`. */
   readonly clusterRole: string;
+  /**
+   * The controller's `--secure-endpoints`: false adds `--secure-endpoints=false` to coil-egress
+   * (Coil's plain HTTP metrics); true (default) leaves coil-egress's own default, HTTPS.
+   */
+  readonly secureEndpoints?: boolean;
 }
 
 /**

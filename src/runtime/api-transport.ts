@@ -16,6 +16,8 @@ export interface ApiRequest {
   readonly body?: unknown;
   /** Default `application/json`; PATCH callers pass the patch media type. */
   readonly contentType?: string;
+  /** Extra request headers (e.g. one the API server's pod proxy passes on to the pod). */
+  readonly headers?: Readonly<Record<string, string>>;
   readonly signal?: AbortSignal;
 }
 
@@ -170,7 +172,7 @@ export class ApiTransport {
     const opts: HttpsOptions = {};
     await this.kubeConfig.applyToHTTPSOptions(opts);
     const identity = tlsIdentity(cluster, opts);
-    const headers: Record<string, string> = { ...(opts.headers as Record<string, string> | undefined), Accept: 'application/json' };
+    const headers: Record<string, string> = { ...req.headers, ...(opts.headers as Record<string, string> | undefined), Accept: 'application/json' };
     const payload = req.body === undefined ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
     if (payload !== undefined) {
       headers['Content-Type'] = req.contentType ?? 'application/json';

@@ -9,6 +9,9 @@ import { Client } from './client.js';
 import { Controller, controllerSettings } from './controller.js';
 import { EventRecorder } from './event-recorder.js';
 import { HttpEndpoints, type BindAddress } from './http-servers.js';
+import { RequestAuthorizer } from './http-auth.js';
+import { endpointSecurity, type EndpointSecurity } from './secure-serving.js';
+import { selfSignedCert } from './self-signed-cert.js';
 import type { InformerOptions } from './informer.js';
 import { keyOf, type KindDescriptor } from './kind.js';
 import { LeaderElector, type LeaderElectionOptions } from './leader-election.js';
@@ -44,6 +47,12 @@ export interface ManagerOptions {
   readonly metricsBindAddress?: BindAddress;
   /** `/healthz` + `/readyz`; absent: not served. May equal the metrics address (one server). */
   readonly healthProbeBindAddress?: BindAddress;
+  /**
+   * `/metrics` over HTTPS to callers allowed `get` on it (TokenReview, SubjectAccessReview;
+   * src/runtime/secure-serving.ts); the probes stay open. Default false (plain); the programs pass
+   * their `--secure-endpoints` flag, default true.
+   */
+  readonly secureEndpoints?: boolean;
   /** Required when the registry holds webhooks. */
   readonly webhook?: Omit<WebhookServerOptions, 'notReadyReason'>;
   readonly cache?: {
@@ -103,6 +112,8 @@ export class Manager {
   readonly ports: { metrics?: number; health?: number; webhook?: number } = {};
   private readonly registry: Registry;
   private readonly endpoints: HttpEndpoints;
+  /** How the endpoints are served (`secureEndpoints`); other servers of the process share it (coild's health port). */
+  readonly endpointSecurity: EndpointSecurity;
   private readonly controllers: Controller[] = [];
   private readonly runnables: RunnableSupervisor[] = [];
   private webhookServer: WebhookServer | undefined;
@@ -122,7 +133,11 @@ export class Manager {
     this.client = new Client(this.transport, name);
     this.cache = new Cache(this.transport, this.log, options.cache?.defaults);
     this.recorder = new EventRecorder(this.transport, name, this.identity, this.log);
-    this.endpoints = new HttpEndpoints(this.metrics.registry);
+    this.endpointSecurity = endpointSecurity(options.secureEndpoints ?? false, () => ({
+      authorizer: new RequestAuthorizer({ client: this.client }),
+      tls: selfSignedCert([hostname()]),
+    }));
+    this.endpoints = new HttpEndpoints(this.metrics.registry, this.endpointSecurity);
     const c = (this.container = options.container ?? new Container());
     c.bind(TOKENS.Logger).toConstantValue(this.log);
     c.bind(TOKENS.Manager).toConstantValue(this);

@@ -391,7 +391,7 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
 
   /** coild's allocations on `node` (`GET /ipam`): container ids and addresses. */
   const coildAllocations = async (node: KubeNode): Promise<{ containerId?: string; ipv4?: string; ipv6?: string }[]> =>
-    (JSON.parse(await node.http('127.0.0.1', 9385, '/ipam')) as { allocations: { containerId?: string; ipv4?: string; ipv6?: string }[] }).allocations;
+    (JSON.parse(await cluster.coildIpam(node.name)) as { allocations: { containerId?: string; ipv4?: string; ipv6?: string }[] }).allocations;
 
   /** `kubectl coil ipam check -o json`: its exit status and findings. */
   const checkFindings = async (): Promise<{ code: number; findings: { kind: string; node?: string; addresses?: string[]; message: string }[]; text: string }> => {

@@ -27,6 +27,8 @@ import { coildMemory } from '../../hack/bench/pod-startup.js';
 import { processesIn } from '../../hack/lab/cgroups.js';
 import { tcpConnections } from '../support/tcp-connections.js';
 import { cidrContainsAddress, parseAddress, parseCidr } from '../../src/ipam/cidr.js';
+import { parseAllDocuments } from 'yaml';
+import { toolPath } from '../envtest/tools.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e';
@@ -150,7 +152,7 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     const [victim] = await cluster.waitForPods(NS, 'app=web', 6);
     const name = victim!.metadata!.name!;
     const node = cluster.node(victim!.spec!.nodeName!);
-    const listed = async () => (await node.http('127.0.0.1', 9385, '/ipam')).includes(name);
+    const listed = async () => (await cluster.coildIpam(node.name)).includes(name);
     assert.ok(await listed(), `coild on ${node.name} lists ${name}`);
     await cluster.api(k8s.CoreV1Api).deleteNamespacedPod({ name, namespace: NS });
     await eventually(async () => !(await listed()), { timeoutMs: 60_000, intervalMs: 500 });
@@ -259,6 +261,167 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     const egress = JSON.parse(await cluster.kubectl(['get', 'egress', '-n', EGRESS_NS, 'nat', '-o', 'json'])) as { status?: { selector?: string; replicas?: number } };
     assert.match(egress.status?.selector ?? '', /app\.kubernetes\.io\/instance=nat/);
     await cluster.kubectl(['delete', 'namespace', EGRESS_NS, '--timeout=120s']);
+  });
+
+  /**
+   * The authenticated endpoints on real nodes (docs/observability.md#access), seen from an
+   * unprivileged Pod — no ServiceAccount token mounted, a non-root user, the pod network — that
+   * runs Node from the coil image: every port of coild on each node, of each coil-controller and
+   * of a NAT pod answers 401 without a token and with a made-up one, except the kubelet's probes;
+   * what that costs the API server is read from its own `apiserver_request_total` before and after.
+   */
+  test('every port of coild, coil-controller and coil-egress answers an unprivileged Pod 401 except the probes, at no API cost without a token and within the rate limit with made-up ones', async () => {
+    const ns = 'e2e-auth';
+    await cluster.kubectl(['apply', '-f', '-'], [
+      JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
+      JSON.stringify({ apiVersion: 'coil.cybozu.com/v2', kind: 'Egress', metadata: { name: 'nat', namespace: ns }, spec: { replicas: 1, destinations: ['0.0.0.0/0'] } }),
+      JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'prober', namespace: ns }, spec: {
+        automountServiceAccountToken: false, terminationGracePeriodSeconds: 1, securityContext: { runAsUser: 65534, runAsNonRoot: true },
+        containers: [{ name: 'node', image: coilImage().ref, imagePullPolicy: 'IfNotPresent', command: ['sleep', 'infinity'] }] } }),
+    ].join('\n'));
+    const running = async (selector: string): Promise<k8s.V1Pod> => eventually(async () => {
+      const [p] = await pods(ns, selector);
+      return p?.status?.phase === 'Running' && p.status.podIP && p.status.containerStatuses?.[0]?.started ? p : false;
+    }, { timeoutMs: 120_000, intervalMs: 500 });
+    const nat = await running('app.kubernetes.io/instance=nat,app.kubernetes.io/component=egress');
+    await running('!app.kubernetes.io/instance');
+    const system = await pods('kube-system', 'app.kubernetes.io/name=coil');
+    const hostIPs = (component: string) => system.filter((p) => p.metadata?.labels?.['app.kubernetes.io/component'] === component && p.status?.phase === 'Running').map((p) => p.status!.hostIP!);
+    const url = (scheme: string, ip: string, port: number, path: string) => `${scheme}://${ip.includes(':') ? `[${ip}]` : ip}:${port}${path}`;
+    // What must answer 401 (no token), and the probes that must answer (200, or 500 with the reason).
+    const guarded: string[] = [];
+    const probes: string[] = [];
+    for (const ip of hostIPs('coild')) {
+      guarded.push(url('https', ip, 9384, '/metrics'), url('https', ip, 9385, '/ipam'), url('https', ip, 9385, '/anything'));
+      probes.push(url('https', ip, 9385, '/healthz'), url('https', ip, 9385, '/readyz'));
+    }
+    for (const ip of hostIPs('coil-controller')) {
+      guarded.push(url('https', ip, 9386, '/metrics'), url('http', ip, 9387, '/metrics'));
+      probes.push(url('http', ip, 9387, '/healthz'), url('http', ip, 9387, '/readyz'));
+    }
+    guarded.push(url('https', nat.status!.podIP!, 8080, '/metrics'), url('http', nat.status!.podIP!, 8081, '/ipam'));
+    probes.push(url('http', nat.status!.podIP!, 8081, '/healthz'), url('http', nat.status!.podIP!, 8081, '/readyz'));
+    /** Runs `urls` `times` over from the prober, each with `token(i)`; returns the statuses' counts per URL. */
+    const probe = async (urls: readonly string[], times: number, token: 'none' | 'made-up'): Promise<Record<string, Record<string, number>>> => {
+      const script = `process.env.NODE_TLS_REJECT_UNAUTHORIZED='0';process.removeAllListeners('warning');(async()=>{const out={};
+        for(const u of ${JSON.stringify(urls)}){out[u]={};for(let i=0;i<${times};i++){
+          const h=${token === 'made-up' ? "{authorization:'Bearer made-up-'+i+'-'+Math.random().toString(36).slice(2)}" : '{}'};
+          const s=await fetch(u,{headers:h}).then(async r=>{await r.text();return r.status},e=>'error '+(e.cause?.code??e.message));out[u][s]=(out[u][s]??0)+1}}
+        process.stdout.write(JSON.stringify(out))})()`;
+      return JSON.parse(await cluster.exec(ns, 'prober', ['node', '-e', script])) as Record<string, Record<string, number>>;
+    };
+    const reviews = async (): Promise<{ tokenreviews: number; subjectaccessreviews: number }> => {
+      const text = (await cluster.cp.request('GET', '/metrics')).body;
+      const sum = (resource: string): number => text.split('\n')
+        .filter((l) => l.startsWith('apiserver_request_total{') && l.includes(`resource="${resource}"`)).reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+      return { tokenreviews: sum('tokenreviews'), subjectaccessreviews: sum('subjectaccessreviews') };
+    };
+
+    const seen = { ...(await probe(guarded, 1, 'none')), ...(await probe(probes, 1, 'none')) };
+    for (const u of guarded) assert.deepEqual(seen[u], { 401: 1 }, `${u} without a token`);
+    for (const u of probes) assert.ok(seen[u]![200] === 1 || seen[u]![500] === 1, `${u}: ${JSON.stringify(seen[u])}`);
+    const madeUp = await probe(guarded, 1, 'made-up');
+    for (const u of guarded) assert.ok(madeUp[u]![401] === 1 || madeUp[u]![429] === 1, `${u} with a made-up token: ${JSON.stringify(madeUp[u])}`);
+
+    const ipam = guarded[1]!;
+    let before = await reviews();
+    assert.deepEqual((await probe([ipam], 1000, 'none'))[ipam], { 401: 1000 });
+    let after = await reviews();
+    console.log(`1,000 requests without a token to ${ipam}: ${after.tokenreviews - before.tokenreviews} TokenReviews, ${after.subjectaccessreviews - before.subjectaccessreviews} SubjectAccessReviews at the API server`);
+    assert.deepEqual(after, before, 'no API request for a request without a token');
+    before = await reviews();
+    const t0 = performance.now();
+    const counts = (await probe([ipam], 1000, 'made-up'))[ipam]!;
+    const seconds = (performance.now() - t0) / 1000;
+    after = await reviews();
+    const spent = after.tokenreviews - before.tokenreviews;
+    console.log(`1,000 made-up tokens to ${ipam} in ${seconds.toFixed(1)} s: ${spent} TokenReviews (${JSON.stringify(counts)}); the limit allows 10 + 2/s = ${10 + Math.ceil(2 * seconds)}`);
+    assert.ok(spent <= 10 + Math.ceil(2 * seconds), `${spent} TokenReviews in ${seconds.toFixed(1)} s`);
+    assert.equal(after.subjectaccessreviews, before.subjectaccessreviews);
+    assert.equal((counts[401] ?? 0) + (counts[429] ?? 0), 1000, JSON.stringify(counts));
+
+    // The chart's monitors, rendered with every program on, scraped as Prometheus would: each
+    // endpoint's scheme, tlsConfig and authorization (the Secret's token) against every target.
+    const rendered = (await runFile(await toolPath('helm'), ['template', 'coil', join(REPO_ROOT, 'charts/coil'), '-n', 'kube-system',
+      '--set', 'monitoring.controller.enabled=true', '--set', 'monitoring.coild.enabled=true', '--set', 'monitoring.egress.enabled=true'])).stdout;
+    type Endpoint = { port: string; path: string; scheme?: string; tlsConfig?: { insecureSkipVerify?: boolean }; authorization?: { type: string; credentials: { name: string; key: string } } };
+    const monitors = parseAllDocuments(rendered).map((d) => d.toJS() as { kind?: string; metadata: { name: string }; spec: { podMetricsEndpoints?: Endpoint[]; endpoints?: Endpoint[] } })
+      .filter((d) => d?.kind === 'PodMonitor' || d?.kind === 'ServiceMonitor');
+    assert.deepEqual(monitors.map((m) => m.metadata.name).sort(), ['coil-controller', 'coil-egress', 'coild']);
+    const targets: Record<string, string[]> = {
+      'coil-controller': hostIPs('coil-controller').map((ip) => `${ip}:9386`), coild: hostIPs('coild').map((ip) => `${ip}:9384`), 'coil-egress': [`${nat.status!.podIP!}:8080`],
+    };
+    for (const m of monitors) {
+      const [e] = m.spec.podMetricsEndpoints ?? m.spec.endpoints ?? [];
+      assert.equal(e?.authorization?.type, 'Bearer', m.metadata.name);
+      // The Secret the chart made, once Kubernetes' token controller filled it.
+      const token = await eventually(async () => {
+        const secret = JSON.parse(await cluster.kubectl(['get', 'secret', '-n', 'kube-system', e!.authorization!.credentials.name, '-o', 'json'])) as { data?: Record<string, string> };
+        const data = secret.data?.[e!.authorization!.credentials.key];
+        return data ? Buffer.from(data, 'base64').toString() : false;
+      }, { timeoutMs: 30_000, intervalMs: 500 });
+      const script = `${e!.tlsConfig?.insecureSkipVerify ? "process.env.NODE_TLS_REJECT_UNAUTHORIZED='0';process.removeAllListeners('warning');" : ''}(async()=>{const out=[];
+        for(const t of ${JSON.stringify(targets[m.metadata.name])}){const r=await fetch('${e!.scheme ?? 'http'}://'+t+'${e!.path}',{headers:{authorization:'Bearer '+${JSON.stringify(token)}}});out.push([t,r.status,(await r.text()).includes('process_start_time_seconds')])}
+        process.stdout.write(JSON.stringify(out))})()`;
+      const scraped = JSON.parse(await cluster.exec(ns, 'prober', ['node', '-e', script])) as [string, number, boolean][];
+      for (const [t, status, metrics] of scraped) assert.deepEqual([status, metrics], [200, true], `${m.metadata.name} scraped ${t} with the monitor's settings`);
+    }
+    await cluster.kubectl(['delete', 'namespace', ns, '--timeout=120s']);
+  });
+
+  /**
+   * `kubectl coil` as admins hold the chart's roles, with ServiceAccount tokens in their
+   * kubeconfigs: coil-ipam-view shows and checks (coild's views read through pods/proxy with a
+   * coil-ipam-reader token), coil-ipam-admin also releases, neither gets one "forbidden" line.
+   */
+  test('kubectl coil as coil-ipam-view (show, check), coil-ipam-admin (release) and neither (one forbidden line)', async () => {
+    const ns = 'e2e-admins';
+    await cluster.kubectl(['create', 'namespace', ns]);
+    const kubeconfigAs = async (name: string, role?: string): Promise<string> => {
+      await cluster.kubectl(['create', 'serviceaccount', name, '-n', ns]);
+      if (role) await cluster.kubectl(['create', 'clusterrolebinding', `${ns}-${name}`, `--clusterrole=${role}`, `--serviceaccount=${ns}:${name}`]);
+      const token = (await cluster.kubectl(['create', 'token', name, '-n', ns, '--duration=1h'])).trim();
+      const file = join(cluster.dir, `${name}.kubeconfig`);
+      await writeFile(file, JSON.stringify({
+        apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
+        clusters: [{ name: 'c', cluster: { server: cluster.cp.server, 'certificate-authority-data': Buffer.from(cluster.cp.ca.caPem).toString('base64') } }],
+        users: [{ name, user: { token } }], contexts: [{ name: 'c', context: { cluster: 'c', user: name } }],
+      }), { mode: 0o600 });
+      return file;
+    };
+    const tool = async (kubeconfig: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+      try {
+        const { stdout, stderr } = await runFile(process.execPath, [join(REPO_ROOT, 'dist/src/kubectl-coil/main.js'), ...args, '--kubeconfig', kubeconfig], { timeout: 120_000, env: { ...process.env, KUBECONFIG: '' } });
+        return { code: 0, stdout, stderr };
+      } catch (err) {
+        const e = err as { code?: number; stdout?: string; stderr?: string };
+        return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+      }
+    };
+    const viewer = await kubeconfigAs('viewer', 'coil-ipam-view');
+    const admin = await kubeconfigAs('admin', 'coil-ipam-admin');
+    const nobody = await kubeconfigAs('nobody');
+    const shown = await tool(viewer, 'ipam', 'show', '--show-blocks');
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.doesNotMatch(shown.stderr, /not read/, 'every coild read');
+    const checked = await tool(viewer, 'ipam', 'check', '-o', 'json');
+    assert.ok(checked.code === 0 || checked.code === 3, checked.stderr);
+    const report = JSON.parse(checked.stdout) as { nodesChecked: string[]; coildUnreachable: unknown[] };
+    assert.deepEqual(report.nodesChecked.sort(), cluster.nodes.map((n) => n.name).sort(), "every coild's /ipam read with the coil-ipam-reader token");
+    assert.deepEqual(report.coildUnreachable, []);
+    const file = join(cluster.dir, 'e2e-admins-report.json');
+    await writeFile(file, checked.stdout);
+    const released = await tool(admin, 'ipam', 'release', '--from-report', file);
+    assert.equal(released.code, 0, released.stdout + released.stderr);
+    for (const args of [['ipam', 'show'], ['ipam', 'check'], ['ipam', 'release', '--from-report', file]]) {
+      const r = await tool(nobody, ...args);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      const lines = r.stderr.trimEnd().split('\n');
+      assert.equal(lines.length, 1, r.stderr);
+      assert.match(lines[0]!, /^kubectl coil: .*forbidden/);
+    }
+    await cluster.kubectl(['delete', 'namespace', ns, '--timeout=120s']);
+    for (const name of ['viewer', 'admin']) await cluster.kubectl(['delete', 'clusterrolebinding', `${ns}-${name}`]);
   });
 
   test("fault: coild's container killed — kubelet restarts it, it recovers every allocation, and a new pod on that node starts", async () => {
@@ -419,7 +582,7 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     // Recovered allocations carry no pod name (the veth alias holds pool, container and ifname:
     // recovery.ts), so the new coild's state is checked by address.
     for (const [name, { ip, node }] of before) {
-      const body = await cluster.node(node).http('127.0.0.1', 9385, '/ipam');
+      const body = await cluster.coildIpam(node);
       assert.ok(body.startsWith('{'), `the new coild on ${node} answers /ipam: ${JSON.stringify(body)}`);
       const ipam = JSON.parse(body) as { allocations: { ipv4?: string }[] };
       assert.ok(ipam.allocations.some((a) => a.ipv4 === ip), `the new coild on ${node} recovered ${name}'s ${ip}`);

@@ -48,6 +48,7 @@ describe('coil-controller entrypoint (child process)', () => {
       `--kubeconfig=${cp.kubeconfigPath}`,
       `--metrics-addr=127.0.0.1:${ports.metrics}`,
       `--health-addr=127.0.0.1:${ports.health}`,
+      '--secure-endpoints=false',
       `--webhook-addr=127.0.0.1:${ports.webhook}`,
       `--cert-dir=${dir}`,
       '--leader-election-namespace=default',

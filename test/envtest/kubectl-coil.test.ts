@@ -6,10 +6,12 @@
  * object, only what every report names acted on.
  *
  * coild itself cannot run here (it wires pods on a real node), so a stand-in plays coild's health
- * port: coild's own IntrospectionServer (GET /ipam, POST /ipam/release) and LeakReleaser over a
- * NodeIpam fed by a fake cache and a FakePodNetwork, reading Pods from this apiserver. The tool
- * reaches it as it reaches a real coild: through the apiserver's `pods/proxy` of a coild Pod whose
- * status.podIP is the stand-in's address. The apiserver refuses to proxy to a loopback address,
+ * port and its leak release: coild's own IntrospectionServer (GET /ipam over HTTPS, authenticated
+ * by TokenReview and SubjectAccessReview at this apiserver), LeakReleaser and LeakReleaseRequests
+ * over a NodeIpam fed by a fake cache and a FakePodNetwork, reading Pods and the release requests
+ * annotated on n1's AddressBlocks from this apiserver. The tool reaches /ipam as it reaches a real
+ * coild's: through the apiserver's `pods/proxy` of a coild Pod whose status.podIP is the
+ * stand-in's address, with a token of the ServiceAccount coil-ipam-reader. The apiserver refuses to proxy to a loopback address,
  * so the stand-in listens on an address of the RFC 2544 benchmarking range added to `lo` (needs
  * root; removed after).
  */
@@ -34,6 +36,12 @@ import { LeakReleaser } from '../../src/node-agent/ipam/leak-release.js';
 import { NodeIpam } from '../../src/node-agent/ipam/node-ipam.js';
 import { KeyedMutex } from '../../src/node-agent/podnet/keyed-mutex.js';
 import type { Client } from '../../src/runtime/client.js';
+import { ApiTransport } from '../../src/runtime/api-transport.js';
+import { Cache } from '../../src/runtime/cache.js';
+import { RequestAuthorizer } from '../../src/runtime/http-auth.js';
+import { selfSignedCert } from '../../src/runtime/self-signed-cert.js';
+import { IPAM_READER_SERVICE_ACCOUNT } from '../../src/kubectl-coil/cluster.js';
+import { LeakReleaseRequests } from '../../src/node-agent/ipam/leak-release-requests.js';
 import { silentLogger } from '../../src/runtime/logging.js';
 import { FakeBlockClient, FakeCoildCache, fakeBlock } from '../fakes/coild-cache.fake.js';
 import { FakePodNetwork } from '../fakes/pod-network.fake.js';
@@ -48,19 +56,31 @@ const NS = 'kube-system';
 const COILD_LABELS = { 'app.kubernetes.io/name': 'coil', 'app.kubernetes.io/instance': 'coil', 'app.kubernetes.io/component': 'coild' };
 const skip = prerequisite(process.getuid?.() === 0 ? undefined : 'needs root: the coild stand-in listens on an address added to lo');
 
-/** The stand-in of coild on node n1: coild's health server and leak releaser over a NodeIpam on fakes. */
+/**
+ * The stand-in of coild on node n1: coild's health server (HTTPS, authenticated as coild's) and its
+ * leak release requests over a NodeIpam on fakes; the requests are read from this apiserver's
+ * AddressBlocks of n1 by a real informer cache, as coild's.
+ */
 class CoildStandIn {
   readonly cache = new FakeCoildCache();
   readonly podNetwork = new FakePodNetwork();
   readonly ipam: NodeIpam;
   private readonly server: IntrospectionServer;
+  private readonly blocks: Cache;
+  private readonly requests: LeakReleaseRequests;
 
-  constructor(client: Client) {
+  constructor(client: Client, transport: ApiTransport) {
     const logger = silentLogger();
     const requester = new BlockRequester({ cache: this.cache.asCache(), client: new FakeBlockClient().asClient(), nodeName: 'n1', logger });
     this.ipam = new NodeIpam({ cache: this.cache.asCache(), requester, logger, coolingMs: 0, lowWaterMark: 0 });
     const releaser = new LeakReleaser({ ipam: this.ipam, podNetwork: this.podNetwork, locks: new KeyedMutex(), client, nodeName: 'n1', logger });
-    this.server = new IntrospectionServer({ health: () => undefined, ready: () => undefined, snapshot: () => ipamSnapshot(this.ipam, 'n1', [], Date.now()), release: () => releaser });
+    this.blocks = new Cache(transport, logger);
+    this.blocks.ensure(Kinds.AddressBlock, { labelSelector: `${LABEL_NODE}=n1` });
+    this.requests = new LeakReleaseRequests({ cache: this.blocks, client, releaser, nodeName: 'n1', logger, ready: () => true });
+    this.server = new IntrospectionServer({
+      health: () => undefined, ready: () => undefined, snapshot: () => ipamSnapshot(this.ipam, 'n1', [], Date.now()),
+      security: { mode: 'secure', authorizer: new RequestAuthorizer({ client }), tls: selfSignedCert(['coild-n1']) },
+    });
   }
 
   /** Wires an attachment as coild's ADD would (allocation + veth). @returns its IPv4 address */
@@ -72,11 +92,15 @@ class CoildStandIn {
 
   start(host: string): Promise<number> {
     this.ipam.start();
+    this.requests.start();
+    this.blocks.start();
     return this.server.listen({ host, port: 0 });
   }
 
-  close(): Promise<void> {
-    return this.server.close();
+  async close(): Promise<void> {
+    this.requests.stop();
+    await this.blocks.stop();
+    await this.server.close();
   }
 }
 
@@ -91,7 +115,7 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
   /** Runs the tool (as `as`, a kubeconfig file; the admin by default). @returns exit status, stdout and stderr */
   const toolAs = async (as: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
     try {
-      const r = await run(NODE, [TOOL, ...args, `--kubeconfig=${as}`, ...(args[1] === 'release' || args[1] === 'check' || args[1] === 'show' ? [`--coild-port=${port}`] : [])], { env: { ...process.env, KUBECONFIG: '' } });
+      const r = await run(NODE, [TOOL, ...args, `--kubeconfig=${as}`, ...(args[1] === 'check' || args[1] === 'show' ? [`--coild-port=${port}`] : [])], { env: { ...process.env, KUBECONFIG: '' } });
       return { code: 0, stdout: r.stdout, stderr: r.stderr };
     } catch (e) {
       const x = e as { code: number; stdout: string; stderr: string };
@@ -103,11 +127,13 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
    * A kubeconfig of user `name` (a client certificate of the test CA) bound to the chart's
    * ClusterRole `role` only, its rules taken from the chart's generated files/rbac.yaml.
    */
-  const userBoundTo = async (name: string, role: 'view' | 'admin'): Promise<string> => {
+  const userBoundTo = async (name: string, role: 'view' | 'admin' | undefined): Promise<string> => {
     const rbac = parse(await readFile(join(REPO_ROOT, 'charts/coil/files/rbac.yaml'), 'utf8')) as { kubectlCoil: Record<string, object[]> };
-    const roleName = `coil-ipam-${role}`;
-    if (!(await client.get(Kinds.ClusterRole, { name: roleName }))) await client.create(Kinds.ClusterRole, { metadata: { name: roleName }, rules: rbac.kubectlCoil[role] as never });
-    await client.create(Kinds.ClusterRoleBinding, { metadata: { name: `${name}-${roleName}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName }, subjects: [{ kind: 'User', name, apiGroup: 'rbac.authorization.k8s.io' }] });
+    if (role) {
+      const roleName = `coil-ipam-${role}`;
+      if (!(await client.get(Kinds.ClusterRole, { name: roleName }))) await client.create(Kinds.ClusterRole, { metadata: { name: roleName }, rules: rbac.kubectlCoil[role] as never });
+      await client.create(Kinds.ClusterRoleBinding, { metadata: { name: `${name}-${roleName}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName }, subjects: [{ kind: 'User', name, apiGroup: 'rbac.authorization.k8s.io' }] });
+    }
     const pair = await cp.ca.issue(name, `/CN=${name}`, 'client');
     const b64 = (x: string) => Buffer.from(x).toString('base64');
     const file = join(dir, `${name}.kubeconfig`);
@@ -138,10 +164,14 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     dir = await mkdtemp(join(tmpdir(), 'kubectl-coil-'));
     cp = await ControlPlane.start({ crds: coilCrds() });
     client = adminClient(cp);
-    coild = new CoildStandIn(client);
+    coild = new CoildStandIn(client, new ApiTransport(cp.kubeConfig));
     port = await coild.start(address);
     for (const ns of ['demo', 'other']) await client.create(Kinds.Namespace, { metadata: { name: ns } });
     for (const ns of [NS, 'demo', 'other']) await cp.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
+    // The chart's reader of coild's /ipam (charts/coil/templates/rbac.yaml), whose tokens the tool asks for.
+    await cp.request('POST', `/api/v1/namespaces/${NS}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: IPAM_READER_SERVICE_ACCOUNT } });
+    await client.create(Kinds.ClusterRole, { metadata: { name: IPAM_READER_SERVICE_ACCOUNT }, rules: [{ nonResourceURLs: ['/ipam'], verbs: ['get'] }] });
+    await client.create(Kinds.ClusterRoleBinding, { metadata: { name: IPAM_READER_SERVICE_ACCOUNT }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: IPAM_READER_SERVICE_ACCOUNT }, subjects: [{ kind: 'ServiceAccount', name: IPAM_READER_SERVICE_ACCOUNT, namespace: NS }] });
     await createPool(client, 'default', { subnets: [{ ipv4: '10.100.0.0/24' }] });
     for (const n of ['n1', 'n2', 'gone']) await createNode(client, n);
     await block(0, 'n1');
@@ -241,7 +271,7 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     const r = await tool('ipam', 'release', '--from-report', file, '--dry-run');
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /would\s+orphan-block\s+would delete AddressBlock default-2/);
-    assert.match(r.stdout, /would\s+leaked-address\s+would ask coild coild-n1 to release 10\.100\.0\.\d+ \(container c-leak/);
+    assert.match(r.stdout, /would\s+leaked-address\s+would ask coild on n1 to release 10\.100\.0\.\d+ \(container c-leak.*annotating AddressBlock default-0/);
     assert.match(r.stdout, /report-only duplicate-pod-ip\s+delete all but one of the Pods/);
     assert.ok(await blockExists('default-2'));
     assert.ok(coild.ipam.lookup('c-leak', 'eth0'));
@@ -281,6 +311,30 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     assert.ok(coild.ipam.lookup('c-leak', 'eth0'));
   });
 
+  test('a user holding neither role gets one line saying what is forbidden, for each command', async () => {
+    const nobody = await userBoundTo('nobody', undefined);
+    const file = (await check('for-nobody', '--blockrequest-wait=1s')).file;
+    for (const args of [['ipam', 'show'], ['ipam', 'check'], ['ipam', 'release', '--from-report', file]]) {
+      const r = await toolAs(nobody, ...args);
+      assert.equal(r.code, 1, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.equal(r.stdout, '');
+      const lines = r.stderr.trimEnd().split('\n');
+      assert.equal(lines.length, 1, r.stderr);
+      assert.match(lines[0]!, /^kubectl coil: .*forbidden: User "nobody" cannot (list|get)/);
+    }
+  });
+
+  test("coild's /ipam through the API server's pod proxy without coil's token: 401, and no review at the apiserver", async () => {
+    const reviews = async (): Promise<number> => (await cp.request('GET', '/metrics')).body.split('\n')
+      .filter((l) => l.startsWith('apiserver_request_total{') && /resource="(tokenreviews|subjectaccessreviews)"/.test(l)).reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+    const before = await reviews();
+    for (let i = 0; i < 20; i++) {
+      const r = await cp.request('GET', `/api/v1/namespaces/${NS}/pods/https:coild-n1:${port}/proxy/ipam`);
+      assert.equal(r.status, 401, r.body);
+    }
+    assert.equal(await reviews(), before);
+  });
+
   test('release acts on what two reports agree on: the orphan block deleted (finalizer too), the leak released by coild, running pods untouched (as a user holding only coil-ipam-admin)', async () => {
     const operator = await userBoundTo('operator', 'admin');
     const a = await check('a', '--blockrequest-wait=1s');
@@ -288,7 +342,7 @@ describe('kubectl coil ipam (envtest, coild on n1 played by a stand-in)', { skip
     const r = await toolAs(operator, 'ipam', 'release', '--from-report', a.file, '--from-report', b.file);
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /done\s+orphan-block\s+deleted AddressBlock default-2 of gone Node gone/);
-    assert.match(r.stdout, /done\s+leaked-address\s+coild coild-n1 released 10\.100\.0\.\d+/);
+    assert.match(r.stdout, /done\s+leaked-address\s+coild on n1 released 10\.100\.0\.\d+/);
     assert.equal(await blockExists('default-2'), false);
     assert.equal(coild.ipam.lookup('c-leak', 'eth0'), undefined);
     assert.equal(await coild.podNetwork.inspect('c-leak', 'eth0'), undefined);

@@ -184,7 +184,7 @@ describe('coild on a netns node', { skip: prerequisite(labSkipReason()) }, () =>
   });
 
   it('coild ipam-status prints blocks and allocations with pod names', async () => {
-    const { stdout } = await promisify(execFile)(join(REPO_ROOT, 'node_modules/.bin/node'), [join(REPO_ROOT, 'dist/src/node-agent/main.js'), 'ipam-status', '--health-addr', `127.0.0.1:${node.healthPort}`]);
+    const { stdout } = await promisify(execFile)(join(REPO_ROOT, 'node_modules/.bin/node'), [join(REPO_ROOT, 'dist/src/node-agent/main.js'), 'ipam-status', '--health-addr', `127.0.0.1:${node.healthPort}`, '--secure-endpoints=false']);
     assert.match(stdout, /POOL\s+BLOCKS/);
     assert.match(stdout, new RegExp(`lab\\s+${added[0]!.pod.name}\\s`));
   });

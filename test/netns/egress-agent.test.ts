@@ -90,7 +90,7 @@ describe('coil-egress against a real API server', { skip: prerequisite(netnsSkip
     // As the image runs it: on Bun, its bundle (node-lab.ts coilEgressCommand).
     const egress = coilEgressCommand();
     const child = spawn('ip', ['netns', 'exec', e.name, ...egress.argv, '--kubeconfig', cp.kubeconfigPath,
-      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--backend=nftables'], {
+      `--metrics-addr=:${metrics}`, `--health-addr=:${health}`, '--secure-endpoints=false', '--backend=nftables'], {
       env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...egress.env }, stdio: ['ignore', 'ignore', 'pipe'],
     });
     let log = '';

@@ -81,7 +81,7 @@ async function egressAgentMetrics(lab: NodeLab): Promise<string> {
   // As the image runs it: on Bun, its bundle (node-lab.ts coilEgressCommand).
   const egress = coilEgressCommand();
   const child = spawn('ip', ['netns', 'exec', ns.name, ...egress.argv, '--kubeconfig', lab.cp.kubeconfigPath,
-    `--metrics-addr=127.0.0.1:${port}`, '--health-addr=0', '--metrics-interval-seconds=1'], {
+    `--metrics-addr=127.0.0.1:${port}`, '--health-addr=0', '--secure-endpoints=false', '--metrics-interval-seconds=1'], {
     env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_EGRESS_NAME: 'nat', COIL_POD_ADDRESSES: '198.51.100.1', HOSTNAME: 'nat-0', ...egress.env }, stdio: ['ignore', 'ignore', 'ignore'],
   });
   try {

@@ -138,7 +138,7 @@ export class NodeLab {
     try {
       lab.controller = await ManagedProcess.start({
         name: 'coil-controller', command: NODE, logFile: join(lab.dir, 'controller.log'),
-        args: [join(REPO_ROOT, 'dist/src/controller/main.js'), '--kubeconfig', cp.kubeconfigPath, '--enable-webhooks=false', '--leader-elect=false', '--metrics-addr=0', '--health-addr=0', '--node-notready-reclaim=0', ...(o.controllerArgs ?? [])],
+        args: [join(REPO_ROOT, 'dist/src/controller/main.js'), '--kubeconfig', cp.kubeconfigPath, '--enable-webhooks=false', '--leader-elect=false', '--metrics-addr=0', '--health-addr=0', '--secure-endpoints=false', '--node-notready-reclaim=0', ...(o.controllerArgs ?? [])],
       });
     } catch (err) {
       await lab.stop();
@@ -196,7 +196,7 @@ export class NodeLab {
       env: { ...process.env, COIL_NODE_NAME: node.name, ...(onBun ? { BUN_BE_BUN: '1' } : {}), ...env },
       args: [
         ...(onBun ? ['--no-install', ...(process.env.COIL_COILD_BUN_FLAGS ?? '').split(' ').filter(Boolean), process.env.COIL_COILD_SCRIPT || coildBundle()] : [join(REPO_ROOT, 'dist/src/node-agent/main.js')]), '--kubeconfig', this.cp.kubeconfigPath, '--host-netns', node.ns.path,
-        '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, ...extraArgs,
+        '--socket', node.socketPath, `--metrics-addr=127.0.0.1:${node.metricsPort}`, `--health-addr=127.0.0.1:${node.healthPort}`, '--secure-endpoints=false', ...extraArgs,
       ],
     });
     await waitFor(`coild ${node.name} ready`, async () => (await fetch(`http://127.0.0.1:${node.healthPort}/readyz`)).ok, { process: node.coild, timeoutMs: 30_000 });

@@ -14,6 +14,8 @@ test('every kind addresses the resource the API server serves (group, version, p
     Pod: '/v1 Pod pods namespaced',
     Service: '/v1 Service services namespaced',
     ServiceAccount: '/v1 ServiceAccount serviceaccounts namespaced',
+    SubjectAccessReview: 'authorization.k8s.io/v1 SubjectAccessReview subjectaccessreviews cluster',
+    TokenReview: 'authentication.k8s.io/v1 TokenReview tokenreviews cluster',
     ConfigMap: '/v1 ConfigMap configmaps namespaced',
     Event: '/v1 Event events namespaced',
     EventsV1Event: 'events.k8s.io/v1 Event events namespaced',

@@ -23,6 +23,8 @@ import type {
   V1PodDisruptionBudget,
   V1Service,
   V1ServiceAccount,
+  V1SubjectAccessReview,
+  V1TokenReview,
 } from '@kubernetes/client-node';
 import type { AddressBlock } from './addressblock.js';
 import { AddressBlockKind } from './addressblock.js';
@@ -117,6 +119,9 @@ export const Kinds = Object.freeze({
   ClusterRole: builtIn<V1ClusterRole>('rbac.authorization.k8s.io', 'ClusterRole', CLUSTER_SCOPED),
   ClusterRoleBinding: builtIn<V1ClusterRoleBinding>('rbac.authorization.k8s.io', 'ClusterRoleBinding', CLUSTER_SCOPED),
   Lease: builtIn<Lease & { metadata: { name: string } }>('coordination.k8s.io', 'Lease'),
+  /** Created (never stored) by the authenticated HTTP endpoints: src/runtime/http-auth.ts. */
+  TokenReview: builtIn<V1TokenReview>('authentication.k8s.io', 'TokenReview', CLUSTER_SCOPED),
+  SubjectAccessReview: builtIn<V1SubjectAccessReview>('authorization.k8s.io', 'SubjectAccessReview', CLUSTER_SCOPED),
 });
 
 /**

@@ -3,15 +3,15 @@
  * `GET /ipam`, a JSON view of this node's IPAM state in the spirit of the AWS VPC CNI's
  * `/ip-manager` introspection endpoint: every block with its used/free/cooling counts, and every
  * allocation with the pod it belongs to. `coild ipam-status`
- * (ipam-status.ts) prints it as tables. `POST /ipam/release` frees one leaked allocation for
- * `kubectl coil ipam release` (leak-release.ts says why that is safe on an unauthenticated port).
+ * (ipam-status.ts) prints it as tables. With `--secure-endpoints` (the default) the port is HTTPS
+ * and `/ipam` answers only callers allowed `get` on the non-resource path `/ipam` (the chart's
+ * ClusterRole `coil-ipam-view`; src/runtime/secure-serving.ts). Nothing here changes state: a
+ * leak is released through the API server (leak-release-requests.ts).
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { BindAddress } from '../../runtime/http-servers.js';
+import type { Server } from 'node:http';
+import { boundPort, closeServer, listenEndpoints, type BindAddress, type EndpointSecurity, type Handler } from '../../runtime/secure-serving.js';
 import type { NodeIpam } from './node-ipam.js';
 import type { Orphan } from './orphans.js';
-import { parseLeakReleaseRequest, type LeakReleaser } from './leak-release.js';
 
 /** One block in {@link IpamSnapshot}. Counts are addresses. */
 export interface BlockView {
@@ -137,17 +137,11 @@ export interface IntrospectionOptions {
   readonly snapshot: () => IpamSnapshot | undefined;
   /** coild runs without IPAM (`--enable-ipam=false`): `/ipam` answers 404 saying so. */
   readonly ipamDisabled?: boolean;
-  /**
-   * `POST /ipam/release` (leak-release.ts): releases one leaked allocation; undefined before
-   * recovery finished. Absent: the path answers 404.
-   */
-  readonly release?: () => LeakReleaser | undefined;
+  /** How `/ipam` is served (the probes are open either way); default plain HTTP. */
+  readonly security?: EndpointSecurity;
 }
 
-/** Largest `POST /ipam/release` body read. */
-const MAX_RELEASE_BODY_BYTES = 4096;
-
-/** The health-port HTTP server. */
+/** The health-port HTTP(S) server. */
 export class IntrospectionServer {
   private server: Server | undefined;
 
@@ -155,63 +149,24 @@ export class IntrospectionServer {
 
   /** Listens on `addr`. @returns the bound port @throws Error when the port is taken */
   async listen(addr: BindAddress): Promise<number> {
-    const server = createServer((req, res) => {
-      const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-      if (path === '/healthz' || path === '/readyz') {
-        const reason = path === '/healthz' ? this.o.health() : this.o.ready();
-        res.writeHead(reason === undefined ? 200 : 500, { 'content-type': 'text/plain' }).end(reason === undefined ? 'ok' : `[-]${path.slice(1)} failed: ${reason}\n`);
-      } else if (path === '/ipam' && req.method === 'GET' && this.o.ipamDisabled) {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('IPAM is disabled on this node (coild --enable-ipam=false)\n');
-      } else if (path === '/ipam/release' && req.method === 'POST' && this.o.release && !this.o.ipamDisabled) {
-        this.serveRelease(req, res, this.o.release());
-      } else if (path === '/ipam' && req.method === 'GET') {
-        const snap = this.o.snapshot();
-        if (snap === undefined) res.writeHead(503, { 'content-type': 'text/plain' }).end('IPAM state not recovered yet\n');
-        else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(snap, null, 1));
-      } else {
-        res.writeHead(404).end();
-      }
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(addr.port, addr.host ?? '0.0.0.0', () => resolve());
-    });
-    this.server = server;
-    return (server.address() as AddressInfo).port;
-  }
-
-  private serveRelease(req: IncomingMessage, res: ServerResponse, releaser: LeakReleaser | undefined): void {
-    const json = (status: number, body: object): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-    if (!releaser) return json(503, { released: false, reason: 'IPAM state not recovered yet' });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_RELEASE_BODY_BYTES) req.destroy();
-      else chunks.push(c);
-    });
-    req.on('end', () => {
-      let body: unknown;
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      } catch {
-        body = undefined;
-      }
-      const request = parseLeakReleaseRequest(body);
-      if (!request) return json(400, { released: false, reason: 'expected {"containerId", "ifname", "ipv4" and/or "ipv6"}' });
-      releaser.release(request).then(
-        (answer) => json(200, answer),
-        (err: unknown) => json(500, { released: false, reason: err instanceof Error ? err.message : String(err) }),
-      );
-    });
+    const probe = (check: () => string | undefined, name: string): Handler => (_req, res) => {
+      const reason = check();
+      res.writeHead(reason === undefined ? 200 : 500, { 'content-type': 'text/plain' }).end(reason === undefined ? 'ok' : `[-]${name} failed: ${reason}\n`);
+    };
+    const ipam: Handler = (_req, res) => {
+      if (this.o.ipamDisabled) return void res.writeHead(404, { 'content-type': 'text/plain' }).end('IPAM is disabled on this node (coild --enable-ipam=false)\n');
+      const snap = this.o.snapshot();
+      if (snap === undefined) res.writeHead(503, { 'content-type': 'text/plain' }).end('IPAM state not recovered yet\n');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(snap, null, 1));
+    };
+    this.server = await listenEndpoints(addr, {
+      probes: { '/healthz': probe(this.o.health, 'healthz'), '/readyz': probe(this.o.ready, 'readyz') },
+      routes: { '/ipam': { handle: ipam } },
+    }, this.o.security ?? { mode: 'plain' });
+    return boundPort(this.server);
   }
 
   async close(): Promise<void> {
-    const s = this.server;
-    if (!s) return;
-    await new Promise<void>((resolve) => {
-      s.close(() => resolve());
-      s.closeAllConnections();
-    });
+    if (this.server) await closeServer(this.server);
   }
 }

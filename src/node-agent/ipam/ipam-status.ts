@@ -3,6 +3,8 @@
  * blocks and allocations as tables — the `coil ipam status` of the issue, kept out of the Bun CNI
  * executable, whose startup budget must not pay for an HTTP client and table formatting.
  */
+import { get as httpGet } from 'node:http';
+import { get as httpsGet } from 'node:https';
 import type { IpamSnapshot } from './introspection.js';
 
 /** Fixed-width text table; the first row is the header. */
@@ -41,11 +43,23 @@ export function formatIpamStatus(s: IpamSnapshot): string {
 }
 
 /**
- * Fetches and formats the status of the coild at `url` (e.g. `http://127.0.0.1:9385/ipam`).
+ * Fetches and formats the status of the coild at `url` (e.g. `http://127.0.0.1:9385/ipam`); an
+ * `https:` URL is asked with `token` as bearer token, without verifying coild's self-signed
+ * certificate (docs/observability.md#access).
  * @throws Error when coild does not answer 200
  */
-export async function fetchIpamStatus(url: string, timeoutMs = 5_000): Promise<string> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-  if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${(await res.text()).trim()}`);
-  return formatIpamStatus((await res.json()) as IpamSnapshot);
+export async function fetchIpamStatus(url: string, timeoutMs = 5_000, token?: string): Promise<string> {
+  const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const get = url.startsWith('https:') ? httpsGet : httpGet;
+    const req = get(url, { timeout: timeoutMs, rejectUnauthorized: false, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+  });
+  if (status !== 200) throw new Error(`${url}: HTTP ${status} ${body.trim()}`);
+  return formatIpamStatus(JSON.parse(body) as IpamSnapshot);
 }

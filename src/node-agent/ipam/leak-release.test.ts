@@ -8,7 +8,9 @@ import { Kinds } from '../../api/v2/kinds.js';
 import { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { NodeIpam } from './node-ipam.js';
 import { FakePodNetwork } from '../../../test/fakes/pod-network.fake.js';
-import { LeakReleaser, parseLeakReleaseRequest } from './leak-release.js';
+import { LeakReleaser } from './leak-release.js';
+import { LeakReleaseRequests } from './leak-release-requests.js';
+import { ANN_RELEASE_PREFIX, leakReleaseKey, parseLeakReleaseRequest } from '../../api/v2/leak-release-request.js';
 
 function lab() {
   const cache = new FakeCoildCache();
@@ -28,10 +30,10 @@ function lab() {
     return a.ipv4!;
   };
   const pod = (name: string, ip: string, hostNetwork = false): V1Pod => ({ metadata: { name, namespace: 'demo' }, spec: { nodeName: 'n1', hostNetwork, containers: [] }, status: { podIPs: [{ ip }] } });
-  return { ipam, podNetwork, pods, listed, releaser, wire, pod };
+  return { cache, ipam, podNetwork, pods, listed, releaser, wire, pod };
 }
 
-describe('LeakReleaser (POST /ipam/release)', () => {
+describe('LeakReleaser', () => {
   it('releases an allocation no Pod of the node is behind: veth torn down, address freed, on a live read of the node\'s Pods', async () => {
     const t = lab();
     const ip = await t.wire('leak', { namespace: 'demo', name: 'gone' });
@@ -60,10 +62,67 @@ describe('LeakReleaser (POST /ipam/release)', () => {
     assert.equal((await t.releaser.release({ containerId: 'leak', ifname: 'eth0', ipv4: ip })).released, true);
   });
 
-  it('parses only a well-formed request', () => {
-    assert.deepEqual(parseLeakReleaseRequest({ containerId: 'c', ifname: 'eth0', ipv6: 'fd00::1' }), { containerId: 'c', ifname: 'eth0', ipv6: 'fd00::1' });
-    for (const bad of [undefined, null, 'x', {}, { containerId: 'c', ifname: 'eth0' }, { containerId: '', ifname: 'eth0', ipv4: '1.2.3.4' }, { containerId: 'c', ifname: 3, ipv4: '1.2.3.4' }]) {
-      assert.equal(parseLeakReleaseRequest(bad), undefined, JSON.stringify(bad));
+  it('keeps an allocation of another block than the request was made on', async () => {
+    const t = lab();
+    const ip = await t.wire('leak');
+    assert.deepEqual(await t.releaser.release({ containerId: 'leak', ifname: 'eth0', ipv4: ip }, 'p-9'), { released: false, reason: 'the allocation is in AddressBlock p-0, not p-9' });
+    assert.ok(t.ipam.lookup('leak', 'eth0'));
+    assert.deepEqual(t.listed, [], 'refused before any API read');
+  });
+
+  it('parses only a well-formed request annotation', () => {
+    assert.deepEqual(parseLeakReleaseRequest(JSON.stringify({ containerId: 'c', ifname: 'eth0', ipv6: 'fd00::1' })), { containerId: 'c', ifname: 'eth0', ipv6: 'fd00::1' });
+    for (const bad of [undefined, 'null', '"x"', 'x', '{}', { containerId: 'c', ifname: 'eth0' }, { containerId: '', ifname: 'eth0', ipv4: '1.2.3.4' }, { containerId: 'c', ifname: 3, ipv4: '1.2.3.4' }]) {
+      const text = typeof bad === 'object' ? JSON.stringify(bad) : bad;
+      assert.equal(parseLeakReleaseRequest(text), undefined, String(text));
     }
+    assert.match(leakReleaseKey('c'.repeat(64), 'eth0'), /^release\.coil\.cybozu\.com\/[0-9a-f]{16}$/);
+    assert.notEqual(leakReleaseKey('c', 'eth0'), leakReleaseKey('c', 'eth1'));
+  });
+});
+
+describe('LeakReleaseRequests (a release request annotated on an AddressBlock)', () => {
+  const setup = () => {
+    const t = lab();
+    const patches: { name: string; patch: { metadata: { annotations: Record<string, string> } } }[] = [];
+    const client = { mergePatch: async (_k: unknown, key: { name: string }, patch: never) => void patches.push({ name: key.name, patch }) } as never;
+    let ready = false;
+    const requests = new LeakReleaseRequests({ cache: t.cache.asCache(), client, releaser: t.releaser, nodeName: 'n1', logger: silentLogger(), ready: () => ready, now: () => '2026-12-07T00:00:00.000Z' });
+    requests.start();
+    const annotate = (annotations: Record<string, string>) => t.cache.emit(Kinds.AddressBlock, 'MODIFIED', { ...fakeBlock('p', 0, '10.8.0.0/30'), metadata: { ...fakeBlock('p', 0, '10.8.0.0/30').metadata, annotations } });
+    return { ...t, patches, requests, annotate, setReady: () => void (ready = true) };
+  };
+
+  it('releases the leak a request names once recovered, and answers in the annotation; an answered request is left alone', async () => {
+    const t = setup();
+    const ip = await t.wire('leak', { namespace: 'demo', name: 'gone' });
+    const key = leakReleaseKey('leak', 'eth0');
+    const value = JSON.stringify({ containerId: 'leak', ifname: 'eth0', ipv4: ip });
+    t.annotate({ [key]: value });
+    await t.requests.idle();
+    assert.equal(t.patches.length, 0, 'not before the allocations are recovered');
+    t.setReady();
+    t.requests.scanAll();
+    await t.requests.idle();
+    assert.equal(t.ipam.lookup('leak', 'eth0'), undefined);
+    assert.equal(t.patches.length, 1);
+    assert.equal(t.patches[0]!.name, 'p-0');
+    const answer = JSON.parse(t.patches[0]!.patch.metadata.annotations[key]!);
+    assert.deepEqual(answer, { containerId: 'leak', ifname: 'eth0', ipv4: ip, outcome: { released: true, reason: 'released', node: 'n1', time: '2026-12-07T00:00:00.000Z' } });
+    t.annotate({ [key]: JSON.stringify(answer) });
+    await t.requests.idle();
+    assert.equal(t.patches.length, 1, 'an answered request is not handled again');
+  });
+
+  it('refuses a running pod\'s allocation and a malformed request, each answered', async () => {
+    const t = setup();
+    t.setReady();
+    const ip = await t.wire('held');
+    t.pods.push(t.pod('has-it', ip));
+    t.annotate({ [leakReleaseKey('held', 'eth0')]: JSON.stringify({ containerId: 'held', ifname: 'eth0', ipv4: ip }), [`${ANN_RELEASE_PREFIX}junk`]: 'not json' });
+    await t.requests.idle();
+    assert.ok(t.ipam.lookup('held', 'eth0'));
+    const outcomes = t.patches.map((p) => Object.values(p.patch.metadata.annotations).map((v) => JSON.parse(v).outcome)[0]);
+    assert.deepEqual(outcomes.map((o) => [o.released, o.reason]).sort(), [[false, 'Pod demo/has-it has the address'], [false, 'not a release request: expected JSON {"containerId", "ifname", "ipv4" and/or "ipv6"}']]);
   });
 });
