@@ -47,7 +47,7 @@ import { connect as http2Connect } from 'node:http2';
 import 'reflect-metadata';
 import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
-import { LABEL_NODE, LABEL_REQUEST } from '../../src/api/v2/keys.js';
+import { FIN_COIL, LABEL_NODE, LABEL_REQUEST } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { addEgress } from '../../src/controller/egress-registry.js';
 import { addIpam } from '../../src/controller/ipam-registry.js';
@@ -87,7 +87,7 @@ const FLAGS = defineFlags('scale', {
   'controller-concurrency': { kind: 'string', default: '', help: 'comma-separated coil-controller --blockrequest-max-concurrent-reconciles values: the cold start runs once per value (the controller restarted with it), the later phases with the first (default: the controller\'s own default)' },
   'profile-seconds': { kind: 'int', default: 0, help: 'length of the apiserver CPU profile taken at each cold start\'s begin (0: N/100 + 5 s, at most --alloc-timeout)' },
   'out-dir': { kind: 'string', default: '', help: 'directory kept for the run\'s files (apiserver CPU profiles); default a new one under the temp dir, printed' },
-  'drop-block': { kind: 'int', default: 0, min: 0, help: 'the census\'s own check: after the cold start with this number (1: the first --controller-concurrency value\'s) served every node, delete one node\'s block, which that cold start must count lost (0: none)' },
+  'drop-block': { kind: 'int', default: 0, min: 0, help: 'the census\'s own check, with --phases=cold only: after the cold start with this number (1: the first --controller-concurrency value\'s) served every node, stop one node\'s coild stand-in and delete its block, a node that lost its block and cannot ask again, which that cold start must count lost (0: none)' },
 });
 
 type Settings = ReturnType<typeof FLAGS.parse>;
@@ -882,16 +882,23 @@ async function coldStart(c: Cluster, print: Print, outDir: string, nth: number):
 }
 
 /**
- * `--drop-block`: deletes the block of the first node (by name) that holds one, as a block lost
- * would be gone, so that the census must count that node lost. Returns the block's name.
+ * `--drop-block`: the first node (by name) that holds a block loses it: its coild stand-in is
+ * stopped (a coild that is down; running, it would ask for a block again at once, being below its
+ * low-water mark) and the block deleted past its finalizer, so that the census must count that node lost. The node
+ * stays in the run, dead: hence `--phases=cold` only (main). Returns the block's name.
  * @throws Error when no node holds a block
  */
 async function dropOneBlock(c: Cluster): Promise<string> {
   const blocks = (await retried(() => c.client.list(Kinds.AddressBlock))).sort((a, b) => (a.metadata?.labels?.[LABEL_NODE] ?? '').localeCompare(b.metadata?.labels?.[LABEL_NODE] ?? ''));
-  const name = blocks[0]?.metadata?.name;
-  if (!name) throw new Error('--drop-block: no node holds a block to delete');
-  await c.client.delete(Kinds.AddressBlock, { name });
-  return name;
+  const block = blocks[0];
+  if (!block?.metadata?.name) throw new Error('--drop-block: no node holds a block to delete');
+  await c.nodes.get(block.metadata.labels?.[LABEL_NODE] ?? '')?.stop();
+  // Deleted and its finalizer removed (as an admin strips one), so that it is gone by the census.
+  await c.client.delete(Kinds.AddressBlock, { name: block.metadata.name });
+  const left = await c.client.get(Kinds.AddressBlock, { name: block.metadata.name });
+  if (left) await c.client.removeFinalizer(Kinds.AddressBlock, left, FIN_COIL);
+  await eventually(async () => (await c.client.get(Kinds.AddressBlock, { name: block.metadata!.name! })) === undefined, { timeoutMs: 30_000, intervalMs: 200 });
+  return `${block.metadata.name} of ${block.metadata.labels?.[LABEL_NODE]}, whose stand-in was stopped,`;
 }
 
 /** RSS (bytes) of every process of the run: control plane, coil-controller, kwok, this process. */
@@ -1240,7 +1247,9 @@ let outDir = '';
 async function main(s: Settings): Promise<void> {
   const ns = s.nodes.split(',').map((x) => Number(x.trim()));
   if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
-  concurrencies(s);
+  const colds = concurrencies(s).length;
+  if (s['drop-block'] > colds) throw new ConfigError(`--drop-block: ${s['drop-block']} names no cold start (there are ${colds}: one per --controller-concurrency value)`);
+  if (s['drop-block'] > 0 && s.phases.split(',').map((p) => p.trim()).filter(Boolean).join(',') !== 'cold') throw new ConfigError(`--drop-block: needs --phases=cold (the node that lost its block stays dead), got ${JSON.stringify(s.phases)}`);
   outDir = s['out-dir'] || (await mkdtemp(join(tmpdir(), 'coil-scale-out-')));
   await mkdir(outDir, { recursive: true });
   console.log(`(the run's files — apiserver CPU profiles — go to ${outDir})`);

@@ -33,7 +33,7 @@ test('a block lost in the second cold start of a run is counted lost, in its tab
     // Each cold start's table prints its lost count; the second names the block the bench deleted.
     const lostRows = [...r.stdout.matchAll(/^\| nodes without a block \(lost;[^|]*\| (\d+)([^|]*)\|$/gm)];
     assert.deepEqual(lostRows.map((m) => m[1]), ['0', '1'], r.stdout);
-    assert.match(lostRows[1]![2]!, /--drop-block: \S+ deleted by the bench/);
+    assert.match(lostRows[1]![2]!, /--drop-block: default-\d+ of node-\d+, whose stand-in was stopped, deleted by the bench/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
