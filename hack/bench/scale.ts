@@ -857,7 +857,9 @@ async function coldStart(c: Cluster, print: Print, outDir: string, nth: number):
   const kinds = new Map<string, number>();
   for (const o of notAllocated) kinds.set(o.kind, (kinds.get(o.kind) ?? 0) + 1);
   // Releases of this cold start only: each earlier one ends with every node releasing its block.
-  const { duplicates: dup, lost: missing, releasedOwn } = coldStartCensus(c.nodes.keys(), (n) => census.byNode.get(n)?.length ?? 0, c.events.releases, t0);
+  // Nodes not served within the wait are late (the "not served" row), not lost.
+  const served = new Set(outcomes.filter((o) => o.kind === 'allocated').map((o) => o.node));
+  const { duplicates: dup, lost: missing, unserved, releasedOwn } = coldStartCensus(c.nodes.keys(), (n) => served.has(n), (n) => census.byNode.get(n)?.length ?? 0, c.events.releases, t0);
   const completeMs = [...firstComplete.values()];
   const over10 = inCache.filter((v) => v > 10_000).length;
   const d = diff(after.requests, before.requests);
@@ -868,7 +870,7 @@ async function coldStart(c: Cluster, print: Print, outDir: string, nth: number):
     ['not served', notAllocated.length === 0 ? '0' : [...kinds].map(([k, v]) => `${v} ${k}`).join(', ')],
     ['served after more than 10 s (Coil\'s alloc timeout)', String(over10)],
     ['nodes with more than one block (duplicates)', String(dup)],
-    ['nodes without a block (lost; not counting those that released their empty block after the grace in this cold start)', `${missing}${releasedOwn ? ` (${releasedOwn} released their own)` : ''}${dropped ? ` (--drop-block: ${dropped} deleted by the bench)` : ''}`],
+    ['nodes served a block and without one now (lost; not counting those that released their empty block after the grace in this cold start)', `${missing}${releasedOwn ? ` (${releasedOwn} released their own)` : ''}${unserved ? ` (${unserved} not served and without a block: late)` : ''}${dropped ? ` (--drop-block: ${dropped} deleted by the bench)` : ''}`],
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
@@ -878,7 +880,7 @@ async function coldStart(c: Cluster, print: Print, outDir: string, nth: number):
     ['CPU while the nodes waited', cpuText],
   ]);
   const profile = await profiling;
-  return { ...meanFigures(times0, times1), profile, allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, releasedOwn, doubled: census.doubled };
+  return { ...meanFigures(times0, times1), profile, allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, unserved, releasedOwn, doubled: census.doubled };
 }
 
 /**

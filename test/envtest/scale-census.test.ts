@@ -31,7 +31,7 @@ test('a block lost in the second cold start of a run is counted lost, in its tab
     assert.equal(fig.coldByConcurrency['1']!.lost, 0, 'the first cold start lost nothing');
     assert.equal(fig.coldByConcurrency['2']!.lost, 1, `the block deleted in the second cold start is counted lost:\n${r.stdout}`);
     // Each cold start's table prints its lost count; the second names the block the bench deleted.
-    const lostRows = [...r.stdout.matchAll(/^\| nodes without a block \(lost;[^|]*\| (\d+)([^|]*)\|$/gm)];
+    const lostRows = [...r.stdout.matchAll(/^\| nodes served a block and without one now \(lost;[^|]*\| (\d+)([^|]*)\|$/gm)];
     assert.deepEqual(lostRows.map((m) => m[1]), ['0', '1'], r.stdout);
     assert.match(lostRows[1]![2]!, /--drop-block: default-\d+ of node-\d+, whose stand-in was stopped, deleted by the bench/);
   } finally {
