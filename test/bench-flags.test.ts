@@ -21,6 +21,8 @@ test('a bad item of a list flag exits 2 naming the flag, before anything starts'
     [['--controller-concurrency=16,0'], /^scale: --controller-concurrency: expected integers in \[1, 1024\], got "16,0"\n$/],
     [['--controller-concurrency=many'], /^scale: --controller-concurrency: expected integers/],
     [['--nodes=100,x'], /^scale: --nodes: expected positive integers, got "100,x"\n$/],
+    [['--controller-concurrency=16,64', '--phases=cold', '--drop-block=3'], /^scale: --drop-block: 3 names no cold start \(there are 2: one per --controller-concurrency value\)\n$/],
+    [['--drop-block=1'], /^scale: --drop-block: needs --phases=cold \(the node that lost its block stays dead\), got "cold,churn,handover,scaledown,apiserver"\n$/],
   ] as const) {
     const r = await run([...args]);
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);

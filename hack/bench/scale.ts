@@ -47,7 +47,7 @@ import { connect as http2Connect } from 'node:http2';
 import 'reflect-metadata';
 import type { AddressBlock } from '../../src/api/v2/addressblock.js';
 import { coilCrds } from '../../src/api/v2/crd.js';
-import { LABEL_NODE, LABEL_REQUEST } from '../../src/api/v2/keys.js';
+import { FIN_COIL, LABEL_NODE, LABEL_REQUEST } from '../../src/api/v2/keys.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { addEgress } from '../../src/controller/egress-registry.js';
 import { addIpam } from '../../src/controller/ipam-registry.js';
@@ -65,6 +65,7 @@ import { CountingTransport, diff, durationQuantile, rateLines, serverCounts, tot
 import { adminTlsOptions, goBinary, groupProfile, readProfile, takeCpuProfile } from './apiserver-profile.js';
 import { KWOK_NODE_ANNOTATION, Kwok } from './kwok.js';
 import { SimNode, type SimNodeSettings } from './scale-node.js';
+import { coldStartCensus, type Release } from './cold-start-census.js';
 
 const FLAGS = defineFlags('scale', {
   nodes: { kind: 'string', default: '100', help: 'comma-separated node counts, one run each (e.g. 100,500,1000)' },
@@ -86,6 +87,7 @@ const FLAGS = defineFlags('scale', {
   'controller-concurrency': { kind: 'string', default: '', help: 'comma-separated coil-controller --blockrequest-max-concurrent-reconciles values: the cold start runs once per value (the controller restarted with it), the later phases with the first (default: the controller\'s own default)' },
   'profile-seconds': { kind: 'int', default: 0, help: 'length of the apiserver CPU profile taken at each cold start\'s begin (0: N/100 + 5 s, at most --alloc-timeout)' },
   'out-dir': { kind: 'string', default: '', help: 'directory kept for the run\'s files (apiserver CPU profiles); default a new one under the temp dir, printed' },
+  'drop-block': { kind: 'int', default: 0, min: 0, help: 'the census\'s own check, with --phases=cold only: after the cold start with this number (1: the first --controller-concurrency value\'s) served every node, stop one node\'s coild stand-in and delete its block, a node that lost its block and cannot ask again, which that cold start must count lost (0: none)' },
 });
 
 type Settings = ReturnType<typeof FLAGS.parse>;
@@ -418,7 +420,7 @@ class Cluster {
   readonly messages = new Map<string, number>();
   /** retryNow hurries: informers listed again because an ADD waited. */
   hurriedLists = 0;
-  readonly events = { created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], addRetried: 0, released: new Set<string>(), releasedNodes: new Set<string>() };
+  readonly events = { created: [] as { node: string; at: number; ms: number }[], answered: [] as { node: string; at: number; ms: number; result: string }[], added: [] as { at: number; ms: number }[], addFailed: [] as { at: number; err: string }[], addRetried: 0, released: new Set<string>(), releases: [] as Release[] };
   /**
    * The kubelet stand-ins' connections (their Pod status writes), one per
    * {@link NODES_PER_KUBELET_CONNECTION} nodes: over one HTTP/2 connection at most the apiserver's
@@ -483,7 +485,7 @@ class Cluster {
       onAnswered: (node, result, ms) => ev.answered.push({ node, at: performance.now(), ms, result }),
       onReleased: (node, names) => {
         names.forEach((b) => ev.released.add(b));
-        ev.releasedNodes.add(node);
+        ev.releases.push({ node, at: performance.now() });
       },
       onAdded: (_node, _pod, ms) => ev.added.push({ at: performance.now(), ms }),
       onWatchEvent: (kind) => this.watchEvents.set(kind, (this.watchEvents.get(kind) ?? 0) + 1),
@@ -642,7 +644,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
       ['LISTs during the start (apiserver)', `${total(diff(after0.requests, before0.requests), /^LIST /)}`],
     ]);
 
-    const phases: Record<string, (c: Cluster, print: Print) => Promise<object>> = { cold: (cc, p) => coldStart(cc, p, outDir), churn: steadyChurn, handover, scaledown: scaleDown, apiserver: apiserverRestart };
+    const phases: Record<string, (c: Cluster, print: Print) => Promise<object>> = { cold: (cc, p) => coldStart(cc, p, outDir, 1), churn: steadyChurn, handover, scaledown: scaleDown, apiserver: apiserverRestart };
     for (const phase of s.phases.split(',').map((p) => p.trim()).filter(Boolean)) {
       if (!phases[phase]) throw new ConfigError(`--phases: unknown phase ${phase}`);
       if (phase === 'cold') {
@@ -765,7 +767,7 @@ async function coldStarts(c: Cluster, print: Print, outDir: string): Promise<{ c
   for (const [i, v] of values.entries()) {
     if (v !== c.controller.concurrency) await c.controller.restartWith(v);
     const res = await processSampler(c);
-    const f = await coldStart(c, print, outDir);
+    const f = await coldStart(c, print, outDir, i + 1);
     Object.assign(f, { concurrency: v ?? 'default', resources: await res(`cold (concurrency ${v ?? 'default'})`, print) });
     by[String(v ?? 'default')] = f;
     if (i < values.length - 1) await blocksSettled(c);
@@ -822,7 +824,8 @@ async function apiserverProfile(c: Cluster, seconds: number, file: string, print
   }
 }
 
-async function coldStart(c: Cluster, print: Print, outDir: string): Promise<object> {
+/** One cold start, the `nth` of the run (1-based; `--drop-block` names one). */
+async function coldStart(c: Cluster, print: Print, outDir: string, nth: number): Promise<object> {
   const label = `concurrency ${c.controller.concurrency ?? 'default'}`;
   const profSeconds = profileSeconds(c);
   const profiling = apiserverProfile(c, profSeconds, join(outDir, `apiserver-cold-n${c.n}-c${c.controller.concurrency ?? 'default'}.pprof`), print, `cold start, ${label}`);
@@ -846,6 +849,7 @@ async function coldStart(c: Cluster, print: Print, outDir: string): Promise<obje
   const times1 = await controllerTimes(c.controller.ports.metrics);
   const timesText = meanTimes(times0, times1);
   for (const e of c.events.created.slice(mark)) if (!firstComplete.has(e.node)) firstComplete.set(e.node, e.at - t0);
+  const dropped = c.s['drop-block'] === nth ? await dropOneBlock(c) : undefined;
   await sleep(2000);
   const census = await blockCensus(c);
   const after = await serverCounts(c.cp);
@@ -853,12 +857,10 @@ async function coldStart(c: Cluster, print: Print, outDir: string): Promise<obje
   const notAllocated = outcomes.filter((o) => o.kind !== 'allocated');
   const kinds = new Map<string, number>();
   for (const o of notAllocated) kinds.set(o.kind, (kinds.get(o.kind) ?? 0) + 1);
-  const dup = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) > 1).length;
-  // A node served early may have released its empty block by the census (--block-release-grace
-  // after it arrived, the releaser's own doing): without a block, but not lost.
-  const blockless = [...c.nodes.keys()].filter((n) => (census.byNode.get(n)?.length ?? 0) === 0);
-  const missing = blockless.filter((n) => !c.events.releasedNodes.has(n)).length;
-  const releasedOwn = blockless.length - missing;
+  // Releases of this cold start only: each earlier one ends with every node releasing its block.
+  // Nodes not served within the wait are late (the "not served" row), not lost.
+  const served = new Set(outcomes.filter((o) => o.kind === 'allocated').map((o) => o.node));
+  const { duplicates: dup, lost: missing, unserved, releasedOwn } = coldStartCensus(c.nodes.keys(), (n) => served.has(n), (n) => census.byNode.get(n)?.length ?? 0, c.events.releases, t0);
   const completeMs = [...firstComplete.values()];
   const over10 = inCache.filter((v) => v > 10_000).length;
   const d = diff(after.requests, before.requests);
@@ -869,7 +871,7 @@ async function coldStart(c: Cluster, print: Print, outDir: string): Promise<obje
     ['not served', notAllocated.length === 0 ? '0' : [...kinds].map(([k, v]) => `${v} ${k}`).join(', ')],
     ['served after more than 10 s (Coil\'s alloc timeout)', String(over10)],
     ['nodes with more than one block (duplicates)', String(dup)],
-    ['nodes without a block (lost; not counting those that released their empty block after the grace)', `${missing}${releasedOwn ? ` (${releasedOwn} released their own)` : ''}`],
+    ['nodes served a block and without one now (lost; not counting those that released their empty block after the grace in this cold start)', `${missing}${releasedOwn ? ` (${releasedOwn} released their own)` : ''}${unserved ? ` (${unserved} not served and without a block: late)` : ''}${dropped ? ` (--drop-block: ${dropped} deleted by the bench)` : ''}`],
     ['requests answered by two blocks', String(census.doubled)],
     ['API requests during the phase (apiserver)', `${total(d)}: ${rateLines(d, 1, 1).slice(0, 6).map((l) => l.replace(/\s+/g, ' ').replace('/s', '')).join('; ')}`],
     ['apiserver\'s own latency of coil\'s mutating calls, p50 / p99 (bucket bound)', `${durationQuantile(after, before, MUTATING_COIL, 0.5)} / ${durationQuantile(after, before, MUTATING_COIL, 0.99)} s`],
@@ -879,7 +881,27 @@ async function coldStart(c: Cluster, print: Print, outDir: string): Promise<obje
     ['CPU while the nodes waited', cpuText],
   ]);
   const profile = await profiling;
-  return { ...meanFigures(times0, times1), profile, allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, releasedOwn, doubled: census.doubled };
+  return { ...meanFigures(times0, times1), profile, allP99S: durationQuantile(after, before, NOT_WATCH, 0.99), terminated: Object.fromEntries(diff(after.terminated, before.terminated)), mutatingP99S: durationQuantile(after, before, MUTATING_COIL, 0.99), cpu: cpuText, controller: timesText, wallMs, completeP50: pct(completeMs, 0.5), completeP99: pct(completeMs, 0.99), completeMax: pct(completeMs, 1), cacheP50: pct(inCache, 0.5), cacheP99: pct(inCache, 0.99), cacheMax: pct(inCache, 1), notServed: notAllocated.length, over10, duplicates: dup, lost: missing, unserved, releasedOwn, doubled: census.doubled };
+}
+
+/**
+ * `--drop-block`: the first node (by name) that holds a block loses it: its coild stand-in is
+ * stopped (a coild that is down; running, it would ask for a block again at once, being below its
+ * low-water mark) and the block deleted past its finalizer, so that the census must count that node lost. The node
+ * stays in the run, dead: hence `--phases=cold` only (main). Returns the block's name.
+ * @throws Error when no node holds a block
+ */
+async function dropOneBlock(c: Cluster): Promise<string> {
+  const blocks = (await retried(() => c.client.list(Kinds.AddressBlock))).sort((a, b) => (a.metadata?.labels?.[LABEL_NODE] ?? '').localeCompare(b.metadata?.labels?.[LABEL_NODE] ?? ''));
+  const block = blocks[0];
+  if (!block?.metadata?.name) throw new Error('--drop-block: no node holds a block to delete');
+  await c.nodes.get(block.metadata.labels?.[LABEL_NODE] ?? '')?.stop();
+  // Deleted and its finalizer removed (as an admin strips one), so that it is gone by the census.
+  await c.client.delete(Kinds.AddressBlock, { name: block.metadata.name });
+  const left = await c.client.get(Kinds.AddressBlock, { name: block.metadata.name });
+  if (left) await c.client.removeFinalizer(Kinds.AddressBlock, left, FIN_COIL);
+  await eventually(async () => (await c.client.get(Kinds.AddressBlock, { name: block.metadata!.name! })) === undefined, { timeoutMs: 30_000, intervalMs: 200 });
+  return `${block.metadata.name} of ${block.metadata.labels?.[LABEL_NODE]}, whose stand-in was stopped,`;
 }
 
 /** RSS (bytes) of every process of the run: control plane, coil-controller, kwok, this process. */
@@ -1154,14 +1176,15 @@ function growth(figs: RunFigures[]): void {
     for (const p of path.split('.')) v = (v as Record<string, unknown> | undefined)?.[p];
     return typeof v === 'number' ? v : NaN;
   };
-  const rows: [string, string, (v: number) => string][] = [
+  // A row's paths: one, or several shown joined by ' / '.
+  const rows: [string, string | string[], (v: number) => string][] = [
     ['start: every cache synced', 'start.allSyncedS', (v) => `${v.toFixed(1)} s`],
     ['watches per node', 'start.watches', (v) => v.toFixed(0)],
     ['cold start → answered (block created) p99', 'cold.completeP99', ms],
     ['cold start → block in cache p50', 'cold.cacheP50', ms],
     ['cold start → block in cache p99', 'cold.cacheP99', ms],
     ['cold start → block in cache max', 'cold.cacheMax', ms],
-    ['cold start duplicates / lost', 'cold.duplicates', (v) => String(v)],
+    ['cold start duplicates / lost', ['cold.duplicates', 'cold.lost'], (v) => String(v)],
     ['cold start watchers terminated (BlockRequest)', 'cold.terminated.blockrequests', (v) => String(v)],
     ['cold start watchers terminated (AddressBlock)', 'cold.terminated.addressblocks', (v) => String(v)],
     ['churn BlockRequest → block created p50', 'churn.completeP50', ms],
@@ -1188,7 +1211,7 @@ function growth(figs: RunFigures[]): void {
       [`cold start, concurrency ${v}: → block in cache p50`, `coldByConcurrency.${v}.cacheP50`, ms],
       [`cold start, concurrency ${v}: → block in cache p99`, `coldByConcurrency.${v}.cacheP99`, ms],
       [`cold start, concurrency ${v}: served after more than 10 s`, `coldByConcurrency.${v}.over10`, (x) => String(x)],
-      [`cold start, concurrency ${v}: duplicates`, `coldByConcurrency.${v}.duplicates`, (x) => String(x)],
+      [`cold start, concurrency ${v}: duplicates / lost`, [`coldByConcurrency.${v}.duplicates`, `coldByConcurrency.${v}.lost`], (x) => String(x)],
       [`cold start, concurrency ${v}: apiserver p99 of coil's writes (s)`, `coldByConcurrency.${v}.mutatingP99S`, (x) => String(x)],
       [`cold start, concurrency ${v}: blockrequest reconcile mean`, `coldByConcurrency.${v}.reconcileMeanMs`, ms],
       [`cold start, concurrency ${v}: queue wait mean`, `coldByConcurrency.${v}.queueMeanMs`, ms],
@@ -1213,9 +1236,10 @@ function growth(figs: RunFigures[]): void {
   }
   console.log(`\n### growth with N\n| figure | ${figs.map((f) => `N=${f.n}`).join(' | ')} |\n|---|${figs.map(() => '---|').join('')}`);
   for (const [label, path, fmt] of rows) {
-    const vals = figs.map((f) => get(f, path));
-    if (vals.every((v) => Number.isNaN(v))) continue;
-    const shown = path === 'start.watches' ? figs.map((f) => (get(f, path) / f.n).toFixed(1)) : vals.map((v) => (Number.isNaN(v) ? '—' : fmt(v)));
+    const paths = typeof path === 'string' ? [path] : path;
+    const vals = figs.map((f) => paths.map((p) => get(f, p)));
+    if (vals.every((v) => v.every(Number.isNaN))) continue;
+    const shown = path === 'start.watches' ? figs.map((f) => (get(f, path) / f.n).toFixed(1)) : vals.map((v) => v.map((x) => (Number.isNaN(x) ? '—' : fmt(x))).join(' / '));
     console.log(`| ${label} | ${shown.join(' | ')} |`);
   }
 }
@@ -1226,7 +1250,9 @@ let outDir = '';
 async function main(s: Settings): Promise<void> {
   const ns = s.nodes.split(',').map((x) => Number(x.trim()));
   if (ns.some((x) => !Number.isInteger(x) || x < 1)) throw new ConfigError(`--nodes: expected positive integers, got ${JSON.stringify(s.nodes)}`);
-  concurrencies(s);
+  const colds = concurrencies(s).length;
+  if (s['drop-block'] > colds) throw new ConfigError(`--drop-block: ${s['drop-block']} names no cold start (there are ${colds}: one per --controller-concurrency value)`);
+  if (s['drop-block'] > 0 && s.phases.split(',').map((p) => p.trim()).filter(Boolean).join(',') !== 'cold') throw new ConfigError(`--drop-block: needs --phases=cold (the node that lost its block stays dead), got ${JSON.stringify(s.phases)}`);
   outDir = s['out-dir'] || (await mkdtemp(join(tmpdir(), 'coil-scale-out-')));
   await mkdir(outDir, { recursive: true });
   console.log(`(the run's files — apiserver CPU profiles — go to ${outDir})`);

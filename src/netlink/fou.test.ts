@@ -8,7 +8,7 @@ import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError } from './netlink-error.js';
 import { rt, type RtRequest } from './rt-request.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
-import { prerequisite } from '../../test/support/prerequisite.js';
+import { kernelLacks, prerequisite } from '../../test/support/prerequisite.js';
 
 describe('FoU builders', () => {
   test('IPv4 peer links are named after the address bytes, as Coil names them', () => {
@@ -54,7 +54,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
   before(async () => {
     const f = await probeFeatures(ip);
     const missing = (['fou', 'ipip', 'ip6tnl'] as const).filter((k) => !f[k]);
-    skip = missing.length > 0 ? `this kernel lacks ${missing.join(', ')} (FoU tunnels need them; the VM test covers them)` : undefined;
+    skip = kernelLacks(missing, 'test/netns/egress-fou-vm.test.ts');
     ns = await netns.create('fou');
   });
   after(() => netns.cleanup());
@@ -79,7 +79,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
   // link_ip6tnl.c defaults included); and where the kernel cannot make it, fail as clearly.
   test('a FoU peer link and route replace by rtnetlink (the netlink agent) equal what ip makes of the same requests, v4 and v6; refused alike without FoU', async (t) => {
     const agent = new NetlinkAgent();
-    if (!agent.isUsable) return t.skip(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`);
+    if (!agent.isUsable) return t.skip(prerequisite(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
     const viaAgent = new NetlinkExecutor({ rtnetlink: agent, ip });
     const [a, b] = [await netns.create('fou-ip'), await netns.create('fou-rt')];
     try {

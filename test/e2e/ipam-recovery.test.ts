@@ -17,10 +17,12 @@
  *   no block holds any more, stay routed and `ipam check` names each (exit 3); then the dual-stack
  *   pool restored the same way, and check is clean.
  *
- * Each ends with the same three checks: every pod that ran before the fault reaches a pod on
- * another node (ping from inside it, IPv4 and IPv6), no two Pods hold one address (from the API),
- * and `kubectl coil ipam check` finds nothing. Then `kubectl coil ipam check`/`release` on a leak
- * made on purpose, and on a report older than a change in the cluster.
+ * Each ends with the same checks: every pod that ran before the fault, and every pod started after
+ * it, is Ready with an IPv4 and an IPv6 address and reaches a pod on another node (ping from
+ * inside it, each family), no two Pods hold one address (from the API), and `kubectl coil ipam
+ * check` finds nothing. Then `kubectl coil ipam check`/`release` on a leak made on purpose, and on
+ * a report older than a change in the cluster (release exits 3 and names the Pod that holds the
+ * address now).
  *
  * `kubectl coil` is `dist/src/kubectl-coil/main.js`, built with the rest by `npm run build`.
  */
@@ -91,20 +93,29 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
     await cluster.kubectl(['annotate', '--overwrite', 'namespace', namespace, `coil.cybozu.com/pool=${pool}`]);
   };
 
-  /** Bare pods `names` on `node` in `namespace` (label app=`app`), Ready with addresses. */
-  const podsOn = async (namespace: string, node: KubeNode, names: readonly string[], app: string): Promise<void> => {
+  /** Bare pods `names` on `node` in `namespace` (label app=`app`), Ready with addresses; resolves with them. */
+  const podsOn = async (namespace: string, node: KubeNode, names: readonly string[], app: string, timeoutMs?: number): Promise<k8s.V1Pod[]> => {
     for (const name of names) await cluster.createPod(namespace, name, { nodeName: node.name, labels: { app, 'e2e/pod': name } });
-    await Promise.all(names.map((name) => cluster.waitForPods(namespace, `e2e/pod=${name}`, 1)));
+    return (await Promise.all(names.map((name) => cluster.waitForPods(namespace, `e2e/pod=${name}`, 1, timeoutMs)))).flat();
+  };
+
+  /** Pods started after a fault: each Ready (waitForPods) with an IPv4 and an IPv6 address (the lab is dual stack). */
+  const assertDualStack = (label: string, pods: readonly k8s.V1Pod[]): void => {
+    assert.ok(pods.length > 0, `${label}: pods were started after the fault`);
+    for (const p of pods) {
+      assert.deepEqual(addresses(p).map(family).sort(), ['IPv4', 'IPv6'], `${label}: ${p.metadata!.namespace}/${p.metadata!.name} on ${p.spec!.nodeName} has one address of each family (${addresses(p).join(' ')})`);
+    }
   };
 
   const running = async (namespace: string, selector: string): Promise<k8s.V1Pod[]> =>
     (await core().listNamespacedPod({ namespace, labelSelector: selector })).items.filter((p) => !p.metadata?.deletionTimestamp && p.status?.phase === 'Running');
 
   /**
-   * The three checks. Reachability: each pod `pre` held, each of its addresses: a ping from
-   * inside it (kubectl exec) to the same family's address of a pre-existing pod on each other
-   * node, one answer enough (so a pod is not blamed for its peer being cut off). Pings that fail
-   * are tried again until `settleMs` has passed (routes converge, a block is claimed back).
+   * The checks. Reachability: each pod of `pre` (those that ran before the fault, and those
+   * started after it), each of its addresses: a ping from inside it (kubectl exec) to the same
+   * family's address of another pod of `pre` on each other node, one answer enough (so a pod is
+   * not blamed for its peer being cut off). Pings that fail are tried again until `settleMs` has
+   * passed (routes converge, a block is claimed back).
    */
   const assess = async (label: string, pre: readonly k8s.V1Pod[], settleMs = 45_000): Promise<Assessment> => {
     const now = new Map((await core().listPodForAllNamespaces()).items.map((p) => [p.metadata!.uid!, p]));
@@ -211,10 +222,16 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       await cluster.kubectl(['delete', 'addresspools.coil.cybozu.com', '--all', '--timeout=60s']);
       await cluster.installCoil();
       await cluster.kubectl(['-n', ns, 'scale', 'deploy/web', '--replicas=12']);
-      await cluster.waitForPods(ns, 'app=web', 12, 120_000).catch((err: unknown) => console.log(`web did not reach 12 Ready pods: ${String(err)}`));
+      const web = await cluster.waitForPods(ns, 'app=web', 12, 120_000).catch(async (err: unknown) => {
+        await coildRecoveryLogs();
+        throw new Error(`web did not reach 12 Ready pods with addresses after the reinstall: ${String(err)}`);
+      });
       console.log(`issue 25: uninstall, delete, install and scale-up took ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       await coildRecoveryLogs();
-      await verdict(t, await assess('issue 25, after the reinstall', pre));
+      const preUids = new Set(pre.map((p) => p.metadata!.uid));
+      const fresh = web.filter((p) => !preUids.has(p.metadata!.uid));
+      assertDualStack('issue 25, web scaled up', fresh);
+      await verdict(t, await assess('issue 25, after the reinstall (the pods before and the new ones)', [...pre, ...fresh]));
     } finally {
       await deleteNamespace(ns);
     }
@@ -269,19 +286,34 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       await eventually(async () => !(await blocks(pool)).some((b) => b.metadata.uid === victim.metadata.uid), { timeoutMs: 30_000, intervalMs: 500 });
       // New pods on the other nodes first (each then asks for a block), then on the victim's node.
       const others = cluster.nodes.filter((n) => n.name !== victimNode);
-      const newPod = async (name: string, node: string): Promise<void> => {
-        await cluster.createPod(ns, name, { nodeName: node, labels: { app: 'new', 'e2e/pod': name } });
-        await cluster.waitForPods(ns, `e2e/pod=${name}`, 1, 60_000).catch((err: unknown) => console.log(`${name} on ${node} did not start: ${String(err)}`));
+      const byName = new Map(cluster.nodes.map((n) => [n.name, n]));
+      const fresh: k8s.V1Pod[] = [];
+      const newPod = async (name: string, node: string): Promise<k8s.V1Pod> => {
+        const [pod] = await podsOn(ns, byName.get(node)!, [name], 'new', 60_000).catch((err: unknown) => {
+          throw new Error(`variant (a): ${name} on ${node} was not Ready with an address within 60 s of its creation: ${String(err)}`);
+        });
+        fresh.push(pod!);
+        return pod!;
       };
       for (const [i, node] of others.entries()) await newPod(`new-${i + 1}`, node.name);
       // A node that got the victim's index hands its addresses out next (its lowest block
-      // first): one more pod there takes one of them.
+      // first): one more pod there takes one of them. Without an heir this step tests nothing.
       const heir = await eventually(async () => (await blocks(pool)).find((b) => b.index === victim.index && b.metadata.labels['coil.cybozu.com/node'] !== victimNode) ?? false,
         { timeoutMs: 20_000, intervalMs: 1000 }).catch(() => undefined);
-      if (heir) await newPod('heir', heir.metadata.labels['coil.cybozu.com/node']!);
+      assert.ok(heir, `variant (a): no other node got the victim's index ${victim.index} within 20 s of the new pods; blocks ${blockList(await blocks(pool))}`);
+      const heirNode = heir.metadata.labels['coil.cybozu.com/node']!;
+      // Up to two more pods there (a block holds two addresses): one takes an address of the heir block.
+      let inherited: k8s.V1Pod | undefined;
+      for (let i = 1; i <= 2 && !inherited; i++) {
+        const pod = await newPod(`heir-${i}`, heirNode);
+        if (addresses(pod).some((a) => inBlock(a, heir))) inherited = pod;
+      }
+      assert.ok(inherited, `variant (a): a new pod on ${heirNode} took an address of ${heir.metadata.name} (the victim's index ${victim.index}); got ${fresh.filter((p) => p.spec!.nodeName === heirNode).flatMap(addresses).join(' ')}`);
+      console.log(`variant (a): ${inherited.metadata!.name} on ${heirNode} has ${addresses(inherited).join(' ')} of ${heir.metadata.name}`);
       await newPod(`new-${others.length + 1}`, victimNode);
       console.log(`variant (a): blocks now ${blockList(await blocks(pool))}`);
-      await verdict(t, await assess('variant (a), after', pre));
+      assertDualStack('variant (a), after', fresh);
+      await verdict(t, await assess('variant (a), after (the pods before and the new ones)', [...pre, ...fresh]));
     } finally {
       await deleteNamespace(ns);
       await cluster.kubectl(['delete', 'addresspool', pool, '--ignore-not-found', '--timeout=60s']).catch(() => undefined);
@@ -342,12 +374,15 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       assert.ok(!(await blocks(pool)).some((b) => uids.has(b.metadata.uid)), 'the blocks made after the backup are gone');
 
       // One more pod per node, the nodes in the reverse order of the first blocks' requests.
+      const fresh: k8s.V1Pod[] = [];
       for (const [i, node] of [...cluster.nodes].reverse().entries()) {
-        await cluster.createPod(ns, `later-${i + 1}`, { nodeName: node.name, labels: { app: 'later', 'e2e/pod': `later-${i + 1}` } });
-        await cluster.waitForPods(ns, `e2e/pod=later-${i + 1}`, 1, 60_000).catch((err: unknown) => console.log(`later-${i + 1} on ${node.name} did not start: ${String(err)}`));
+        fresh.push(...await podsOn(ns, node, [`later-${i + 1}`], 'later', 60_000).catch((err: unknown) => {
+          throw new Error(`variant (b): later-${i + 1} on ${node.name} was not Ready with an address within 60 s of its creation: ${String(err)}`);
+        }));
       }
       console.log(`variant (b): blocks now ${blockList(await blocks(pool))}`);
-      await verdict(t, await assess('variant (b), after', pre));
+      assertDualStack('variant (b), after', fresh);
+      await verdict(t, await assess('variant (b), after (the pods before and the new ones)', [...pre, ...fresh]));
     } finally {
       await deleteNamespace(ns);
       await cluster.kubectl(['delete', 'addresspool', pool, '--ignore-not-found', '--timeout=60s']).catch(() => undefined);
@@ -489,7 +524,14 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
     let undone = false;
     try {
       const report = join(dir, 'before.json');
-      await writeFile(report, (await kubectlCoil(['ipam', 'check', '-o', 'json'])).stdout);
+      const before = await kubectlCoil(['ipam', 'check', '-o', 'json']);
+      assert.equal(before.code, 3, `check exits 3 when it finds something: ${before.stdout}${before.stderr}`);
+      const finding = (JSON.parse(before.stdout) as { findings: { kind: string; node?: string; addresses?: string[] }[] }).findings
+        .find((f) => f.kind === 'leaked-address' && f.node === node.name && (f.addresses ?? []).some((a) => leak.addresses.includes(a)));
+      assert.ok(finding, `the report names the ghost's ${leak.addresses.join(' ')} leaked on ${node.name}: ${before.stdout}`);
+      await writeFile(report, before.stdout);
+      // A pod on another node for the heir to reach afterwards.
+      const [peer] = await podsOn(ns, cluster.nodes.find((n) => n.name !== node.name)!, ['peer'], 'peer');
       // The change: the leak goes (its DEL comes after all) and a real Pod gets its address. A
       // filler takes the block's other address first, and the heir comes once the freed one has
       // cooled (30 s, src/ipam/block.ts): the only address left to it is the ghost's.
@@ -503,12 +545,17 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       console.log(`stale report: the ghost had ${leak.addresses.join(' ')}, the heir has ${heirAddresses.join(' ')}`);
       assert.ok(heirAddresses.some((a) => leak.addresses.includes(a)), 'the heir got the leaked address (the case a stale report endangers)');
       await t.test('release --from-report of the older report leaves the heir its address and its network', async () => {
-        const release = await kubectlCoil(['ipam', 'release', '--from-report', report]);
+        const release = await kubectlCoil(['ipam', 'release', '--from-report', report, '-o', 'json']);
         console.log(`release of a stale report: exit ${release.code}\n${release.stdout}${release.stderr}`);
-        assert.match(`${release.stdout}${release.stderr}`, /refus|skip|changed|stale|no longer/i, 'release says why it did not act');
+        assert.equal(release.code, 3, `release exits 3 when it skipped a finding: ${release.stdout}${release.stderr}`);
+        const steps = (JSON.parse(release.stdout) as { steps: { kind: string; outcome: string; detail: string }[] }).steps.filter((s) => s.kind === 'leaked-address');
+        assert.deepEqual(steps.map((s) => [s.outcome, s.detail]), [['skipped', `Pod ${ns}/heir on ${node.name} has ${finding.addresses!.join(', ')} now`]], 'release refuses the ghost\'s finding, naming the Pod that holds its address now');
         assert.ok((await coildAllocations(node)).some((a) => heirAddresses.includes(a.ipv4 ?? '') || heirAddresses.includes(a.ipv6 ?? '')), `coild on ${node.name} still holds the heir's address`);
-        const peer = (await core().listPodForAllNamespaces()).items.find((p) => p.spec?.nodeName !== node.name && !p.spec?.hostNetwork && p.status?.podIP && p.status.phase === 'Running');
-        if (peer) assert.ok(await cluster.ping(ns, heir!.metadata!.name!, peer.status!.podIP!), `the heir still reaches ${peer.metadata?.name}`);
+        for (const address of heirAddresses) {
+          const target = addresses(peer!).find((a) => family(a) === family(address));
+          assert.ok(target, `the peer has an ${family(address)} address`);
+          assert.ok(await cluster.ping(ns, heir!.metadata!.name!, target), `the heir (${address}) still reaches the peer on another node (${target})`);
+        }
       });
     } finally {
       if (!undone) await leak.undo();

@@ -8,8 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labLogsOnFailure, labSkipReason, type LabNode } from './node-lab.js';
+import { prerequisite } from '../support/prerequisite.js';
 
-describe('coild under a controller that never deletes BlockRequests', { skip: labSkipReason() }, () => {
+describe('coild under a controller that never deletes BlockRequests', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   const printLogsIfFailed = labLogsOnFailure();

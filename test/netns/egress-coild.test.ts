@@ -15,12 +15,13 @@ import { TestNetnsSet } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';
 import { NodeLab, labSkipReason, type LabNode, type LabPod } from './node-lab.js';
-import { prerequisite } from '../support/prerequisite.js';
+import { kernelHas, kernelLacks, prerequisite } from '../support/prerequisite.js';
 
 describe('coild with an egress client pod', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   let hasFou = false;
+  let missing: string[] = [];
   const netns = new TestNetnsSet();
 
   async function annotatedPod(name: string, annotations: Record<string, string>): Promise<LabPod> {
@@ -32,6 +33,7 @@ describe('coild with an egress client pod', { skip: prerequisite(labSkipReason()
   before(async () => {
     const f = await probeFeatures(new IpRunner());
     hasFou = f.fou && f.ipip;
+    missing = (['fou', 'ipip'] as const).filter((k) => !f[k]);
     lab = await NodeLab.start();
     await lab.createPool('default', { subnets: [{ ipv4: '10.100.0.0/16' }], blockSizeBits: 5 });
     await lab.createNamespace('app');
@@ -58,7 +60,7 @@ describe('coild with an egress client pod', { skip: prerequisite(labSkipReason()
   });
 
   it('ADD of a pod naming an Egress fails clearly without FoU, with an Event, leaving nothing behind', async (t) => {
-    if (hasFou) return t.skip('this kernel has FoU: the success case below applies');
+    if (hasFou) return t.skip(kernelHas(['fou', 'ipip']));
     const pod = await annotatedPod('client', { 'egress.coil.cybozu.com/internet': 'nat' });
     const r = await lab.runCoil(node, 'ADD', pod);
     assert.notEqual(r.code, 0);
@@ -77,7 +79,7 @@ describe('coild with an egress client pod', { skip: prerequisite(labSkipReason()
   });
 
   it('with FoU, ADD sets up the client rules and the tunnel to the ClusterIP', async (t) => {
-    if (!hasFou) return t.skip('this kernel lacks FoU/IPIP (egress-fou-vm.test.ts runs the tunnels in a VM)');
+    if (!hasFou) return t.skip(kernelLacks(missing, 'test/netns/egress-fou-vm.test.ts'));
     const pod = await annotatedPod('client-ok', { 'egress.coil.cybozu.com/internet': 'nat' });
     const r = await lab.runCoil(node, 'ADD', pod);
     assert.equal(r.code, 0, r.stdout);

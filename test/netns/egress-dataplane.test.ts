@@ -19,7 +19,7 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { peerSeenBy, wire } from './egress-peer.js';
-import { prerequisite } from '../support/prerequisite.js';
+import { kernelLacks, prerequisite } from '../support/prerequisite.js';
 
 const ip = new IpRunner();
 
@@ -40,7 +40,7 @@ describe('egress data plane in network namespaces', { skip: prerequisite(netnsSk
   before(async () => {
     const f = await probeFeatures(ip);
     const missing = (['fou', 'ipip', 'ip6tnl'] as const).filter((k) => !f[k]);
-    fouSkip = missing.length > 0 ? `kernel ${(await ip.exec(['uname', '-r'])).stdout.trim()} lacks ${missing.join(', ')}; FoU tunnels run in egress-fou-vm.test.ts` : undefined;
+    fouSkip = kernelLacks(missing, 'test/netns/egress-fou-vm.test.ts');
     if (fouSkip) console.log(`# ${fouSkip}`);
   });
   after(() => netns.cleanup());

@@ -20,6 +20,7 @@ import { IpRunner } from '../../src/netlink/ip-runner.js';
 import { readIptablesRules, type IptablesCommands } from '../../src/netlink/iptables.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
+import { prerequisite } from '../support/prerequisite.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { OriginatingOnly } from '../../src/node-agent/egress/originating-only.js';
 import { TunnelFarEnd, peerSeenBy, wire } from './egress-peer.js';
@@ -37,7 +38,7 @@ const GATEWAYS = [
 const TUNNEL4 = fouPeerLinkName('10.96.0.100');
 const TUNNEL6 = fouPeerLinkName('fd96::100');
 
-for (const variant of VARIANTS) describe(`originating-only egress: ${variant.name}`, { skip: netnsSkipReason() }, () => {
+for (const variant of VARIANTS) describe(`originating-only egress: ${variant.name}`, { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
   const oo = new OriginatingOnly({ ip, backend: variant.backend, ...(variant.iptables ? { iptables: variant.iptables } : {}) });

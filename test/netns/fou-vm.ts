@@ -5,7 +5,8 @@
  *
  * hack/setup.sh (run by `npm test`) installs qemu and the VM kernel, so the VM tests run on every
  * fresh clone. Without them (a machine set up by hand) they are skipped with the reason, and under
- * `CI=true` they fail instead (test/support/prerequisite.ts). `COIL_SKIP_VM=1` skips them on purpose.
+ * `CI=true` they fail instead (test/support/prerequisite.ts). `COIL_SKIP_VM=1` skips them on purpose
+ * on a developer's machine; under `CI=true` it fails them as a missing prerequisite does.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
@@ -28,7 +29,7 @@ function vmSkipReason(): string | undefined {
  * @throws Error under CI=true when the VM cannot run (prerequisite's rule)
  */
 export function vmSkip(what: string): string | undefined {
-  const skip = process.env.COIL_SKIP_VM ? 'COIL_SKIP_VM is set' : prerequisite(vmSkipReason());
+  const skip = prerequisite(process.env.COIL_SKIP_VM ? 'COIL_SKIP_VM is set' : vmSkipReason());
   if (skip) console.log(`# ${what} skipped: ${skip}`);
   return skip;
 }

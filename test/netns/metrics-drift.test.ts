@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually, freePort } from '../envtest/control-plane.js';
 import { PROMETHEUS_SERIES, queriedMetricNames } from '../support/promql.js';
+import { prerequisite } from '../support/prerequisite.js';
 import { NodeLab, labLogsOnFailure, coilEgressCommand, labSkipReason, type LabNode } from './node-lab.js';
 import { wire } from './egress-peer.js';
 
@@ -33,7 +34,7 @@ function exported(text: string): Set<string> {
  */
 const NEEDS_AN_EGRESS_CLIENT = new Set(['coil_coild_egress_nat_pods_healthy', 'coil_coild_egress_snat_routed']);
 
-describe('dashboard and alerts query only what the programs export', { skip: labSkipReason() }, () => {
+describe('dashboard and alerts query only what the programs export', { skip: prerequisite(labSkipReason()) }, () => {
   let lab: NodeLab;
   let node: LabNode;
   const controllerMetrics = { port: 0 };
