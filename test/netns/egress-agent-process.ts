@@ -14,7 +14,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFile } from 'node:fs/promises';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, get as httpGet, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -140,19 +140,24 @@ export class CoilEgressProcess {
   private notReady = 'not asked yet';
 
   /**
-   * True when its /readyz answers 200 (asked from the node, as kubelet's readiness probe is; with
-   * 5 s to answer instead of kubelet's 1 s: the VM under TCG on a loaded machine is that slow).
+   * True when its /readyz answers 200, asked from the node as kubelet's readiness probe asks: a new
+   * connection each time (kubelet's prober keeps none alive), with 5 s to answer instead of
+   * kubelet's 1 s (the VM under TCG on a loaded machine is that slow).
    */
-  async ready(): Promise<boolean> {
-    const host = this.o.address.includes(':') ? `[${this.o.address}]` : this.o.address;
-    try {
-      const r = await fetch(`http://${host}:${this.o.healthPort ?? 8081}/readyz`, { signal: AbortSignal.timeout(5_000) });
-      this.notReady = `${r.status} ${(await r.text()).slice(0, 200)}`;
-      return r.status === 200;
-    } catch (err) {
-      this.notReady = err instanceof Error ? `${err.message}${err.cause instanceof Error ? `: ${err.cause.message}` : ''}` : String(err);
-      return false;
-    }
+  ready(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const req = httpGet({ host: this.o.address, port: this.o.healthPort ?? 8081, path: '/readyz', agent: false, timeout: 5_000 }, (res) => {
+        let body = '';
+        res.on('data', (b: Buffer) => { body += b.toString(); });
+        res.on('end', () => {
+          this.notReady = `${res.statusCode} ${body.slice(0, 200)}`;
+          resolve(res.statusCode === 200);
+        });
+        res.on('error', (err) => { this.notReady = err.message; resolve(false); });
+      });
+      req.on('timeout', () => req.destroy(new Error('no answer within 5 s')));
+      req.on('error', (err) => { this.notReady = err.message; resolve(false); });
+    });
   }
 
   /**
@@ -163,7 +168,10 @@ export class CoilEgressProcess {
     const until = Date.now() + timeoutMs;
     for (;;) {
       if (!this.running()) throw new Error(`coil-egress in ${this.o.ns.name} exited (${this.process?.exitCode ?? this.process?.signalCode}) before it was ready`);
-      if (await this.ready()) return;
+      const was = this.notReady;
+      const ok = await this.ready();
+      if (this.notReady !== was) this.o.onLog?.(`(bench) /readyz: ${this.notReady}`);
+      if (ok) return;
       if (Date.now() > until) throw new Error(`coil-egress in ${this.o.ns.name} not ready after ${timeoutMs} ms: /readyz ${this.notReady}`);
       await sleep(periodMs);
     }
