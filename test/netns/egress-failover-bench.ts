@@ -128,7 +128,7 @@ const { values: args } = parseArgs({ options: {
   family: { type: 'string', default: '4' },
   verbose: { type: 'boolean', short: 'v', default: false },
 } });
-const KINDS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean);
+/** `-k`: kinds, each `kind` (run `-n` times) or `kind:RUNS`. */
 const COIL_DELAY_MS = Number(args['coil-delay']);
 const REPEAT = Number(args.repeat);
 const STREAMS = Number(args.streams);
@@ -138,6 +138,11 @@ function count(flag: string, text: string | undefined, min = 0): number {
   if (text === undefined || !/^\d+$/.test(text) || v < min) throw new Error(`--${flag}: a whole number ≥ ${min} expected, got ${JSON.stringify(text)}`);
   return v;
 }
+const KIND_RUNS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean).map((k) => {
+  const [kind = '', runs] = k.split(':');
+  return { kind, runs: runs === undefined ? Number(args.repeat) : count(`kinds (${kind})`, runs, 1) };
+});
+const KINDS = KIND_RUNS.map((k) => k.kind);
 const FAIL_AFTER = args['probe-fail-after'] === undefined ? undefined : count('probe-fail-after', args['probe-fail-after'], 1);
 const NOT_READY_MS = count('k8s-not-ready-ms', args['k8s-not-ready-ms']);
 const RESTART_MS = count('k8s-restart-ms', args['k8s-restart-ms']);
@@ -305,10 +310,16 @@ async function main(): Promise<Row[]> {
   const burners = Array.from({ length: BURN }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' }));
   const rows: Row[] = [];
   try {
-    for (const kind of KINDS) {
-      for (let i = 0; i < REPEAT; i++) {
+    // Each row is printed as soon as its run ends, so a run cut short keeps what it measured.
+    printDetailHeader();
+    for (const { kind, runs } of KIND_RUNS) {
+      for (let i = 0; i < runs; i++) {
         rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
-        if (kind !== 'steady') rows.push(await coilBaselineRun(n, clients, kind, i));
+        printDetail(rows[rows.length - 1]!);
+        if (kind !== 'steady') {
+          rows.push(await coilBaselineRun(n, clients, kind, i));
+          printDetail(rows[rows.length - 1]!);
+        }
       }
     }
   } finally {
@@ -581,17 +592,23 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
   }
 }
 
+/** The detail table's header (and the run's settings above it). */
+function printDetailHeader(): void {
+  console.log(`IPv${args.family}; move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}, liveness ${LIVENESS_FAIL_MS}, grace period ${GRACE_MS}`);
+  console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms); answered late (lost to the former read) | coild: failovers, probe RTT > 25/100/250 ms of answered | NAT process hit: kubelet steps (ms), its netns across the restart of coil-egress |');
+  console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|---|');
+}
+
+/** One run's row of the detail table. */
+function printDetail(r: Row): void {
+  const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
+  console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))}; ${[...r.onLost, ...r.others].reduce((a, s) => a + s.lateAnswers, 0)} | ${r.probes ? `${r.probes.failovers}${r.falseDowns?.length ? ` (not lost: ${r.falseDowns.join(', ')})` : ''}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} | ${r.restart ?? '-'} |`);
+}
+
 const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 
 main().then(
   async (rows) => {
-    console.log(`IPv${args.family}; move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}`);
-    console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms); answered late (lost to the former read) | coild: failovers, probe RTT > 25/100/250 ms of answered | NAT process hit: kubelet steps (ms), its netns across the restart of coil-egress |');
-    console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|---|');
-    for (const r of rows) {
-      const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
-      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))}; ${[...r.onLost, ...r.others].reduce((a, s) => a + s.lateAnswers, 0)} | ${r.probes ? `${r.probes.failovers}${r.falseDowns?.length ? ` (not lost: ${r.falseDowns.join(', ')})` : ''}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} | ${r.restart ?? '-'} |`);
-    }
     console.log('');
     console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) |');
     console.log('|---|---|---:|---:|---:|---:|---|---:|---:|');
