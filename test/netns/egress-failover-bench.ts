@@ -124,6 +124,8 @@ const { values: args } = parseArgs({ options: {
   'k8s-grace-ms': { type: 'string', default: '30000' },
   'steady-s': { type: 'string', default: '60' },
   burn: { type: 'string', default: '0' },
+  /** Which paths run: `coil` (coild steers), `Coil` (tunnels to the ClusterIP, kube-proxy), comma-separated. */
+  paths: { type: 'string', default: 'coil,Coil' },
   /** The address family of every pod, the ClusterIP, the target and so of the tunnels. */
   family: { type: 'string', default: '4' },
   verbose: { type: 'boolean', short: 'v', default: false },
@@ -143,6 +145,9 @@ const KIND_RUNS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean).map
   return { kind, runs: runs === undefined ? Number(args.repeat) : count(`kinds (${kind})`, runs, 1) };
 });
 const KINDS = KIND_RUNS.map((k) => k.kind);
+const PATHS = args.paths.split(',').map((p) => p.trim()).filter(Boolean);
+for (const p of PATHS) if (p !== 'coil' && p !== 'Coil') throw new Error(`--paths: coil or Coil expected, got ${JSON.stringify(p)}`);
+if (PATHS.length === 0) throw new Error('--paths: at least one of coil, Coil');
 const FAIL_AFTER = args['probe-fail-after'] === undefined ? undefined : count('probe-fail-after', args['probe-fail-after'], 1);
 const NOT_READY_MS = count('k8s-not-ready-ms', args['k8s-not-ready-ms']);
 const RESTART_MS = count('k8s-restart-ms', args['k8s-restart-ms']);
@@ -314,9 +319,11 @@ async function main(): Promise<Row[]> {
     printDetailHeader();
     for (const { kind, runs } of KIND_RUNS) {
       for (let i = 0; i < runs; i++) {
-        rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
-        printDetail(rows[rows.length - 1]!);
-        if (kind !== 'steady') {
+        if (PATHS.includes('coil')) {
+          rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
+          printDetail(rows[rows.length - 1]!);
+        }
+        if (kind !== 'steady' && PATHS.includes('Coil')) {
           rows.push(await coilBaselineRun(n, clients, kind, i));
           printDetail(rows[rows.length - 1]!);
         }
