@@ -28,8 +28,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { stringify } from 'yaml';
-import { KUBECTL_COIL_VERSION } from '../../src/kubectl-coil/version.js';
+import { parse, stringify } from 'yaml';
 import { adhocSign, executableFormat, machoSignature } from './executable-format.js';
 import { bunRuntime, PLATFORMS, platformName, PROJECT_BUN, type Platform } from './runtimes.js';
 
@@ -48,8 +47,18 @@ export const BUNDLE = 'kubectl-coil.js';
  */
 export const COMPILE_FLAGS = ['--compile', '--no-compile-autoload-dotenv', '--no-compile-autoload-bunfig'] as const;
 
-/** Where krew downloads the archives from, by default: the release of this version. */
-export const DEFAULT_BASE_URL = `https://github.com/coil-ts/coil/releases/download/v${KUBECTL_COIL_VERSION}`;
+/**
+ * The version the manifest names: the chart's appVersion, which src/kubectl-coil/version.ts
+ * repeats (a test keeps them equal; tooling does not import the tool's modules).
+ */
+export async function appVersion(): Promise<string> {
+  const chart = parse(await readFile(join(ROOT, 'charts/coil/Chart.yaml'), 'utf8')) as { appVersion?: unknown };
+  if (typeof chart.appVersion !== 'string' || chart.appVersion === '') throw new Error('charts/coil/Chart.yaml has no appVersion');
+  return chart.appVersion;
+}
+
+/** Where krew downloads the archives from, by default: the release of `version`. */
+export const defaultBaseUrl = (version: string): string => `https://github.com/coil-ts/coil/releases/download/v${version}`;
 
 /** `kubectl-coil_linux_amd64.tar.gz` */
 export const archiveName = (p: Platform): string => `${BIN}_${p.os}_${p.arch}.tar.gz`;
@@ -137,14 +146,14 @@ export interface KrewManifest {
   };
 }
 
-/** The manifest for `archives` (platform → its archive's sha256 as hex), downloaded from `baseUrl`. */
-export function krewManifest(archives: readonly { platform: Platform; sha256: string }[], baseUrl: string): KrewManifest {
+/** The manifest of `version` for `archives` (platform → its archive's sha256 as hex), downloaded from `baseUrl`. */
+export function krewManifest(version: string, archives: readonly { platform: Platform; sha256: string }[], baseUrl: string): KrewManifest {
   return {
     apiVersion: 'krew.googlecontainertools.github.com/v1alpha2',
     kind: 'Plugin',
     metadata: { name: 'coil' },
     spec: {
-      version: `v${KUBECTL_COIL_VERSION}`,
+      version: `v${version}`,
       homepage: 'https://github.com/coil-ts/coil',
       shortDescription: "Inspect and repair coil's IP address management",
       description: [
@@ -172,7 +181,7 @@ const sha256 = async (file: string): Promise<string> => createHash('sha256').upd
 export interface BuildOptions {
   /** Default: every platform of {@link PLATFORMS}. */
   readonly platforms?: readonly Platform[];
-  /** Default: {@link DEFAULT_BASE_URL}. */
+  /** Default: {@link defaultBaseUrl} of {@link appVersion}. */
   readonly baseUrl?: string;
 }
 
@@ -199,7 +208,8 @@ export async function buildKubectlCoil(outDir: string, o: BuildOptions = {}): Pr
     platforms.push({ platform: p, executable, archive: file, sha256: await sha256(file), bytes: (await stat(executable)).size });
   }
   const manifest = join(outDir, 'plugin.yaml');
-  await writeFile(manifest, stringify(krewManifest(platforms, o.baseUrl ?? DEFAULT_BASE_URL)));
+  const version = await appVersion();
+  await writeFile(manifest, stringify(krewManifest(version, platforms, o.baseUrl ?? defaultBaseUrl(version))));
   return { bundle, manifest, platforms };
 }
 

@@ -6,9 +6,11 @@
  * A fatal error — one run.ts does not turn into an exit status, an uncaught exception or
  * rejection, or a module failing to load — prints one line, `kubectl coil: <message>`
  * (fatal.ts), and exits 1. The handlers are in place before anything else loads: run.ts and the
- * libraries are imported only after, so an error in their loading is caught too.
+ * libraries are imported only after, so an error in their loading is caught too. Run on a Node
+ * older than it needs, it says so (runtime-check.ts) rather than fail inside a library.
  */
 import { fatalMessage } from './fatal.js';
+import { runtimeProblem } from './runtime-check.js';
 
 /** Exit status of a fatal error (run.ts's 1: an error). */
 const EXIT_FATAL = 1;
@@ -20,6 +22,8 @@ function die(err: unknown): void {
 
 process.on('uncaughtException', die);
 process.on('unhandledRejection', die);
+const problem = runtimeProblem(process.versions);
+if (problem) die(new Error(problem));
 // The runtime's timers are unref'd (src/runtime/clock.ts): hold the process until run() settles
 // (src/runtime/program.ts, runMain, says why).
 const alive = setInterval(() => undefined, 2 ** 30);
