@@ -5,7 +5,6 @@
  *
  *   npm run build:kubectl-coil        (= npm run build && node dist/hack/kubectl-coil/build.js)
  *   node dist/hack/kubectl-coil/build.js [--platform OS/ARCH]... [--base-url URL] [OUT_DIR]
- *   node dist/hack/kubectl-coil/build.js --bundle-only FILE      (the image's kubectl-coil.js)
  *
  * OUT_DIR (default dist/kubectl-coil) receives:
  *   kubectl-coil.js                   the tool as one ES module for the Bun runtime (tsc's output bundled)
@@ -15,8 +14,10 @@
  *
  * Why Bun (README, "Operate"; docs/kubectl-coil.md has the figures): its runtime is already the
  * project's (the `coil` CNI executable), every platform's runtime comes from the npm registry
- * (runtimes.ts), a compile is one command per platform, and Bun signs a darwin output ad hoc
- * itself — an unsigned arm64 Mach-O is killed by macOS at exec, and no codesign runs here.
+ * (runtimes.ts), a compile is one command per platform, and Bun signs its darwin/arm64 output ad
+ * hoc itself — macOS kills an arm64 Mach-O without a valid signature at exec, and no codesign runs
+ * here; where Bun leaves a stale signature (darwin/amd64) this build signs ad hoc
+ * (executable-format.ts), and it checks every darwin output's signature before the manifest.
  * The image ships kubectl-coil.js and compiles the linux/amd64 executable from it on demand with
  * its own `coil` runtime (hack/image/entrypoint.sh, `kubectl-coil-linux-amd64`), byte for byte
  * the archive's (test/image.test.ts), so the image does not carry a second 107 MB runtime.
@@ -226,11 +227,10 @@ async function main(argv: readonly string[]): Promise<void> {
   let out = join(ROOT, 'dist/kubectl-coil');
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--bundle-only' && argv[i + 1]) return bundleKubectlCoil(resolve(argv[i + 1]!));
     if (a === '--platform' && argv[i + 1]) platforms.push(parsePlatform(argv[++i]!));
     else if (a === '--base-url' && argv[i + 1]) baseUrl = argv[++i]!;
     else if (!a.startsWith('-')) out = resolve(a);
-    else throw new Error(`unknown argument ${JSON.stringify(a)} (usage: build.js [--platform OS/ARCH]... [--base-url URL] [OUT_DIR] | --bundle-only FILE)`);
+    else throw new Error(`unknown argument ${JSON.stringify(a)} (usage: build.js [--platform OS/ARCH]... [--base-url URL] [OUT_DIR])`);
   }
   const r = await buildKubectlCoil(out, { platforms: platforms.length > 0 ? platforms : PLATFORMS, ...(baseUrl && { baseUrl }) });
   for (const p of r.platforms) console.error(`built ${p.executable} (${platformName(p.platform)}, ${p.bytes} bytes), ${p.archive} sha256 ${p.sha256}`);

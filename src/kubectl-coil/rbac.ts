@@ -8,7 +8,7 @@ import { Kinds } from '../api/v2/kinds.js';
 import { kindRule } from '../runtime/rbac.js';
 import type { RbacRule } from '../runtime/registry.js';
 
-/** `ipam show` and `ipam check`: reads, and coild's `GET /ipam` through the pod proxy. */
+/** `ipam show`, `ipam check` and `version` (its Pods and Nodes): reads, and coild's `GET /ipam` through the pod proxy. */
 export const KUBECTL_COIL_VIEW_RBAC: readonly RbacRule[] = [
   kindRule([Kinds.AddressPool, Kinds.AddressBlock, Kinds.BlockRequest], ['get', 'list']),
   kindRule([Kinds.Node, Kinds.Pod], ['get', 'list']),
