@@ -12,8 +12,9 @@
 #   coil        dist/bin/coil (hack/build-cni.sh), a standalone Bun executable
 #   opt-coil/   the Node programs bundled with their dependencies (hack/image/bundle.ts): no
 #               node_modules; coild's and coil-egress's bundles for `coil`'s Bun runtime
-#               (hack/build-cni.sh, run so by bin/coil-entrypoint); proto/; kubectl-coil, the
-#               admin's kubectl plugin as one file
+#               (hack/build-cni.sh, run so by bin/coil-entrypoint); proto/; kubectl-coil.js, the
+#               admin's kubectl plugin for the same runtime (bin/coil-entrypoint runs it, or
+#               compiles it into a self-contained executable: hack/kubectl-coil/build.ts)
 #   bin/        coil-entrypoint (hack/image/entrypoint.sh) and a link to it per program name
 #
 # One layer per part, the ones that change least first.

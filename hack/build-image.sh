@@ -120,7 +120,7 @@ done
 printf '{"name":"coil","version":"%s","private":true,"type":"module"}\n' "$APP_VERSION" > "$CTX/opt-coil/package.json"
 install -m 0755 hack/image/entrypoint.sh "$CTX/bin/coil-entrypoint"
 # One link per program the entrypoint dispatches on (its case labels).
-for p in $(sed -n 's/^  \([a-z][a-z-]*\)).*/\1/p' hack/image/entrypoint.sh); do ln -s coil-entrypoint "$CTX/bin/$p"; done
+for p in $(sed -n 's/^  \([a-z][a-z0-9-]*\)).*/\1/p' hack/image/entrypoint.sh); do ln -s coil-entrypoint "$CTX/bin/$p"; done
 CTX_KEY=$( { cat Dockerfile; echo "$BASE_KEY $COIL_IMAGE"; cd "$CTX" && find . -printf '%p %l %m\n' | sort && find . -type f -print0 | sort -z | xargs -0 sha256sum; } | key)
 
 ARCHIVE="$OUT/coil.oci.tar"

@@ -71,6 +71,6 @@ test("the shipped Node accepts coil-controller's flags", async () => {
   assert.equal(stdout, 'ok');
 });
 
-test('kubectl-coil runs its one-file bundle on Node, without the controller\'s flags', async () => {
-  assert.deepEqual(await launch('kubectl-coil'), { runtime: 'node', bun: 'BUN_BE_BUN=unset', malloc: 'MALLOC_ARENA_MAX=unset', argv: ['/opt/x/kubectl-coil', '--log-level=debug'] });
+test('kubectl-coil runs its one-module bundle on the Bun runtime inside coil, without the controller\'s flags', async () => {
+  assert.deepEqual(await launch('kubectl-coil'), { runtime: 'coil', bun: 'BUN_BE_BUN=1', malloc: 'MALLOC_ARENA_MAX=unset', argv: ['--no-install', '/opt/x/kubectl-coil.js', '--log-level=debug'] });
 });

@@ -6,14 +6,19 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { chmod, mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { readOciArchive, unpack, unpackedSize, type OciImage } from '../hack/image/oci.js';
+import { buildKubectlCoil } from '../hack/kubectl-coil/build.js';
+import { PLATFORMS } from '../hack/kubectl-coil/runtimes.js';
+import { KUBECTL_COIL_VERSION } from '../src/kubectl-coil/version.js';
 import { REPO_ROOT } from './envtest/control-plane.js';
 import { prerequisite } from './support/prerequisite.js';
+import { runtimeFreePath } from './support/runtime-free-path.js';
 
 const run = promisify(execFile);
 const isRoot = process.getuid?.() === 0;
@@ -90,7 +95,7 @@ describe('the coil image (hack/build-image.sh)', { skip: prerequisite(isRoot ? u
     assert.deepEqual(bad, []);
     assert.ok(files.includes('opt/coil/dist/src/controller/main.js'));
     assert.ok(files.includes('opt/coil/proto/cnirpc.proto'));
-    assert.ok(files.includes('opt/coil/kubectl-coil'), 'the admin\'s plugin, one file to copy out (README, "Operate")');
+    assert.ok(files.includes('opt/coil/kubectl-coil.js'), 'the admin\'s plugin for the Bun runtime inside coil (README, "Operate")');
     await assert.rejects(stat(join(root, 'usr/bin/apt')), 'no apt in the image');
     const manPages = await readdir(join(root, 'usr/share/man'), { recursive: true }).catch(() => [] as string[]);
     assert.deepEqual(manPages.filter((f) => /\.\d/.test(f)), [], 'no man pages');
@@ -107,6 +112,21 @@ describe('the coil image (hack/build-image.sh)', { skip: prerequisite(isRoot ? u
     const version = await inImage(['coil'], { CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0","name":"x","type":"coil"}');
     assert.equal(version.code, 0, version.out);
     assert.match(version.out, /"supportedVersions"/);
+  });
+
+  test('writes the self-contained linux/amd64 kubectl-coil on demand: byte for byte the krew archive\'s, and it runs with no runtime on PATH', async () => {
+    const { code, out } = await inImage(['sh', '-c', 'kubectl-coil-linux-amd64 > /tmp/kubectl-coil']);
+    assert.equal(code, 0, out);
+    const fromImage = join(root, 'tmp/kubectl-coil');
+    // The same build from the same dist/ (hack/kubectl-coil/build.ts), as `npm run build:kubectl-coil` makes it.
+    const built = await buildKubectlCoil(join(root, 'tmp/krew'), { platforms: PLATFORMS.filter((p) => p.os === 'linux' && p.arch === 'amd64') });
+    const digest = async (f: string) => createHash('sha256').update(await readFile(f)).digest('hex');
+    assert.equal(await digest(fromImage), await digest(built.platforms[0]!.executable), 'the image compiles what the krew archive holds');
+    await chmod(fromImage, 0o755);
+    const path = await runtimeFreePath(join(root, 'tmp/path'));
+    const { stdout } = await run(fromImage, ['version', '--client'], { env: { PATH: path, HOME: root } });
+    assert.equal(stdout, `kubectl-coil ${KUBECTL_COIL_VERSION}\n`);
+    assert.equal((await inImage(['kubectl-coil-linux-amd64', 'extra'])).code, 2, 'takes no arguments');
   });
 
   test('holds the tools the programs run: ip, nft, iptables, modprobe, conntrack, nsenter', async () => {

@@ -5,7 +5,6 @@
  * runs them on Bun from the bundles hack/build-cni.sh makes (hack/image/entrypoint.sh).
  *
  *   node dist/hack/image/bundle.js OUT_DIR      (after `npm run build`; hack/build-image.sh runs it)
- *   node dist/hack/image/bundle.js --kubectl-coil FILE    (the plugin alone: `npm run build:kubectl-coil`)
  *
  * Every file keeps the depth it has in dist/ (entries at dist/src/<program>/, shared code at
  * dist/src/chunks/), because our modules find their neighbours relative to their own URL:
@@ -14,9 +13,10 @@
  * Identifiers are not minified: a stack trace in a production log must name real functions.
  */
 import { build, type Plugin } from 'esbuild';
-import { chmod, cp, readFile, readdir } from 'node:fs/promises';
+import { cp, readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUNDLE, bundleKubectlCoil } from '../kubectl-coil/build.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -78,35 +78,10 @@ async function checkNoDirname(file: string): Promise<void> {
 }
 
 /**
- * `kubectl-coil`, the admin's kubectl plugin (src/kubectl-coil), as ONE self-contained file: an
- * ES module with a `#!/usr/bin/env node` line, so it can be copied out of the image (or built
- * here) onto any machine with Node ≥ 20 and put on PATH (README, "Operate"). Nothing beside it is
- * loaded at run time: it reads no .proto and no package.json.
- * @throws Error when esbuild fails
- */
-export async function bundleKubectlCoil(outFile: string): Promise<void> {
-  await build({
-    absWorkingDir: ROOT,
-    entryPoints: ['dist/src/kubectl-coil/main.js'],
-    outfile: outFile,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    minifyWhitespace: true,
-    minifySyntax: true,
-    legalComments: 'none',
-    external: ['dtrace-provider'],
-    banner: { js: ['#!/usr/bin/env node', "import { createRequire as __coilCreateRequire } from 'node:module';", 'const require = __coilCreateRequire(import.meta.url);'].join('\n') },
-    logLevel: 'warning',
-  });
-  await checkNoDirname(outFile);
-  await chmod(outFile, 0o755);
-}
-
-/**
  * Bundles into `out` and copies what the bundles load at run time (proto/, etcd3's protos), and
- * writes the single-file `kubectl-coil` beside them ({@link bundleKubectlCoil}).
+ * writes `kubectl-coil.js` beside them: the admin's plugin as one ES module for the Bun runtime
+ * inside `coil` (hack/kubectl-coil/build.ts; hack/image/entrypoint.sh runs it, or compiles it into
+ * a self-contained executable).
  * @throws Error when a bundle still refers to __dirname/__filename (a dependency that finds files
  *   next to itself, which would break at run time) or esbuild fails.
  */
@@ -135,20 +110,18 @@ export async function bundle(out: string): Promise<void> {
     metafile: true,
   });
   for (const file of Object.keys(result.metafile.outputs)) await checkNoDirname(join(ROOT, file));
-  await bundleKubectlCoil(join(out, 'kubectl-coil'));
+  await bundleKubectlCoil(join(out, BUNDLE));
   await cp(join(ROOT, 'proto'), join(out, 'proto'), { recursive: true });
   const etcdProtos = join(ROOT, 'node_modules/etcd3/proto');
   for (const f of await readdir(etcdProtos)) await cp(join(etcdProtos, f), join(out, 'proto/etcd3', f));
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const [flag, file] = process.argv.slice(2);
-  if (flag === '--kubectl-coil' && file) {
-    await bundleKubectlCoil(file);
-  } else if (flag && !flag.startsWith('-')) {
+  const [flag] = process.argv.slice(2);
+  if (flag && !flag.startsWith('-')) {
     await bundle(flag);
   } else {
-    console.error('usage: bundle.js OUT_DIR | bundle.js --kubectl-coil FILE');
+    console.error('usage: bundle.js OUT_DIR');
     process.exit(2);
   }
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Dispatches on the name it was called by (coil-controller, coild, coil-egress, coil-install-cni,
-# coil-migrator, kubectl-coil). COIL_ROOT (default /opt/coil, where the Dockerfile puts dist/) lets the
-# benchmark run this very script from a checkout (hack/bench/blockrequest-latency.ts).
+# coil-migrator, kubectl-coil, kubectl-coil-linux-amd64). COIL_ROOT (default /opt/coil, where the
+# Dockerfile puts dist/) lets the benchmark run this very script from a checkout
+# (hack/bench/blockrequest-latency.ts).
 #
 # coild and coil-egress run on every node and in every NAT pod, so they run on the Bun runtime
 # inside the `coil` executable (`BUN_BE_BUN=1`), each as one CommonJS bundle built by
@@ -32,9 +33,24 @@ case "$(basename "$0")" in
   coil-egress)      bundle=dist/src/egress-agent/main.bundle.cjs ;;
   coil-install-cni) main=dist/src/cni-installer/main.js ;;
   coil-migrator)    main=dist/src/migrator/main.js ;;
-  # The admin's kubectl plugin, one file (hack/image/bundle.ts): `kubectl -n kube-system exec
-  # ds/coild -- kubectl-coil …` runs it in the cluster; README "Operate" copies it out.
-  kubectl-coil)     main=kubectl-coil ;;
+  # The admin's kubectl plugin as one ES module (hack/kubectl-coil/build.ts), on the Bun runtime
+  # inside coil: `kubectl -n kube-system exec ds/coild -- kubectl-coil …` runs it in the cluster.
+  kubectl-coil)     bundle=kubectl-coil.js ;;
+  # The same plugin as a self-contained linux/amd64 executable, written to stdout for an admin to
+  # copy out (README "Operate"): compiled here from kubectl-coil.js into coil's own Bun runtime with
+  # the flags of hack/kubectl-coil/build.ts (COMPILE_FLAGS), so it is byte for byte the krew
+  # archive's linux/amd64 executable (test/image.test.ts) and the image carries no second runtime.
+  # About 0.5 s and 130 MB of memory; the output is written to a temporary directory first.
+  kubectl-coil-linux-amd64)
+    [ "$#" -eq 0 ] || { echo "usage: kubectl-coil-linux-amd64 > kubectl-coil   (takes no arguments)" >&2; exit 2; }
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    cp "$root/kubectl-coil.js" "$work/kubectl-coil.js"
+    (cd "$work" && BUN_BE_BUN=1 coil build --compile --no-compile-autoload-dotenv --no-compile-autoload-bunfig \
+      --target=bun-linux-x64 --compile-executable-path="$(command -v coil)" ./kubectl-coil.js --outfile ./kubectl-coil >/dev/null)
+    cat "$work/kubectl-coil"
+    exit 0
+    ;;
   *) echo "unknown program: $0" >&2; exit 2 ;;
 esac
 if [ -n "${bundle:-}" ]; then

@@ -44,13 +44,19 @@ export const RELEASE_FLAGS = defineFlags('kubectl coil ipam release', {
   'dry-run': { kind: 'bool', default: false, help: 'print what would be done, change nothing' },
 });
 
+export const VERSION_FLAGS = defineFlags('kubectl coil version', {
+  ...COMMON,
+  client: { kind: 'bool', default: false, help: "print only this tool's version; read nothing from the cluster" },
+});
+
 export const COMMANDS = {
+  version: VERSION_FLAGS,
   'ipam show': SHOW_FLAGS,
   'ipam check': CHECK_FLAGS,
   'ipam release': RELEASE_FLAGS,
 } as const satisfies Record<string, FlagTable<FlagSpecs>>;
 
-export type CommandName = keyof typeof COMMANDS | 'version';
+export type CommandName = keyof typeof COMMANDS;
 
 export const USAGE = `kubectl coil: inspect and repair coil's IP address management.
 
@@ -59,7 +65,7 @@ Commands:
   kubectl coil ipam check [-o json] > report.json        find inconsistencies (exit 3 when any)
   kubectl coil ipam release --from-report FILE... [--dry-run]
                                                           act on what every report names and is still true
-  kubectl coil version
+  kubectl coil version [--client]                        this tool's version, coil-controller's and each coild's
 
 Every command takes --kubeconfig, --context, -n/--namespace (coil's, default kube-system) and
 -o/--output table|wide|json|yaml; \`kubectl coil <command> --help\` lists the rest.
@@ -76,7 +82,6 @@ export function splitCommand(argv: readonly string[]): { command: CommandName | 
   const rest = argv.slice(i);
   const name = words.join(' ');
   if (name === '' || name === 'help' || name === 'ipam') return { command: 'help', rest };
-  if (name === 'version') return { command: 'version', rest };
   if (name in COMMANDS) return { command: name as CommandName, rest };
   throw new ConfigError(`unknown command ${JSON.stringify(name)}`);
 }

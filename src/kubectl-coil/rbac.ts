@@ -10,7 +10,7 @@ import type { RbacRule } from '../runtime/registry.js';
 import { IPAM_READER_SERVICE_ACCOUNT } from './cluster.js';
 
 /**
- * `ipam show` and `ipam check`: reads, and coild's `GET /ipam` through the pod proxy with a token
+ * `ipam show`, `ipam check` and `version` (its Pods and Nodes): reads, and coild's `GET /ipam` through the pod proxy with a token
  * of the ServiceAccount `coil-ipam-reader` (cluster.ts says why).
  */
 export const KUBECTL_COIL_VIEW_RBAC: readonly RbacRule[] = [

@@ -4,7 +4,7 @@
  *   kubectl coil ipam show [--show-blocks] [--ip ADDR]
  *   kubectl coil ipam check [-o json] [--stuck-deleting 5m] [--blockrequest-wait 1m] [--pool-usage 90]
  *   kubectl coil ipam release --from-report FILE [--from-report FILE…] [--dry-run]
- *   kubectl coil version
+ *   kubectl coil version [--client]
  *
  * Exit status: 0 done (check: nothing found; release: every releasable finding released),
  * 1 an error (the API server unreachable, a report refused), 2 a bad flag or command,
@@ -21,7 +21,8 @@ import { ApiError } from '../runtime/errors.js';
 import { ConfigError } from '../runtime/flags.js';
 import { EXIT_USAGE, loadKubeConfig } from '../runtime/program.js';
 import { clusterId, readCluster, readViews } from './cluster.js';
-import { CHECK_FLAGS, RELEASE_FLAGS, SHOW_FLAGS, splitCommand, USAGE } from './flags.js';
+import { clientLine, formatPrograms, formatVersions, readVersions } from './cluster-versions.js';
+import { CHECK_FLAGS, RELEASE_FLAGS, SHOW_FLAGS, splitCommand, USAGE, VERSION_FLAGS } from './flags.js';
 import { buildReport, formatReport } from './ipam-check.js';
 import { formatSteps, RELEASABLE, releaseFindings } from './ipam-release.js';
 import { formatShow, ipLine } from './ipam-show.js';
@@ -80,9 +81,19 @@ export async function run(argv: readonly string[], io: Io = processIo): Promise<
         if (rest.length > 0 && !['-h', '--help', '-help'].includes(rest[0]!)) throw new ConfigError(`unexpected argument ${JSON.stringify(rest[0])}`);
         io.out(USAGE);
         return argv.length === 0 ? EXIT_USAGE : 0;
-      case 'version':
-        io.out(`kubectl-coil ${KUBECTL_COIL_VERSION}\n`);
+      case 'version': {
+        const v = VERSION_FLAGS.parse(rest);
+        const structured = isStructured(v.output) ? v.output : undefined;
+        // kubectl's order: the client's version first, even when the cluster cannot be read.
+        if (!structured) io.out(clientLine());
+        if (v.client) {
+          if (structured) io.out(formatVersions(undefined, structured));
+          return 0;
+        }
+        const programs = await readVersions(clients(kubeConfig(v, io.env)).client, v.namespace);
+        io.out(structured ? formatVersions(programs, structured) : formatPrograms(programs));
         return 0;
+      }
       case 'ipam show': {
         const v = SHOW_FLAGS.parse(rest);
         const { client, transport, server } = clients(kubeConfig(v, io.env));

@@ -559,6 +559,9 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     console.log(`connections to the apiserver: 1 for each of ${coilds.length} coilds and ${controllers.length} coil-controllers`);
     const shown = await cluster.exec('kube-system', 'ds/coild', ['kubectl-coil', 'ipam', 'show', '-o', 'json']);
     assert.ok(JSON.parse(shown), shown);
+    // The image's kubectl-coil (on the Bun runtime inside coil): every node's coild, running and ready.
+    const versions = await cluster.exec('kube-system', 'ds/coild', ['kubectl-coil', 'version']);
+    for (const node of cluster.nodes) assert.match(versions, new RegExp(`\\ncoild\\s+${node.name}\\s+\\S+\\s+\\S+\\s+\\S+\\s+true\\n`), versions);
   });
 
   test('helm upgrade to a changed image restarts coild and the controller and keeps every pod\'s address and connectivity', async () => {
