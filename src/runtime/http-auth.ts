@@ -27,6 +27,7 @@ import type { Client } from './client.js';
 import { systemClock, type Clock } from './clock.js';
 import { kindRule } from './rbac.js';
 import type { RbacRule } from './registry.js';
+import { TokenBucket, type BucketRate } from './token-bucket.js';
 
 /** What the API server must allow a program that serves authenticated endpoints. */
 export const HTTP_AUTH_RBAC: readonly RbacRule[] = [
@@ -34,13 +35,8 @@ export const HTTP_AUTH_RBAC: readonly RbacRule[] = [
   kindRule(Kinds.SubjectAccessReview, ['create']),
 ];
 
-/** A token bucket's size and refill rate. */
-export interface ReviewRate {
-  /** Reviews that may be sent at once. */
-  readonly burst: number;
-  /** Reviews per second refilled. */
-  readonly perSecond: number;
-}
+/** The reviews' token bucket: reviews that may be sent at once, and reviews per second refilled. */
+export type ReviewRate = BucketRate;
 
 /** Burst 10, then 2 reviews per second: what a process sends the API server at most. */
 export const DEFAULT_REVIEW_RATE: ReviewRate = Object.freeze({ burst: 10, perSecond: 2 });
@@ -111,16 +107,14 @@ export class RequestAuthorizer {
   private readonly tokens = new Map<string, Cached<ReviewedUser | string>>();
   private readonly decisions = new Map<string, Cached<true | string>>();
   private readonly inFlight = new Map<string, Promise<unknown>>();
-  private bucket: number;
-  private refilledAtMs: number;
+  private readonly bucket: TokenBucket;
   readonly counters: AuthCounters = { tokenReviews: 0, accessReviews: 0, rateLimited: 0 };
 
   constructor(private readonly o: RequestAuthorizerOptions) {
     this.clock = o.clock ?? systemClock;
     this.rate = o.rate ?? DEFAULT_REVIEW_RATE;
     this.ttl = { tokenTtlMs: o.tokenTtlMs ?? 120_000, allowedTtlMs: o.allowedTtlMs ?? 300_000, deniedTtlMs: o.deniedTtlMs ?? 30_000 };
-    this.bucket = this.rate.burst;
-    this.refilledAtMs = this.clock.now();
+    this.bucket = new TokenBucket(this.rate, this.clock);
   }
 
   /**
@@ -166,7 +160,7 @@ export class RequestAuthorizer {
     if (hit) map.delete(key);
     const pending = this.inFlight.get(key) as Promise<T | typeof RATE_LIMITED> | undefined;
     if (pending) return pending;
-    if (!this.take()) return RATE_LIMITED;
+    if (!this.bucket.tryTake()) return RATE_LIMITED;
     const p = review().then(({ value, ttlMs }) => {
       map.set(key, { value, untilMs: this.clock.now() + ttlMs });
       return value;
@@ -185,15 +179,6 @@ export class RequestAuthorizer {
     if (map.size < 256) return;
     const now = this.clock.now();
     for (const [k, v] of map) if (v.untilMs <= now) map.delete(k);
-  }
-
-  private take(): boolean {
-    const now = this.clock.now();
-    this.bucket = Math.min(this.rate.burst, this.bucket + ((now - this.refilledAtMs) / 1000) * this.rate.perSecond);
-    this.refilledAtMs = now;
-    if (this.bucket < 1) return false;
-    this.bucket -= 1;
-    return true;
   }
 
   private async reviewToken(token: string): Promise<{ value: ReviewedUser | string; ttlMs: number }> {

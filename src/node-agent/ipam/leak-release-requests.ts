@@ -6,8 +6,9 @@
  * coild caches its node's AddressBlocks anyway, so a request reaches it through the watch it
  * already has: a request costs coild one live list of its node's Pods (LeakReleaser's check) and
  * one patch of the answer, and nothing reaches coild that the API server did not authorize (a
- * `patch` of the AddressBlock) and record in its audit log. Requests are handled one at a time,
- * each once: an answered one (`outcome` set) is left alone until its author removes it. Requests
+ * `patch` of the AddressBlock) and record in its audit log. Those two calls are metered by a token
+ * bucket ({@link LEAK_RELEASE_RATE}), so that even an admin's flood of requests costs the API server
+ * a bounded rate of coild's own calls. Requests are handled one at a time, each once: an answered one (`outcome` set) is left alone until its author removes it. Requests
  * seen before the allocations were recovered from the host wait for {@link scanAll}, which coild
  * calls once it has recovered.
  */
@@ -17,9 +18,11 @@ import { Kinds } from '../../api/v2/kinds.js';
 import { leakReleaseAnnotations, parseLeakReleaseRequest, type LeakReleaseOutcome } from '../../api/v2/leak-release-request.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Client } from '../../runtime/client.js';
+import { type Clock } from '../../runtime/clock.js';
 import { ApiError } from '../../runtime/errors.js';
 import { kindRule } from '../../runtime/rbac.js';
 import type { RbacRule } from '../../runtime/registry.js';
+import { TokenBucket, type BucketRate } from '../../runtime/token-bucket.js';
 import type { LeakReleaser } from './leak-release.js';
 
 /** Constructor options of {@link LeakReleaseRequests}. */
@@ -35,7 +38,18 @@ export interface LeakReleaseRequestsOptions {
   readonly ready: () => boolean;
   /** RFC 3339 time of an answer; default now. */
   readonly now?: () => string;
+  /** How fast requests are handled; default {@link LEAK_RELEASE_RATE}. */
+  readonly rate?: BucketRate;
+  /** The rate's clock; default the process clock. */
+  readonly clock?: Clock;
 }
+
+/**
+ * Burst 5, then 1 request a second: a handled request costs coild one list of its node's Pods
+ * and one patch, so a node spends at most 10 + 2 API calls a second on them. A release is an
+ * operator's repair of a leak, a few at a time: the bucket never slows one.
+ */
+export const LEAK_RELEASE_RATE: BucketRate = Object.freeze({ burst: 5, perSecond: 1 });
 
 export class LeakReleaseRequests {
   /** The answer written into the request's annotation; the Pods' live list is the cache's rule. */
@@ -44,8 +58,12 @@ export class LeakReleaseRequests {
   private readonly pending = new Set<string>();
   private chain: Promise<void> = Promise.resolve();
   private unsubscribe: (() => void) | undefined;
+  private readonly bucket: TokenBucket;
+  private stopped = false;
 
-  constructor(private readonly o: LeakReleaseRequestsOptions) {}
+  constructor(private readonly o: LeakReleaseRequestsOptions) {
+    this.bucket = new TokenBucket(o.rate ?? LEAK_RELEASE_RATE, o.clock);
+  }
 
   /** Follows the AddressBlock events of the cache. */
   start(): void {
@@ -55,6 +73,7 @@ export class LeakReleaseRequests {
   }
 
   stop(): void {
+    this.stopped = true;
     this.unsubscribe?.();
     this.unsubscribe = undefined;
   }
@@ -79,7 +98,11 @@ export class LeakReleaseRequests {
       const id = `${name}/${key}`;
       if (this.pending.has(id)) continue;
       this.pending.add(id);
-      this.chain = this.chain.then(() => this.handle(name, key, value)).finally(() => this.pending.delete(id));
+      this.chain = this.chain.then(async () => {
+        await this.bucket.take();
+        // A request still queued at shutdown waits for the next coild, which finds it unanswered.
+        if (!this.stopped) await this.handle(name, key, value);
+      }).finally(() => this.pending.delete(id));
     }
   }
 

@@ -9,7 +9,8 @@ import { KeyedMutex } from '../podnet/keyed-mutex.js';
 import { NodeIpam } from './node-ipam.js';
 import { FakePodNetwork } from '../../../test/fakes/pod-network.fake.js';
 import { LeakReleaser } from './leak-release.js';
-import { LeakReleaseRequests } from './leak-release-requests.js';
+import { LEAK_RELEASE_RATE, LeakReleaseRequests } from './leak-release-requests.js';
+import { FakeClock } from '../../../test/fakes/clock.fake.js';
 import { ANN_RELEASE_PREFIX, leakReleaseKey, parseLeakReleaseRequest } from '../../api/v2/leak-release-request.js';
 
 function lab() {
@@ -82,12 +83,12 @@ describe('LeakReleaser', () => {
 });
 
 describe('LeakReleaseRequests (a release request annotated on an AddressBlock)', () => {
-  const setup = () => {
+  const setup = (clock?: FakeClock) => {
     const t = lab();
     const patches: { name: string; patch: { metadata: { annotations: Record<string, string> } } }[] = [];
     const client = { mergePatch: async (_k: unknown, key: { name: string }, patch: never) => void patches.push({ name: key.name, patch }) } as never;
     let ready = false;
-    const requests = new LeakReleaseRequests({ cache: t.cache.asCache(), client, releaser: t.releaser, nodeName: 'n1', logger: silentLogger(), ready: () => ready, now: () => '2026-12-07T00:00:00.000Z' });
+    const requests = new LeakReleaseRequests({ cache: t.cache.asCache(), client, releaser: t.releaser, nodeName: 'n1', logger: silentLogger(), ready: () => ready, now: () => '2026-12-07T00:00:00.000Z', clock });
     requests.start();
     const annotate = (annotations: Record<string, string>) => t.cache.emit(Kinds.AddressBlock, 'MODIFIED', { ...fakeBlock('p', 0, '10.8.0.0/30'), metadata: { ...fakeBlock('p', 0, '10.8.0.0/30').metadata, annotations } });
     return { ...t, patches, requests, annotate, setReady: () => void (ready = true) };
@@ -124,5 +125,22 @@ describe('LeakReleaseRequests (a release request annotated on an AddressBlock)',
     assert.ok(t.ipam.lookup('held', 'eth0'));
     const outcomes = t.patches.map((p) => Object.values(p.patch.metadata.annotations).map((v) => JSON.parse(v).outcome)[0]);
     assert.deepEqual(outcomes.map((o) => [o.released, o.reason]).sort(), [[false, 'Pod demo/has-it has the address'], [false, 'not a release request: expected JSON {"containerId", "ifname", "ipv4" and/or "ipv6"}']]);
+  });
+
+  it(`handles at most the rate's burst at once, then ${LEAK_RELEASE_RATE.perSecond} a second: a flood of requests costs a bounded rate of API calls`, async () => {
+    const clock = new FakeClock();
+    const t = setup(clock);
+    t.setReady();
+    const flood = LEAK_RELEASE_RATE.burst + 3;
+    t.annotate(Object.fromEntries(Array.from({ length: flood }, (_, i) => [`${ANN_RELEASE_PREFIX}junk-${i}`, 'not json'])));
+    const settle = async () => { for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r)); };
+    await settle();
+    assert.equal(t.patches.length, LEAK_RELEASE_RATE.burst, 'the burst is answered at once');
+    clock.advance(1000 / LEAK_RELEASE_RATE.perSecond);
+    await settle();
+    assert.equal(t.patches.length, LEAK_RELEASE_RATE.burst + 1, 'then one per refill');
+    for (let i = 0; i < 2; i++) { clock.advance(1000 / LEAK_RELEASE_RATE.perSecond); await settle(); }
+    assert.equal(t.patches.length, flood);
+    await t.requests.idle();
   });
 });
