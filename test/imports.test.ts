@@ -46,6 +46,15 @@ test('src/api/v2 and src/ipam import nothing that does I/O', async () => {
   }
 });
 
+test('src/ipam imports nothing of src/api (src/api imports src/ipam; type-only imports count)', async () => {
+  for (const file of await sources('src/ipam')) {
+    for (const spec of await allImports(root, file)) {
+      const target = relative(root, join(root, file, '..', spec));
+      assert.ok(!target.startsWith('src/api'), `${file} imports ${target}, a floor up`);
+    }
+  }
+});
+
 test('the CNI shim imports only node: built-ins, its own files and the shared proto constants', async () => {
   for (const file of await sources('src/cni-shim')) {
     for (const spec of await runtimeImports(file)) {

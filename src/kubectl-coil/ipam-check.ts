@@ -4,7 +4,7 @@
  * `ipam release --from-report` takes. Exit status 3 when anything is found.
  */
 import { checkIpam, type CheckThresholds, type Finding, type IpamFacts, type PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, nodeRef, podFacts, poolFacts, requestFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, nodeRef, podFacts, poolFacts, requestFacts } from '../api/v2/ipam-facts.js';
 import type { ClusterRead } from './cluster.js';
 import type { Output } from './flags.js';
 import { formatObject, formatTable, isStructured } from './output.js';

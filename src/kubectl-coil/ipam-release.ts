@@ -24,7 +24,7 @@ import { FIN_COIL } from '../api/v2/keys.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { BlockIndex } from '../ipam/block-index.js';
 import type { Finding, FindingKind, PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, podFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, podFacts } from '../api/v2/ipam-facts.js';
 import type { ApiTransport } from '../runtime/api-transport.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';

@@ -9,7 +9,7 @@
  */
 import { BlockIndex } from '../ipam/block-index.js';
 import { poolUsage, type NodeViewFacts, type PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, podFacts, poolFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, podFacts, poolFacts } from '../api/v2/ipam-facts.js';
 import { canonicalAddress, tryParseAddress } from '../ipam/ip-address.js';
 import { ConfigError } from '../runtime/flags.js';
 import type { ClusterRead } from './cluster.js';
