@@ -8,7 +8,8 @@
  * alike (Coil reads them through nftables netlink, so its metrics fail on legacy hosts).
  * @see docs/compatibility.md "Egress NAT", "Metrics"
  */
-import { addressFamily, canonicalAddress } from '../netlink/cidr.js';
+import { canonicalAddress } from '../ipam/ip-address.js';
+import { addressFamily } from '../netlink/cidr.js';
 import type { IpRunner } from '../netlink/ip-runner.js';
 import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from '../netlink/iptables.js';
 import type { NatCounters } from '../netlink/nftables.js';

@@ -12,7 +12,8 @@
 import { createHash } from 'node:crypto';
 import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
 import { addressBytes } from '../ipam/ip-address.js';
-import { addressFamily, addressOf, canonicalAddress } from './cidr.js';
+import { canonicalAddress } from '../ipam/ip-address.js';
+import { addressFamily, addressOf } from './cidr.js';
 import { isNetlinkErrno } from './netlink-error.js';
 import { formatRequest } from './rt-format.js';
 import { rt, type RtRequest } from './rt-request.js';

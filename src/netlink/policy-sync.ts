@@ -9,7 +9,8 @@
  *   docs/design.md#kernel-state-is-synced-declaratively
  */
 import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
-import { canonicalAddress, parseCidr, routeKey, routeKeyOfDst } from './cidr.js';
+import { canonicalAddress } from '../ipam/ip-address.js';
+import { parseRoutePrefix, routeKey, routeKeyOfDst } from './cidr.js';
 import { readRoutes } from './route.js';
 
 /** A policy rule with the selectors coil uses. */
@@ -108,7 +109,7 @@ export async function syncTableRoutes(
 ): Promise<{ added: number; deleted: number }> {
   const target = o.netns ? { netns: o.netns } : {};
   const current = (await readRoutes(ip, { ...target, family: o.family, table: o.table })).filter((r) => r.protocol === String(o.protocol));
-  const want = new Map(o.desired.map((r) => [`${routeKey(parseCidr(r.dst))}|${r.dev}`, r]));
+  const want = new Map(o.desired.map((r) => [`${routeKey(parseRoutePrefix(r.dst))}|${r.dev}`, r]));
   const lines: BatchLine[] = [];
   const seen = new Set<string>();
   for (const r of current) {

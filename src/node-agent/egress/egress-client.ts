@@ -14,7 +14,8 @@ import {
   EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID, PROTOCOL_ID,
 } from '../../api/v2/keys.js';
 import { containsCidr } from 'cidr-tools';
-import { addressFamily, formatCidr, parseCidr } from '../../netlink/cidr.js';
+import { formatCidr } from '../../ipam/cidr.js';
+import { addressFamily, parseRoutePrefix } from '../../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, fouPeerRequest, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
 import type { IpRunner } from '../../netlink/ip-runner.js';
 import { rt, type RtApplier, type RtRequest } from '../../netlink/rt-request.js';
@@ -114,10 +115,10 @@ export function clientRules(family: 4 | 6): PolicyRule[] {
 /**
  * True when `cidr` lies inside one of the family's private ranges (then it goes to table 117).
  * Checked on its canonical text by cidr-tools.
- * @throws TypeError when `cidr` is not a network prefix (parseCidr)
+ * @throws TypeError when `cidr` is not a network prefix (parseRoutePrefix)
  */
 export function isNarrowDestination(cidr: string): boolean {
-  const c = parseCidr(cidr);
+  const c = parseRoutePrefix(cidr);
   return containsCidr([...PRIVATE_RANGES[c.family]], formatCidr(c));
 }
 
@@ -144,7 +145,7 @@ export function planEgressClient(input: EgressClientInput): EgressClientPlan {
     for (const d of g.draining ?? []) if (addressFamily(d) === family) drains.push({ remote: d, local: own, g, family });
     if (!plan.families.includes(family)) plan.families.push(family);
     for (const dst of g.destinations) {
-      if (parseCidr(dst).family !== family) continue;
+      if (parseRoutePrefix(dst).family !== family) continue;
       const table = isNarrowDestination(dst) ? EGRESS_NARROW_TABLE_ID : EGRESS_WIDE_TABLE_ID;
       (plan.routes[family][table] ??= []).push({ dst, dev });
     }

@@ -5,7 +5,8 @@
  * @see docs/compatibility.md#export-table-119, Coil #370 (flush on shutdown)
  */
 import { EXPORT_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
-import { formatCidr, parseCidr } from '../../netlink/cidr.js';
+import { formatCidr } from '../../ipam/cidr.js';
+import { parseRoutePrefix } from '../../netlink/cidr.js';
 import type { IpRunner } from '../../netlink/ip-runner.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { readRoutes, type IpRoute } from '../../netlink/route.js';
@@ -79,7 +80,7 @@ export class IpRouteExporter implements RouteExporter {
 
   private async syncNow(desired: readonly string[]): Promise<RouteExportChange> {
     // Canonical CIDR text on both sides, so `fd00:0::/120` matches the kernel's `fd00::/120`.
-    const want = new Set(desired.map((c) => formatCidr(parseCidr(c))));
+    const want = new Set(desired.map((c) => formatCidr(parseRoutePrefix(c))));
     const host = { netns: this.hostNetns, table: this.tableId };
     const [v4, v6] = await Promise.all([readRoutes(this.kernel, { ...host, family: 4 }), readRoutes(this.kernel, { ...host, family: 6 })]);
     const have = new Map<string, IpRoute>();
@@ -108,5 +109,5 @@ export class IpRouteExporter implements RouteExporter {
 /** A `dst` as ip prints it (`default`, `10.0.0.5`, `fd00::/120`) → full CIDR string. */
 function cidrOfDst(dst: string, family: 4 | 6): string {
   if (dst === 'default') return family === 4 ? '0.0.0.0/0' : '::/0';
-  return formatCidr(parseCidr(dst));
+  return formatCidr(parseRoutePrefix(dst));
 }

@@ -11,7 +11,8 @@
 import { randomFillSync } from 'node:crypto';
 import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
 import { readAddrs } from '../../netlink/addr.js';
-import { canonicalAddress, routeKeyOfDst } from '../../netlink/cidr.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { routeKeyOfDst } from '../../netlink/cidr.js';
 import type { IpRunner } from '../../netlink/ip-runner.js';
 import { readLinks, type IpLink } from '../../netlink/link.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
@@ -211,7 +212,7 @@ export class RtnetlinkPodNetwork implements PodNetwork {
         problems.push(`host veth ${hostIfname} has alias "${hostLink.ifalias ?? ''}"`);
       }
       if (!hostLink.flags.includes('UP')) problems.push(`host veth ${hostIfname} is down`);
-      const wanted = [options.ipv4, options.ipv6].filter((a): a is string => a !== undefined).map(canonicalAddress);
+      const wanted = [options.ipv4, options.ipv6].filter((a): a is string => a !== undefined).map((a) => canonicalAddress(a));
       const routed = new Set(routes.filter((r) => r.dev === hostIfname && r.gateway === undefined).map((r) => routeKeyOfDst(r.dst)));
       for (const a of wanted) if (!routed.has(a)) problems.push(`no route to ${a} via ${hostIfname} in table ${this.podTableId}`);
       if (podAddrs === undefined) return problems;
