@@ -55,11 +55,43 @@ test('src/ipam imports nothing of src/api (src/api imports src/ipam; type-only i
   }
 });
 
-test('the CNI shim imports only node: built-ins, its own files and the shared proto constants', async () => {
+/** Modules of src/ the CNI shim may share because they import nothing at all (checked below). */
+const SHIM_MAY_SHARE = ['../runtime/bun-libc.js'];
+
+test('the CNI shim imports only node: built-ins, its own files, the shared proto constants and the dependency-free libc binding', async () => {
   for (const file of await sources('src/cni-shim')) {
     for (const spec of await runtimeImports(file)) {
-      const ok = spec.startsWith('node:') || (spec.startsWith('./') && !spec.includes('..')) || /^\.\.\/cnirpc\/[a-z-]+\.js$/.test(spec);
+      const ok = spec.startsWith('node:') || (spec.startsWith('./') && !spec.includes('..')) || /^\.\.\/cnirpc\/[a-z-]+\.js$/.test(spec) || SHIM_MAY_SHARE.includes(spec);
       assert.ok(ok, `${file} imports ${spec}`);
+    }
+  }
+  for (const spec of SHIM_MAY_SHARE) {
+    const file = relative(root, join(root, 'src/cni-shim', spec)).replace(/\.js$/, '.ts');
+    assert.deepEqual(await allImports(root, file), [], `${file} is shared with the CNI shim, so it imports nothing`);
+  }
+});
+
+/**
+ * Concepts shared across src/ that live in one module (issue 37): a second declaration of one
+ * of these names, or a second libc binding, is a copy to fold into the owner.
+ */
+const ONE_HOME: ReadonlyArray<[RegExp, string]> = [
+  [/\bfunction parseCidr\b|\binterface ParsedCidr\b|\bfunction formatCidr\b/, 'src/ipam/cidr.ts'],
+  [/\bfunction canonicalAddress\b/, 'src/ipam/ip-address.ts'],
+  [/\bfunction formatTable\b/, 'src/runtime/text-table.ts'],
+  [/\bdlopen\(/, 'src/runtime/bun-libc.ts'],
+  [/\binterface SubnetSet\b/, 'src/ipam/pool.ts'],
+  [/\btype (?:NetfilterBackend|NatBackend)\s*=/, 'src/api/v2/keys.ts'],
+  [/^\s*function canonical\(/m, ''],
+];
+
+test('each shared concept is declared in one module of src/ (CIDR text, canonical addresses, tables, the libc binding, SubnetSet, the netfilter backend)', async () => {
+  for (const file of await sources('src')) {
+    if (file.endsWith('.d.ts')) continue;
+    const text = await readFile(join(root, file), 'utf8');
+    for (const [re, home] of ONE_HOME) {
+      if (file === home) continue;
+      assert.doesNotMatch(text, re, `${file} declares what ${home || 'a shared module'} owns (${re.source})`);
     }
   }
 });

@@ -7,7 +7,7 @@ import { toYamlDocuments, type YamlValue } from '../runtime/yaml-out.js';
 import type { Output } from './flags.js';
 
 /** Fixed-width columns separated by three spaces (kubectl's printer), newline-terminated; the first row is the header. */
-export function formatTable(rows: readonly (readonly string[])[]): string {
+export function kubectlTable(rows: readonly (readonly string[])[]): string {
   return `${textTable(rows, 3)}\n`;
 }
 
