@@ -11,8 +11,8 @@
 import { EGRESS_WIDE_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { addressFamily } from '../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers } from '../netlink/fou.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
-import { syncPolicyRules, syncTableRoutes, type TableRoute } from '../netlink/policy-sync.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { syncPolicyRules, syncTableRoutes, type TableRoute } from '../netlink/fib-rules.js';
 
 /** Priority of the `iif <out> lookup 118` rule (Coil's). */
 export const EGRESS_RETURN_RULE_PRIORITY = 2000;

@@ -10,9 +10,9 @@
  */
 import { canonicalAddress } from '../ipam/ip-address.js';
 import { addressFamily } from '../netlink/cidr.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
-import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from '../netlink/iptables.js';
-import type { NatCounters } from '../netlink/nftables.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from '../netlink/netfilter/iptables.js';
+import type { NatCounters } from '../netlink/netfilter/nftables.js';
 import type { NatBackend, NatCountersByFamily } from './nat.js';
 
 /** Constructor options of {@link IptablesNat}. */

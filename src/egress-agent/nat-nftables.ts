@@ -4,8 +4,8 @@
  * @see docs/compatibility.md#the-nat-pod (the nftables variant)
  */
 import { addressFamily } from '../netlink/cidr.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
-import { applyNatRules, deleteNatRules, readNatCounters } from '../netlink/nftables.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { applyNatRules, deleteNatRules, readNatCounters } from '../netlink/netfilter/nftables.js';
 import type { NatBackend, NatCountersByFamily } from './nat.js';
 
 /** Constructor options of {@link NftablesNat}. */

@@ -1,5 +1,5 @@
 /** `ip addr`: batch-line builders and the read. */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 
 /** One address of `ip -json addr show` (`addr_info[]`). */

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { probeFeatures } from './features.js';
 import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPeerRequest, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers, type FouPeer } from './fou.js';
-import { IpRunner } from './ip-runner.js';
+import { IpRunner } from './iproute2/ip-runner.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError } from './netlink-error.js';

@@ -10,12 +10,12 @@
  * @see docs/compatibility.md#fou-tunnels (Coil `v2/pkg/fou/fou.go`)
  */
 import { createHash } from 'node:crypto';
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+import type { BatchLine, IpRunner, RunTarget } from './iproute2/ip-runner.js';
 import { addressBytes } from '../ipam/ip-address.js';
 import { canonicalAddress } from '../ipam/ip-address.js';
 import { addressFamily, addressOf } from './cidr.js';
 import { isNetlinkErrno } from './netlink-error.js';
-import { formatRequest } from './rt-format.js';
+import { formatRequest } from './iproute2/rt-format.js';
 import { rt, type RtRequest } from './rt-request.js';
 import { writeSysctl } from './sysctl.js';
 

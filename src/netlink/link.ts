@@ -2,7 +2,7 @@
  * `ip link`: batch-line builders and the read. Builders are pure; they return argv tokens for
  * IpRunner.batch.
  */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader, VethRequest } from './rt-request.js';
 
 /** One entry of `ip -json [-d] link show` (the fields coil reads). */

@@ -4,7 +4,7 @@
  * physical devices. No tunnel overhead is subtracted.
  * @see docs/compatibility.md#pod-network-setup (MTU)
  */
-import type { RunTarget } from './ip-runner.js';
+import type { RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 import { readLinks, type IpLink } from './link.js';
 import { routeGet } from './route.js';

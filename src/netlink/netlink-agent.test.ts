@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { IpRunner, spawnProcess, type ProcessSpawner } from './ip-runner.js';
+import { IpRunner, spawnProcess, type ProcessSpawner } from './iproute2/ip-runner.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError, isNetlinkErrno } from './netlink-error.js';

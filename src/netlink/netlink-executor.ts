@@ -17,9 +17,9 @@
 import {
   DEFAULT_RETRY_POLICY, IpRunner, batchError, batchTail, retryDelayMs, sleep,
   type ApplyStep, type BatchOptions, type LineFailure, type RetryPolicy, type RunResult, type SequenceOutcome,
-} from './ip-runner.js';
+} from './iproute2/ip-runner.js';
 import { NetlinkError, errnoClass, isTransientErrno } from './netlink-error.js';
-import { formatDump, formatRequest } from './rt-format.js';
+import { formatDump, formatRequest } from './iproute2/rt-format.js';
 import type { RtBackend, RtBatchResult, RtDump, RtDumpResult, RtRequest } from './rt-request.js';
 
 /** Constructor options of {@link NetlinkExecutor}. */

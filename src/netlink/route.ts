@@ -1,5 +1,5 @@
 /** `ip route`: batch-line builders and reads. */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import type { RtReader } from './rt-request.js';
 

@@ -1,5 +1,5 @@
 /** `ip rule`: batch-line builders and the read. */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 
 /** One entry of `ip -json rule show`. */

@@ -72,7 +72,7 @@ import type { Egress } from '../../src/api/v2/egress.js';
 import { FouServer } from '../../src/egress-agent/fou-server.js';
 import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';

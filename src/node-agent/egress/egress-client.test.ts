@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IpRunner } from '../../netlink/ip-runner.js';
-import { formatRequest } from '../../netlink/rt-format.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import { formatRequest } from '../../netlink/iproute2/rt-format.js';
 import type { RtApplier } from '../../netlink/rt-request.js';
 import { EgressClient, FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, pinnedLinks, planEgressClient, retargetRequests } from './egress-client.js';
 

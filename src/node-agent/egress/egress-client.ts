@@ -17,9 +17,9 @@ import { containsCidr } from 'cidr-tools';
 import { formatCidr } from '../../ipam/cidr.js';
 import { addressFamily, parseRoutePrefix } from '../../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, fouPeerRequest, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { rt, type RtApplier, type RtRequest } from '../../netlink/rt-request.js';
-import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/policy-sync.js';
+import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/fib-rules.js';
 import type { FlowPins } from './flow-pins.js';
 import type { OriginatingOnly } from './originating-only.js';
 

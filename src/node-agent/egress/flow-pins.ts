@@ -19,10 +19,10 @@
  */
 import type { NetfilterBackend } from '../../api/v2/keys.js';
 import { PROTOCOL_ID } from '../../api/v2/keys.js';
-import { syncFlowPinsIptables, syncFlowPinsNft, type FlowPinLink } from '../../netlink/flow-pin-marks.js';
-import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
-import type { IptablesCommands } from '../../netlink/iptables.js';
-import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/policy-sync.js';
+import { syncFlowPinsIptables, syncFlowPinsNft, type FlowPinLink } from '../../netlink/netfilter/flow-pin-marks.js';
+import type { BatchLine, IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import type { IptablesCommands } from '../../netlink/netfilter/iptables.js';
+import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/fib-rules.js';
 import { FLOW_PIN_RULE_PRIORITY, assignPinSlots, pinMark, pinTable, slotOfTable } from './flow-pin-slots.js';
 
 /** Constructor options of {@link FlowPins}. */

@@ -18,11 +18,11 @@
  * @see docs/compatibility.md "Originating-only"
  */
 import { ORIGINATING_ONLY_RULE_PRIO, ORIGINATING_ONLY_TABLE_BASE, type NetfilterBackend } from '../../api/v2/keys.js';
-import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
-import { syncConnmarkIptables } from '../../netlink/iptables-connmark.js';
-import type { IptablesCommands } from '../../netlink/iptables.js';
-import { syncConnmarkNft, type ConnmarkLink } from '../../netlink/nft-connmark.js';
-import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/policy-sync.js';
+import type { BatchLine, IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import { syncConnmarkIptables } from '../../netlink/netfilter/iptables-connmark.js';
+import type { IptablesCommands } from '../../netlink/netfilter/iptables.js';
+import { syncConnmarkNft, type ConnmarkLink } from '../../netlink/netfilter/nft-connmark.js';
+import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/fib-rules.js';
 
 /** Constructor options of {@link OriginatingOnly}. */
 export interface OriginatingOnlyOptions {

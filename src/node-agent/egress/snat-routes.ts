@@ -26,7 +26,7 @@ import { Kinds } from '../../api/v2/kinds.js';
 import { canonicalAddress } from '../../ipam/ip-address.js';
 import { addressFamily } from '../../netlink/cidr.js';
 import type { NetlinkExecutor } from '../../netlink/netlink-executor.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { readRoutesBothFamilies, type IpRoute } from '../../netlink/route.js';
 import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';

@@ -7,7 +7,7 @@
 import { EXPORT_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
 import { formatCidr } from '../../ipam/cidr.js';
 import { parseRoutePrefix } from '../../netlink/cidr.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { readRoutes, type IpRoute } from '../../netlink/route.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';

@@ -13,7 +13,7 @@ import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
 import { readAddrs } from '../../netlink/addr.js';
 import { canonicalAddress } from '../../ipam/ip-address.js';
 import { routeKeyOfDst } from '../../netlink/cidr.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { readLinks, type IpLink } from '../../netlink/link.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { rt } from '../../netlink/rt-request.js';

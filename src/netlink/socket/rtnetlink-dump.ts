@@ -11,12 +11,12 @@
  * equivalence test (rtnetlink-dump.test.ts) compares both on real links.
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html
  */
-import { addressBytes, formatAddress, tryParseAddress } from '../ipam/ip-address.js';
-import type { IpAddrInfo, IpAddrLink } from './addr.js';
-import type { IpLink } from './link.js';
-import type { IpRoute } from './route.js';
-import type { IpRule } from './rule.js';
-import type { RtDump } from './rt-request.js';
+import { addressBytes, formatAddress, tryParseAddress } from '../../ipam/ip-address.js';
+import type { IpAddrInfo, IpAddrLink } from '../addr.js';
+import type { IpLink } from '../link.js';
+import type { IpRoute } from '../route.js';
+import type { IpRule } from '../rule.js';
+import type { RtDump } from '../rt-request.js';
 import {
   NLM_F_REQUEST, RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE, AF_UNSPEC, AF_INET, AF_INET6,
   IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_IFALIAS, IFLA_GROUP, IFLA_INFO_KIND,

@@ -14,9 +14,9 @@
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
 import { spawn } from 'node:child_process';
-import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
+import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from '../netlink-error.js';
 import { formatDump, formatRequest } from './rt-format.js';
-import type { RtDump, RtRequest } from './rt-request.js';
+import type { RtDump, RtRequest } from '../rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`, e.g. `['link', 'del', 'veth0']`. */
 export type BatchLine = readonly string[];

@@ -7,11 +7,11 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpRunner, formatBatchLine, parseBatchFailures } from './ip-runner.js';
-import { NetlinkError } from './netlink-error.js';
-import { rt } from './rt-request.js';
-import { readLinks } from './link.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
-import { prerequisite } from '../../test/support/prerequisite.js';
+import { NetlinkError } from '../netlink-error.js';
+import { rt } from '../rt-request.js';
+import { readLinks } from '../link.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
+import { prerequisite } from '../../../test/support/prerequisite.js';
 
 describe('formatBatchLine / parseBatchFailures', () => {
   test('joins safe tokens with spaces', () => {

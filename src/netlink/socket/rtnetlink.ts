@@ -13,9 +13,9 @@
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html, include/uapi/linux/{netlink,
  *   rtnetlink,if_link,if_addr,veth,if_tunnel,ip6_tunnel}.h
  */
-import { addressBytes, type IpAddress } from '../ipam/ip-address.js';
-import { addressOf, splitPrefix } from './cidr.js';
-import type { RtRequest } from './rt-request.js';
+import { addressBytes, type IpAddress } from '../../ipam/ip-address.js';
+import { addressOf, splitPrefix } from '../cidr.js';
+import type { RtRequest } from '../rt-request.js';
 import {
   NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE, NLMSG_ERROR, RTM_NEWLINK, RTM_DELLINK,
   RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_DELROUTE, AF_UNSPEC, AF_INET, AF_INET6, IFLA_ADDRESS,

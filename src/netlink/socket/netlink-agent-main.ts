@@ -12,8 +12,8 @@
  * Exits when stdin closes.
  */
 import { ptr } from 'bun:ffi';
-import { requireLibc } from '../runtime/bun-libc.js';
-import type { RtBatch, RtDumpCall } from './rt-request.js';
+import { requireLibc } from '../../runtime/bun-libc.js';
+import type { RtBatch, RtDumpCall } from '../rt-request.js';
 import { applyBatches, readDumps } from './rtnetlink-socket.js';
 
 // The `coil` executable starts JavaScriptCore with its tier-up thresholds raised 100× (its

@@ -8,7 +8,7 @@
  * @see docs/compatibility.md#client-pod-egress-setup, docs/compatibility.md#the-nat-pod;
  *   docs/design.md#kernel-state-is-synced-declaratively
  */
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
+import type { BatchLine, IpRunner, RunTarget } from './iproute2/ip-runner.js';
 import { canonicalAddress } from '../ipam/ip-address.js';
 import { parseRoutePrefix, routeKey, routeKeyOfDst } from './cidr.js';
 import { readRoutes } from './route.js';

@@ -17,11 +17,11 @@
  * `Command failed -:N`), so the executor reports, retries and numbers failures the same way on every path.
  */
 import { ptr } from 'bun:ffi';
-import { requireLibc } from '../runtime/bun-libc.js';
+import { requireLibc } from '../../runtime/bun-libc.js';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
 import { DumpError, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
 import { NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_DUMP_INTR, NLM_F_MULTI } from './rtnetlink-uapi.js';
-import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from './rt-request.js';
+import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from '../rt-request.js';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;

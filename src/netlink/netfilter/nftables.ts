@@ -7,10 +7,10 @@
  * @see docs/compatibility.md#the-nat-pod, docs/compatibility.md#metric-names-and-types,
  *   docs/compatibility.md#metrics-gaps
  */
-import type { IpRunner, RunTarget } from './ip-runner.js';
-import { NetlinkError } from './netlink-error.js';
-import { canonicalAddress, formatAddress } from '../ipam/ip-address.js';
-import { addressFamily, parseRoutePrefix } from './cidr.js';
+import type { IpRunner, RunTarget } from '../iproute2/ip-runner.js';
+import { NetlinkError } from '../netlink-error.js';
+import { canonicalAddress, formatAddress } from '../../ipam/ip-address.js';
+import { addressFamily, parseRoutePrefix } from '../cidr.js';
 
 /** Comment of the rule dropping untracked packets to the shared SNAT address ({@link NatRuleOptions.snatAddress}). */
 export const NFT_SHARED_STRAY_COMMENT = 'coil-egress-shared-stray';

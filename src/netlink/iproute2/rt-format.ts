@@ -5,7 +5,7 @@
  * kernel state; the same dump read both ways must give the same entries). One direction only: requests become
  * text here; no text becomes a request anywhere.
  */
-import type { RtDump, RtRequest } from './rt-request.js';
+import type { RtDump, RtRequest } from '../rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`. */
 export type RequestLine = string[];

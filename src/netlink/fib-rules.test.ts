@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { IpRunner } from './ip-runner.js';
-import { policyRuleKey, policyRuleLine, syncPolicyRules, syncTableRoutes } from './policy-sync.js';
+import { IpRunner } from './iproute2/ip-runner.js';
+import { policyRuleKey, policyRuleLine, syncPolicyRules, syncTableRoutes } from './fib-rules.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 

@@ -8,13 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { IpRunner, spawnProcess, type ProcessSpawner } from './ip-runner.js';
-import { NetlinkAgent } from './netlink-agent.js';
-import { NetlinkExecutor } from './netlink-executor.js';
-import { isNetlinkErrno } from './netlink-error.js';
-import type { RtDump } from './rt-request.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
-import { prerequisite } from '../../test/support/prerequisite.js';
+import { IpRunner, spawnProcess, type ProcessSpawner } from '../iproute2/ip-runner.js';
+import { NetlinkAgent } from '../netlink-agent.js';
+import { NetlinkExecutor } from '../netlink-executor.js';
+import { isNetlinkErrno } from '../netlink-error.js';
+import type { RtDump } from '../rt-request.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
+import { prerequisite } from '../../../test/support/prerequisite.js';
 
 const agent = new NetlinkAgent();
 const skip = prerequisite(netnsSkipReason() ?? (agent.isUsable ? undefined : `${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
