@@ -102,7 +102,7 @@ export interface RtReader {
  * (iproute2 only).
  */
 export interface RtApplier {
-  /** @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index) */
+  /** @throws NetlinkError for the first permanent failure (`failedRequest` = 1-based request index) */
   apply(requests: readonly RtRequest[], options?: { netns?: string | undefined; onError?: 'stop' | 'continue' }): Promise<void>;
 }
 

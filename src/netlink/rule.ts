@@ -2,8 +2,11 @@
 import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 
-/** One entry of `ip -json rule show`. */
-export interface IpRule {
+/**
+ * A FIB rule (RTM_NEWRULE), the fields coil reads, named as `ip -json rule show` prints them so
+ * iproute2 serves as the oracle of the rule dump.
+ */
+export interface Rule {
   priority: number;
   /** `all`, or the source prefix's address (its length in {@link srclen} unless a host prefix). */
   src?: string;
@@ -38,6 +41,6 @@ export const rule = {
  * Reads one family's policy rules, as `ip -<family> -json rule show` prints them: an rtnetlink
  * dump through a NetlinkExecutor, or that command through an IpRunner.
  */
-export function readRules(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { family: 4 | 6 }): Promise<IpRule[]> {
-  return kernel.dump<IpRule>({ kind: 'rules', family: target.family }, { netns: target.netns });
+export function readRules(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { family: 4 | 6 }): Promise<Rule[]> {
+  return kernel.dump<Rule>({ kind: 'rules', family: target.family }, { netns: target.netns });
 }

@@ -60,7 +60,7 @@ describe('IpRunner in real network namespaces', { skip: prerequisite(netnsSkipRe
     const err = await ip.batch([['link', 'set', 'dev', 'lo', 'up'], ['link', 'del', 'dev', 'nosuch0']], { netns: ns.path })
       .then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof NetlinkError);
-    assert.equal(err.failedLine, 2);
+    assert.equal(err.failedRequest, 2);
     assert.equal(err.errno, 'ENODEV');
     assert.equal(err.command, `ip -n ${ns.name} link del dev nosuch0`);
     assert.match((err.cause as Error).message, /Cannot find device "nosuch0"/);
@@ -72,7 +72,7 @@ describe('IpRunner in real network namespaces', { skip: prerequisite(netnsSkipRe
     await assert.rejects(ip.batch(lines, { netns: ns.path }), NetlinkError);
     assert.ok(!(await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 'rc0'));
     const err = await ip.batch(lines, { netns: ns.path, onError: 'continue' }).then(() => undefined, (e: unknown) => e);
-    assert.ok(err instanceof NetlinkError && err.failedLine === 1 && /line 3/.test(err.message));
+    assert.ok(err instanceof NetlinkError && err.failedRequest === 1 && /line 3/.test(err.message));
     assert.ok((await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 'rc0'));
   });
 

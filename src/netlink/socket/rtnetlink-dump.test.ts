@@ -19,7 +19,7 @@ import { prerequisite } from '../../../test/support/prerequisite.js';
 const agent = new NetlinkAgent();
 const skip = prerequisite(netnsSkipReason() ?? (agent.isUsable ? undefined : `${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
 
-/** The fields each shape declares (link.ts IpLink, addr.ts IpAddrLink/IpAddrInfo, route.ts IpRoute, rule.ts IpRule). */
+/** The fields each shape declares (link.ts Link, addr.ts LinkAddresses/Address, route.ts Route, rule.ts Rule). */
 const FIELDS: Record<RtDump['kind'], readonly string[]> = {
   links: ['ifindex', 'ifname', 'flags', 'mtu', 'operstate', 'link_type', 'address', 'group', 'ifalias', 'link_netnsid', 'linkinfo'],
   addrs: ['ifindex', 'ifname', 'address', 'addr_info'],

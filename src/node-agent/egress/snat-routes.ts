@@ -27,7 +27,7 @@ import { canonicalAddress } from '../../ipam/ip-address.js';
 import { addressFamily } from '../../netlink/cidr.js';
 import type { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
-import { readRoutesBothFamilies, type IpRoute } from '../../netlink/route.js';
+import { readRoutesBothFamilies, type Route } from '../../netlink/route.js';
 import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';
 import type { Cache } from '../../runtime/cache.js';
@@ -181,7 +181,7 @@ export class SnatRouter implements Runnable {
    * Loosens the reverse-path filter of this node's shared-address NAT pods' host veths (IPv4),
    * once per veth (by ifindex: a re-created veth of the same name starts with the default again).
    */
-  private async loosenReversePath(routes: readonly IpRoute[]): Promise<void> {
+  private async loosenReversePath(routes: readonly Route[]): Promise<void> {
     const target = this.o.hostNetns !== undefined ? { netns: this.o.hostNetns } : {};
     const devs = this.o.hostedNatPods().filter((a) => addressFamily(a) === 4).flatMap((a) => vethOf(routes, canonicalAddress(a)) ?? []);
     for (const dev of this.loosened.keys()) if (!devs.includes(dev)) this.loosened.delete(dev);
@@ -230,7 +230,7 @@ export class SnatRouter implements Runnable {
 const LOOSE_RP_FILTER = '2';
 
 /** A pod's host veth as the pod table routes it (`<pod IP> dev <veth>`, no gateway). */
-function vethOf(routes: readonly IpRoute[], podIp: string): string | undefined {
+function vethOf(routes: readonly Route[], podIp: string): string | undefined {
   return routes.find((r) => r.gateway === undefined && r.dev !== undefined && isHostDst(r.dst) && canonicalAddress(r.dst.split('/')[0]!) === podIp)?.dev;
 }
 

@@ -9,7 +9,7 @@ import { formatCidr } from '../../ipam/cidr.js';
 import { parseRoutePrefix } from '../../netlink/cidr.js';
 import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
-import { readRoutes, type IpRoute } from '../../netlink/route.js';
+import { readRoutes, type Route } from '../../netlink/route.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';
 
 /** Kernel side of route export. Overlapping calls run one after another, in call order. */
@@ -83,11 +83,11 @@ export class IpRouteExporter implements RouteExporter {
     const want = new Set(desired.map((c) => formatCidr(parseRoutePrefix(c))));
     const host = { netns: this.hostNetns, table: this.tableId };
     const [v4, v6] = await Promise.all([readRoutes(this.kernel, { ...host, family: 4 }), readRoutes(this.kernel, { ...host, family: 6 })]);
-    const have = new Map<string, IpRoute>();
+    const have = new Map<string, Route>();
     for (const [family, routes] of [[4, v4], [6, v6]] as const) {
       for (const r of routes) have.set(cidrOfDst(r.dst, family), r);
     }
-    const isExported = (r: IpRoute | undefined): boolean => r?.dev === 'lo' && r.protocol === String(this.protocolId);
+    const isExported = (r: Route | undefined): boolean => r?.dev === 'lo' && r.protocol === String(this.protocolId);
     const lines: RtRequest[] = [];
     const change: RouteExportChange = { added: [], deleted: [] };
     for (const [cidr, r] of have) {
