@@ -227,3 +227,38 @@ test('src/node-agent: imports between its rooms run one way (top → rpc → ipa
     }
   }
 });
+
+/**
+ * src/netlink's rooms (docs/design.md#all-kernel-io-in-one-layer): the top holds the typed
+ * requests and their executor and may import every room; socket/ (the rtnetlink socket, codec and
+ * uapi), iproute2/ (the fallback and test oracle) and netfilter/ (nftables, iptables, conntrack)
+ * take from the top only its vocabulary — the requests, how they are applied, their errors, the
+ * prefixes and the kernel objects' shapes — and netfilter/ takes iproute2/'s process runner.
+ */
+const NETLINK_ROOMS: Record<string, readonly string[]> = {
+  '': ['socket', 'iproute2', 'netfilter'],
+  socket: [],
+  iproute2: [],
+  netfilter: ['iproute2'],
+};
+const NETLINK_VOCABULARY = ['rt-request', 'apply-step', 'netlink-error', 'cidr', 'link', 'addr', 'route', 'rule'].map((n) => `src/netlink/${n}.ts`);
+
+function netlinkRoom(path: string): string | undefined {
+  const m = /^src\/netlink\/(?:([a-z0-9]+)\/)?[^/]+$/.exec(path);
+  return m ? (m[1] ?? '') : undefined;
+}
+
+test('src/netlink: imports between its rooms run one way (top → socket, iproute2, netfilter; rooms take only the top\'s vocabulary)', async () => {
+  for (const file of await sources('src/netlink')) {
+    const from = netlinkRoom(file);
+    assert.ok(from !== undefined && from in NETLINK_ROOMS, `${file} is in no room of src/netlink`);
+    for (const spec of await allImports(root, file)) {
+      if (!spec.startsWith('.')) continue;
+      const target = relative(root, join(root, file, '..', spec)).replace(/\.js$/, '.ts');
+      const to = netlinkRoom(target);
+      if (to === undefined || to === from) continue;
+      const ok = to === '' ? NETLINK_VOCABULARY.includes(target) : NETLINK_ROOMS[from]!.includes(to);
+      assert.ok(ok, `${file} (room '${from || 'top'}') imports ${target} (room '${to || 'top'}') against the direction`);
+    }
+  }
+});

@@ -1,8 +1,8 @@
 /**
  * The one libc binding of coil's Bun code: the signatures of the libc calls coil makes through
  * Bun's FFI (`Bun.FFI`, the native object `bun:ffi` wraps), bound by name on demand. The CNI
- * executable (src/cni-shim/libc.ts), the netlink agent (src/netlink/netlink-agent-main.ts) and the
- * rtnetlink socket (src/netlink/rtnetlink-socket.ts) each bind the calls they use, no more: Bun
+ * executable (src/cni-shim/libc.ts), the netlink agent (src/netlink/socket/netlink-agent-main.ts) and the
+ * rtnetlink socket (src/netlink/socket/rtnetlink-socket.ts) each bind the calls they use, no more: Bun
  * compiles a trampoline per bound symbol, which the one-shot CNI executable pays on every run.
  *
  * Imports nothing, so the CNI shim may import it (docs/design.md#imports-point-inward; held by
