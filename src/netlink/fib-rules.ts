@@ -12,6 +12,7 @@ import type { BatchLine, IpRunner, RunTarget } from './iproute2/ip-runner.js';
 import { canonicalAddress } from '../ipam/ip-address.js';
 import { parseRoutePrefix, routeKey, routeKeyOfDst } from './cidr.js';
 import { readRoutes } from './route.js';
+import { rt, type RtApplier, type RtReader, type RtRequest } from './rt-request.js';
 
 /** A policy rule with the selectors coil uses. */
 export interface PolicyRule {
@@ -99,29 +100,31 @@ export async function syncPolicyRules(
 
 /**
  * Makes the routes of `table` for `family` equal `desired` (all with protocol `protocol`); routes
- * of other protocols in the table are left alone. `beforeAdd` lines run in the same batch first
- * (e.g. `link set … up`, so links come up only right before routes use them, Coil #287).
- * @throws NetlinkError when iproute2 fails
+ * of other protocols in the table are left alone. One route dump and one batch of typed requests
+ * through `kernel` (coild's NetlinkExecutor: no process on the rtnetlink path; an IpRunner: `ip`).
+ * `beforeAdd` requests run in the same batch first (e.g. a link set up, so links come up only
+ * right before routes use them, Coil #287).
+ * @throws NetlinkError when the kernel refuses
  */
 export async function syncTableRoutes(
-  ip: IpRunner,
-  o: Pick<RunTarget, 'netns'> & { family: 4 | 6; table: number; protocol: number; desired: readonly TableRoute[]; beforeAdd?: readonly BatchLine[] },
+  kernel: RtReader & RtApplier,
+  o: Pick<RunTarget, 'netns'> & { family: 4 | 6; table: number; protocol: number; desired: readonly TableRoute[]; beforeAdd?: readonly RtRequest[] },
 ): Promise<{ added: number; deleted: number }> {
   const target = o.netns ? { netns: o.netns } : {};
-  const current = (await readRoutes(ip, { ...target, family: o.family, table: o.table })).filter((r) => r.protocol === String(o.protocol));
+  const current = (await readRoutes(kernel, { ...target, family: o.family, table: o.table })).filter((r) => r.protocol === String(o.protocol));
   const want = new Map(o.desired.map((r) => [`${routeKey(parseRoutePrefix(r.dst))}|${r.dev}`, r]));
-  const lines: BatchLine[] = [];
+  const requests: RtRequest[] = [];
   const seen = new Set<string>();
   for (const r of current) {
     const key = `${routeKeyOfDst(r.dst)}|${r.dev ?? ''}`;
     if (want.has(key)) seen.add(key);
-    else lines.push(['route', 'del', r.dst === 'default' ? (o.family === 4 ? '0.0.0.0/0' : '::/0') : r.dst, ...(r.dev ? ['dev', r.dev] : []), 'table', String(o.table)]);
+    else requests.push(rt.routeDel({ dst: r.dst === 'default' ? (o.family === 4 ? '0.0.0.0/0' : '::/0') : r.dst, ...(r.dev ? { dev: r.dev } : {}), table: o.table }));
   }
-  const deleted = lines.length;
-  const adds: BatchLine[] = [];
-  for (const [key, r] of want) if (!seen.has(key)) adds.push(['route', 'replace', r.dst, 'dev', r.dev, 'proto', String(o.protocol), 'table', String(o.table)]);
-  if (adds.length > 0) lines.push(...(o.beforeAdd ?? []), ...adds);
-  if (lines.length > 0) await ip.batch(lines, target);
+  const deleted = requests.length;
+  const adds: RtRequest[] = [];
+  for (const [key, r] of want) if (!seen.has(key)) adds.push(rt.routeReplace({ dst: r.dst, dev: r.dev, protocol: o.protocol, table: o.table }));
+  if (adds.length > 0) requests.push(...(o.beforeAdd ?? []), ...adds);
+  if (requests.length > 0) await kernel.apply(requests, target);
   return { added: adds.length, deleted };
 }
 

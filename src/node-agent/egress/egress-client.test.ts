@@ -2,7 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { formatRequest } from '../../netlink/iproute2/rt-format.js';
-import type { RtApplier } from '../../netlink/rt-request.js';
+import type { RtApplier, RtReader } from '../../netlink/rt-request.js';
 import { parseRoutePrefix } from '../../netlink/cidr.js';
 import { fouPeerLinkName, fouPeerRequest } from '../../netlink/fou.js';
 import { EgressClient, FOU_OVERHEAD_BYTES, clientRules, isNarrowDestination, pinnedLinks, planEgressClient, retargetRequests } from './egress-client.js';
@@ -65,7 +65,7 @@ describe('egress client plan', () => {
 
   test('retarget moves a tunnel in one batch of typed requests to the kernel applier: new link, up, route replace, old link deleted; refuses other changes', async () => {
     const batches: string[][] = [];
-    const kernel: RtApplier = { apply: async (requests) => { batches.push(requests.map((r) => formatRequest(r).join(' '))); } };
+    const kernel: RtApplier & RtReader = { apply: async (requests) => { batches.push(requests.map((r) => formatRequest(r).join(' '))); }, dump: async () => assert.fail('retarget read the kernel') };
     const ip = { batch: async () => assert.fail('retarget started an ip process'), apply: async () => assert.fail('retarget went to ip, not the kernel applier') } as unknown as IpRunner;
     const client = new EgressClient({ ip, kernel, port: 5555 });
     const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0', '172.20.0.0/16'], isSourcePortAuto: true };
@@ -83,6 +83,28 @@ describe('egress client plan', () => {
     assert.equal(await client.retarget('/run/netns/p', plan('10.64.0.7'), plan('10.64.0.7')), true);
     assert.equal(batches.length, 2);
   });
+  test('the routes of 117/118 are synced with typed requests through the kernel applier, not ip (rules still go to ip)', async () => {
+    const dumps: string[] = [];
+    const applied: string[][] = [];
+    const kernel: RtApplier & RtReader = {
+      apply: async (requests) => { applied.push(requests.map((r) => formatRequest(r).join(' '))); },
+      dump: async <T>(d: { kind: string }) => { dumps.push(JSON.stringify(d)); return [] as T[]; },
+    };
+    const ipCalls: string[] = [];
+    const ip = {
+      json: async (argv: string[]) => { ipCalls.push(argv.join(' ')); return []; },
+      batch: async (lines: string[][]) => { ipCalls.push(...lines.map((l) => l.join(' '))); return ''; },
+    } as unknown as IpRunner;
+    const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, gateways: [{ egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0', '172.20.0.0/16'], isSourcePortAuto: false }] });
+    await new EgressClient({ ip, kernel, port: 5555 }).applyRouting('/run/netns/p', plan);
+    assert.deepEqual(dumps, ['{"kind":"routes","family":4,"table":117}', '{"kind":"routes","family":4,"table":118}', '{"kind":"routes","family":6,"table":117}', '{"kind":"routes","family":6,"table":118}']);
+    assert.deepEqual(applied, [
+      ['link set dev fou4_0a440072 up', 'route replace 172.20.0.0/16 dev fou4_0a440072 proto 30 table 117'],
+      ['link set dev fou4_0a440072 up', 'route replace 0.0.0.0/0 dev fou4_0a440072 proto 30 table 118'],
+    ]);
+    assert.ok(ipCalls.every((c) => c.startsWith('rule')), `ip was asked for more than rules: ${ipCalls.join('; ')}`);
+  });
+
   test('a draining NAT pod keeps a peer link with no route in 117/118; both links are pinned; one that is the tunnel, or of another family, is no drain', () => {
     const gw = { egress: 'internet/nat', clusterIp: '10.68.0.114', destinations: ['0.0.0.0/0'], isSourcePortAuto: false };
     const plan = planEgressClient({ podIps: ['10.100.0.5'], port: 5555, linkMtuBytes: 1500, gateways: [{ ...gw, natPod: '10.64.0.8', draining: ['10.64.0.7', '10.64.0.8', 'fd00::7'] }] });

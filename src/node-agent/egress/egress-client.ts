@@ -17,7 +17,7 @@ import { cidrContains, parseCidr, type Cidr } from '../../ipam/cidr.js';
 import { addressFamily, parseRoutePrefix } from '../../netlink/cidr.js';
 import { ensureFouPeer, fouPeerRequest, initFou, planFouPeer, readFouPeers, type PlannedFouPeer } from '../../netlink/fou.js';
 import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
-import { rt, type RtApplier, type RtRequest } from '../../netlink/rt-request.js';
+import { rt, type RtApplier, type RtReader, type RtRequest } from '../../netlink/rt-request.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/fib-rules.js';
 import type { FlowPins } from './flow-pins.js';
 import type { OriginatingOnly } from './originating-only.js';
@@ -207,11 +207,11 @@ export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): 
 export interface EgressClientOptions {
   ip: IpRunner;
   /**
-   * Applies {@link EgressClient.retarget}'s typed requests: coild's NetlinkExecutor (rtnetlink
-   * through its agent or its own socket, `ip -batch` when neither is usable). Default: `ip`, one
-   * `ip -batch` process per move.
+   * Applies the typed requests and reads the dumps of {@link EgressClient.retarget}, the route
+   * sync of 117/118 and the peer links' deletion: coild's NetlinkExecutor (rtnetlink through its
+   * agent or its own socket, `ip` when neither is usable). Default: `ip`, a process per batch.
    */
-  kernel?: RtApplier;
+  kernel?: RtApplier & RtReader;
   /** FoU port. */
   port: number;
   /** Passed to initFou; `null` skips modprobe. Default `'modprobe'`. */
@@ -238,6 +238,11 @@ export interface EgressClientOptions {
 export class EgressClient {
   constructor(private readonly o: EgressClientOptions) {}
 
+  /** Where typed requests and dumps go: `kernel`, else the IpRunner (iproute2). */
+  private get kernel(): RtReader & RtApplier {
+    return this.o.kernel ?? this.o.ip;
+  }
+
   /**
    * Brings the pod netns to `plan`: FoU init, peer links (re-created when the source port
    * changed; a drain's kept, never made), links up, routes in 117/118, rules 1800–2100, removal of
@@ -251,7 +256,7 @@ export class EgressClient {
     // unencapsulated, around the NAT).
     const { stale, present } = await this.ensureTunnels(netns, plan);
     await this.applyRouting(netns, plan);
-    if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
+    if (stale.length > 0) await this.kernel.apply(stale.map((name) => rt.linkDel(name)), { netns });
     await this.pinFlows(netns, plan, present);
     const oo = this.o.originatingOnly;
     if (oo?.enabled) await oo.applier.apply(netns, plan.families);
@@ -264,7 +269,7 @@ export class EgressClient {
    */
   async applyTunnels(netns: string, plan: EgressClientPlan): Promise<void> {
     const { stale } = await this.ensureTunnels(netns, plan);
-    if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
+    if (stale.length > 0) await this.kernel.apply(stale.map((name) => rt.linkDel(name)), { netns });
   }
 
   /**
@@ -329,7 +334,7 @@ export class EgressClient {
   async retarget(netns: string, from: EgressClientPlan, to: EgressClientPlan): Promise<boolean> {
     const requests = retargetRequests(from, to);
     if (requests === undefined) return false;
-    if (requests.length > 0) await (this.o.kernel ?? this.o.ip).apply(requests, { netns });
+    if (requests.length > 0) await this.kernel.apply(requests, { netns });
     return true;
   }
 
@@ -340,10 +345,10 @@ export class EgressClient {
    */
   async applyRouting(netns: string, plan: EgressClientPlan): Promise<void> {
     const ip = this.o.ip;
-    const up = plan.peers.map((p) => ['link', 'set', 'dev', p.name, 'up']);
+    const up = plan.peers.map((p) => rt.linkSet(p.name, { up: true }));
     for (const family of [4, 6] as const) {
       for (const table of [EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID]) {
-        await syncTableRoutes(ip, { netns, family, table, protocol: PROTOCOL_ID, desired: plan.routes[family][table] ?? [], beforeAdd: up });
+        await syncTableRoutes(this.kernel, { netns, family, table, protocol: PROTOCOL_ID, desired: plan.routes[family][table] ?? [], beforeAdd: up });
       }
     }
     // Rules last: until they exist, nothing is routed into a half-built tunnel.
@@ -365,7 +370,7 @@ export class EgressClient {
       await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
     }
     const links = await readFouPeers(ip, { netns });
-    if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
+    if (links.length > 0) await this.kernel.apply(links.map((l) => rt.linkDel(l.name)), { netns });
     await this.o.flowPins?.applier.remove(netns);
     await this.o.originatingOnly?.applier.remove(netns);
   }
