@@ -8,10 +8,11 @@
  * @see docs/compatibility.md#client-pod-egress-setup, docs/compatibility.md#the-nat-pod;
  *   docs/design.md#kernel-state-is-synced-declaratively
  */
-import type { BatchLine, IpRunner, RunTarget } from './iproute2/ip-runner.js';
+import type { RunTarget } from './iproute2/ip-runner.js';
 import { canonicalAddress } from '../ipam/ip-address.js';
 import { parseRoutePrefix, routeKey, routeKeyOfDst } from './cidr.js';
 import { readRoutes } from './route.js';
+import { readRules, type Rule } from './rule.js';
 import { rt, type RtApplier, type RtReader, type RtRequest } from './rt-request.js';
 
 /** A policy rule with the selectors coil uses. */
@@ -34,24 +35,6 @@ export interface TableRoute {
   dev: string;
 }
 
-/** One entry of `ip -json rule show`. */
-export interface RawRule {
-  priority: number;
-  dst?: string;
-  dstlen?: number;
-  iif?: string;
-  /** Hex text, e.g. `0x2` (with `fwmask` when the mask is not full). */
-  fwmark?: string;
-  fwmask?: string;
-  table?: string;
-}
-
-/** `rule add|del prio P [iif I] [to C] [fwmark M] lookup T` (the batch's family applies when `to` is absent). */
-export function policyRuleLine(verb: 'add' | 'del', r: PolicyRule): BatchLine {
-  return ['rule', verb, 'prio', String(r.priority), ...(r.iif ? ['iif', r.iif] : []), ...(r.to ? ['to', r.to] : []),
-    ...(r.fwmark !== undefined ? ['fwmark', String(r.fwmark)] : []), 'lookup', String(r.table)];
-}
-
 /** Identity of a rule for comparison: priority, selectors and table, normalised. */
 export function policyRuleKey(r: PolicyRule): string {
   const to = r.to === undefined ? 'all' : normaliseCidr(r.to);
@@ -60,42 +43,54 @@ export function policyRuleKey(r: PolicyRule): string {
 }
 
 /** The fwmark of a rule read back, as a number; a partial mask makes it another selector (NaN: never equal). */
-export function rawRuleFwmark(r: RawRule): number | undefined {
+export function rawRuleFwmark(r: Rule): number | undefined {
   if (r.fwmark === undefined) return undefined;
   return r.fwmask === undefined || Number(r.fwmask) === 0xffffffff ? Number(r.fwmark) : NaN;
 }
 
-function rawRuleKey(r: RawRule): string {
+function rawRuleKey(r: Rule): string {
   const to = r.dst === undefined || r.dst === 'all' ? 'all' : normaliseCidr(`${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}`);
   return `${r.priority}|${r.iif ?? '-'}|${to}|${rawRuleFwmark(r) ?? '-'}|${r.table ?? '?'}`;
 }
 
+/** The table ids iproute2 prints by name (rt_tables). */
+const TABLE_IDS: Readonly<Record<string, number>> = { main: 254, local: 255, default: 253 };
+
+/** The rule request of `r` in `family`. */
+function ruleRequest(verb: 'add' | 'del', family: 4 | 6, r: PolicyRule): RtRequest {
+  const o = { family, priority: r.priority, table: r.table === 'main' ? 254 : r.table, ...(r.to !== undefined ? { dst: r.to } : {}),
+    ...(r.iif !== undefined ? { iif: r.iif } : {}), ...(r.fwmark !== undefined ? { fwmark: r.fwmark } : {}) };
+  return verb === 'add' ? rt.ruleAdd(o) : rt.ruleDel(o);
+}
+
 /**
- * Makes the rules of `family` whose priority lies in `[minPriority, maxPriority]` equal `desired`.
+ * Makes the rules of `family` whose priority lies in `[minPriority, maxPriority]` equal `desired`:
+ * one rule dump and one batch of typed requests through `kernel` (coild's NetlinkExecutor: no
+ * process on the rtnetlink path; an IpRunner: `ip`).
  * @returns the number of rules added and deleted
- * @throws NetlinkError when iproute2 fails
+ * @throws NetlinkError when the kernel refuses
  */
 export async function syncPolicyRules(
-  ip: IpRunner,
+  kernel: RtReader & RtApplier,
   o: Pick<RunTarget, 'netns'> & { family: 4 | 6; minPriority: number; maxPriority: number; desired: readonly PolicyRule[] },
 ): Promise<{ added: number; deleted: number }> {
-  const target = { ...(o.netns ? { netns: o.netns } : {}), family: o.family };
-  const current = (await ip.json<RawRule[]>(['rule', 'show'], target)).filter((r) => r.priority >= o.minPriority && r.priority <= o.maxPriority);
+  const target = o.netns ? { netns: o.netns } : {};
+  const current = (await readRules(kernel, { ...target, family: o.family })).filter((r) => r.priority >= o.minPriority && r.priority <= o.maxPriority);
   const want = new Map(o.desired.map((r) => [policyRuleKey(r), r]));
-  const lines: BatchLine[] = [];
+  const requests: RtRequest[] = [];
   const seen = new Set<string>();
   for (const r of current) {
     const key = rawRuleKey(r);
     if (want.has(key) && !seen.has(key)) seen.add(key);
     // A duplicate or unwanted rule: delete by the exact selectors it has.
-    else lines.push([...policyRuleLine('del', { priority: r.priority, table: r.table === 'main' ? 'main' : Number(r.table),
-      ...(r.iif ? { iif: r.iif } : {}), ...(r.dst && r.dst !== 'all' ? { to: `${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}` } : {}) }).slice(0, -2),
-      ...(r.fwmark !== undefined ? ['fwmark', r.fwmask !== undefined ? `${r.fwmark}/${r.fwmask}` : r.fwmark] : []), 'lookup', String(r.table)]);
+    else requests.push(rt.ruleDel({ family: o.family, priority: r.priority, table: TABLE_IDS[r.table ?? ''] ?? Number(r.table),
+      ...(r.iif ? { iif: r.iif } : {}), ...(r.dst && r.dst !== 'all' ? { dst: `${r.dst}/${r.dstlen ?? (r.dst.includes(':') ? 128 : 32)}` } : {}),
+      ...(r.fwmark !== undefined ? { fwmark: Number(r.fwmark), ...(r.fwmask !== undefined ? { fwmask: Number(r.fwmask) } : {}) } : {}) }));
   }
-  const deleted = lines.length;
-  for (const [key, r] of want) if (!seen.has(key)) lines.push(policyRuleLine('add', r));
-  if (lines.length > 0) await ip.batch(lines, target);
-  return { added: lines.length - deleted, deleted };
+  const deleted = requests.length;
+  for (const [key, r] of want) if (!seen.has(key)) requests.push(ruleRequest('add', o.family, r));
+  if (requests.length > 0) await kernel.apply(requests, target);
+  return { added: requests.length - deleted, deleted };
 }
 
 /**

@@ -12,6 +12,15 @@ export interface Rule {
   src?: string;
   /** Length of the source prefix when it is not a host prefix. */
   srclen?: number;
+  /** The destination prefix's address (its length in {@link dstlen} unless a host prefix); absent: all. */
+  dst?: string;
+  /** Length of the destination prefix when it is not a host prefix. */
+  dstlen?: number;
+  /** Input interface selector. */
+  iif?: string;
+  /** Firewall mark selector, hex text (`0x2`), under {@link fwmask} when the mask is not all ones. */
+  fwmark?: string;
+  fwmask?: string;
   /** Table name (`main`, `local`) or number as a string (`"116"`). */
   table?: string;
 }

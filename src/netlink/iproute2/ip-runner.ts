@@ -15,7 +15,7 @@
  */
 import { spawn } from 'node:child_process';
 import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from '../netlink-error.js';
-import { formatDump, formatRequest } from './rt-format.js';
+import { batchFamily, formatDump, formatRequest } from './rt-format.js';
 import { DEFAULT_RETRY_POLICY, retryDelayMs, sleep, type ApplyStep, type RetryPolicy, type SequenceOutcome } from '../apply-step.js';
 import type { RtDump, RtRequest } from '../rt-request.js';
 
@@ -168,7 +168,8 @@ export class IpRunner {
    * @throws TypeError when a request's field would not fit an `ip -batch` token
    */
   async apply(requests: readonly RtRequest[], options: { netns?: string | undefined; onError?: 'stop' | 'continue' } = {}): Promise<void> {
-    await this.runLines(requests.map(formatRequest), applyOptions(options));
+    const family = batchFamily(requests);
+    await this.runLines(requests.map(formatRequest), { ...applyOptions(options), ...(family !== undefined ? { family } : {}) });
   }
 
   /**

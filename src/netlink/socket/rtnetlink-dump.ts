@@ -24,7 +24,7 @@ import {
   RTPROT_BOOT, RTN_UNICAST, NLMSG_HDRLEN, NLM_F_DUMP, RTM_GETLINK, RTM_GETADDR, RTM_GETROUTE,
   RTM_NEWRULE, RTM_GETRULE, IFLA_LINK, IFLA_OPERSTATE, IFLA_EXT_MASK, IFLA_LINK_NETNSID,
   RTEXT_FILTER_VF, RTEXT_FILTER_SKIP_STATS, IFA_FLAGS, IFA_F_TENTATIVE, RTA_PREFSRC, RTM_F_CLONED,
-  RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE,
+  RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK,
 } from './rtnetlink-uapi.js';
 
 /** One answer message: its type and its payload (after struct nlmsghdr). */
@@ -415,16 +415,31 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
 
 /** Decodes one RTM_NEWRULE payload (struct fib_rule_hdr + attributes). */
 function decodeRule(p: Uint8Array): Rule {
-  const [family, , srcLen, , rtmTable] = p as unknown as number[];
-  const a = attrsOf(p, 12, FRA_TABLE + 1);
+  const [family, dstLen, srcLen, , rtmTable] = p as unknown as number[];
+  const a = attrsOf(p, 12, FRA_FWMASK + 1);
   const src = a[FRA_SRC];
+  const dst = a[FRA_DST];
   const hostLen = family === AF_INET ? 32 : 128;
   const tableAttr = a[FRA_TABLE];
   const table = tableAttr !== undefined ? u32(tableAttr) : rtmTable!;
   const priority = a[FRA_PRIORITY];
+  const iif = a[FRA_IIFNAME];
+  const mark = a[FRA_FWMARK];
+  const mask = a[FRA_FWMASK];
+  // iprule.c prints a mark as `%#llx` (0 as "0"), and the mask only when it is not all ones.
+  const hex = (v: number): string => (v === 0 ? '0' : `0x${v.toString(16)}`);
+  const markOf = (): Partial<Rule> => {
+    if (mark === undefined && mask === undefined) return {};
+    const m = mark === undefined ? 0 : u32(mark);
+    const k = mask === undefined ? 0xffffffff : u32(mask);
+    return k !== 0xffffffff ? { fwmark: hex(m), fwmask: hex(k) } : { fwmark: hex(m) };
+  };
   return {
     priority: priority !== undefined ? u32(priority) : 0,
     ...(src !== undefined ? { src: ipText(src), ...(srcLen !== hostLen ? { srclen: srcLen! } : {}) } : srcLen ? { src: '0', srclen: srcLen } : { src: 'all' }),
+    ...(dst !== undefined ? { dst: ipText(dst), ...(dstLen !== hostLen ? { dstlen: dstLen! } : {}) } : dstLen ? { dst: '0', dstlen: dstLen } : {}),
+    ...(iif !== undefined ? { iif: new TextDecoder().decode(iif).replace(/\0.*$/s, '') } : {}),
+    ...markOf(),
     ...(table ? { table: tableName(table) } : {}),
   };
 }

@@ -340,11 +340,11 @@ export class EgressClient {
 
   /**
    * The routing half of {@link apply}: peer links up, routes in 117/118 (proto 30), rules
-   * 1800–2100, each synced (extras deleted). Needs the peer links to exist.
-   * @throws NetlinkError when iproute2 fails
+   * 1800–2100, each synced (extras deleted) with typed requests through `kernel`. Needs the peer
+   * links to exist.
+   * @throws NetlinkError when the kernel refuses
    */
   async applyRouting(netns: string, plan: EgressClientPlan): Promise<void> {
-    const ip = this.o.ip;
     const up = plan.peers.map((p) => rt.linkSet(p.name, { up: true }));
     for (const family of [4, 6] as const) {
       for (const table of [EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID]) {
@@ -353,7 +353,7 @@ export class EgressClient {
     }
     // Rules last: until they exist, nothing is routed into a half-built tunnel.
     for (const family of [4, 6] as const) {
-      await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: plan.rules[family] });
+      await syncPolicyRules(this.kernel, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: plan.rules[family] });
     }
   }
 
@@ -367,7 +367,7 @@ export class EgressClient {
   async remove(netns: string): Promise<void> {
     const ip = this.o.ip;
     for (const family of [4, 6] as const) {
-      await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
+      await syncPolicyRules(this.kernel, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
     }
     const links = await readFouPeers(ip, { netns });
     if (links.length > 0) await this.kernel.apply(links.map((l) => rt.linkDel(l.name)), { netns });

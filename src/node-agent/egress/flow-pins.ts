@@ -22,7 +22,8 @@ import { PROTOCOL_ID } from '../../api/v2/keys.js';
 import { syncFlowPinsIptables, syncFlowPinsNft, type FlowPinLink } from '../../netlink/netfilter/flow-pin-marks.js';
 import type { BatchLine, IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import type { IptablesCommands } from '../../netlink/netfilter/iptables.js';
-import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/fib-rules.js';
+import { rawRuleFwmark, syncPolicyRules } from '../../netlink/fib-rules.js';
+import type { Rule } from '../../netlink/rule.js';
 import { FLOW_PIN_RULE_PRIORITY, assignPinSlots, pinMark, pinTable, slotOfTable } from './flow-pin-slots.js';
 
 /** Constructor options of {@link FlowPins}. */
@@ -64,7 +65,7 @@ export class FlowPins {
     return this.slotsOf(netns, family, await this.rules(netns, family));
   }
 
-  private async slotsOf(netns: string, family: 4 | 6, rules: readonly RawRule[]): Promise<Map<string, number>> {
+  private async slotsOf(netns: string, family: 4 | 6, rules: readonly Rule[]): Promise<Map<string, number>> {
     const slots = new Set(rules.flatMap((r) => {
       const s = slotOfTable(Number(r.table));
       return s !== undefined && rawRuleFwmark(r) === pinMark(s) ? [s] : [];
@@ -103,7 +104,7 @@ export class FlowPins {
     return slots;
   }
 
-  private async rules(netns: string, family: 4 | 6): Promise<RawRule[]> {
-    return (await this.o.ip.json<RawRule[]>(['rule', 'show'], { netns, family })).filter((r) => r.priority === FLOW_PIN_RULE_PRIORITY);
+  private async rules(netns: string, family: 4 | 6): Promise<Rule[]> {
+    return (await this.o.ip.json<Rule[]>(['rule', 'show'], { netns, family })).filter((r) => r.priority === FLOW_PIN_RULE_PRIORITY);
   }
 }
