@@ -15,7 +15,8 @@ import {
 } from '../../api/v2/keys.js';
 import { cidrContains, parseCidr, type Cidr } from '../../ipam/cidr.js';
 import { addressFamily, parseRoutePrefix } from '../../netlink/cidr.js';
-import { ensureFouPeer, fouPeerRequest, initFou, planFouPeer, readFouPeers, type PlannedFouPeer } from '../../netlink/fou.js';
+import { ensureFouPeer, fouPeerRequest, initFou, isFouPeerLinkName, planFouPeer, readFouPeers, type PlannedFouPeer } from '../../netlink/fou.js';
+import { readLinks } from '../../netlink/link.js';
 import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { rt, type RtApplier, type RtReader, type RtRequest } from '../../netlink/rt-request.js';
 import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/fib-rules.js';
@@ -292,12 +293,13 @@ export class EgressClient {
    * unpins every other link (`flowPins`; without it a no-op, with it disabled the pinning is
    * removed). Not on a move's critical path: until it runs, a new link's flows are routed by
    * 117/118, which point at it anyway.
-   * @throws NetlinkError when iproute2, nft or iptables fails
+   * @throws NetlinkError when the kernel refuses, or nft or iptables fails
    */
   async syncFlowPins(netns: string, plan: EgressClientPlan): Promise<void> {
     // The links in the netns matter only when something is to be pinned.
     const pins = this.o.flowPins?.enabled === true && plan.families.length > 0;
-    await this.pinFlows(netns, plan, pins ? new Set((await readFouPeers(this.o.ip, { netns })).map((l) => l.name)) : new Set());
+    // Names only: one link dump through the kernel (no process on rtnetlink).
+    await this.pinFlows(netns, plan, pins ? new Set((await readLinks(this.kernel, { netns })).map((l) => l.ifname).filter(isFouPeerLinkName)) : new Set());
   }
 
   /**
