@@ -303,7 +303,7 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
       const names = new Set(pods.map((p) => refText(p.ref)));
       const node = nodeRef.get(v.node);
       for (const a of v.allocations) {
-        const addresses = [a.ipv4, a.ipv6].filter((x): x is string => x !== undefined).map((x) => canonicalAddressOrText(x));
+        const addresses = [a.ipv4, a.ipv6].filter((x): x is string => x !== undefined).map(canonical);
         if (addresses.some((x) => ips.has(x))) continue;
         // A named pod that exists has an allocation whose podIPs the kubelet has not written yet.
         if (a.podNamespace && a.podName && names.has(`${a.podNamespace}/${a.podName}`)) continue;
@@ -319,7 +319,7 @@ export function checkIpam(facts: IpamFacts, t: CheckThresholds = DEFAULT_THRESHO
   for (const v of facts.nodeViews ?? []) {
     const node = nodeRef.get(v.node);
     for (const o of v.orphans ?? []) {
-      const addresses = [o.ipv4, o.ipv6].filter((x): x is string => x !== undefined).map((x) => canonicalAddressOrText(x));
+      const addresses = [o.ipv4, o.ipv6].filter((x): x is string => x !== undefined).map(canonical);
       out.push({ kind: 'orphan-address', key: `orphan-address/${v.node}/${o.containerId}/${o.ifname}`, node: v.node, addresses, objects: node ? [node] : [],
         message: `${addresses.join(', ')} is wired on ${v.node}${o.podName ? ` for pod ${o.podNamespace}/${o.podName}` : ''} but no AddressBlock of ${v.node} holds it; coild keeps it wired` +
           `${o.block ? ` and claims ${o.block} back` : ''} (${o.state}${o.message ? `: ${o.message}` : ''})` });
@@ -358,3 +358,6 @@ export function countFindings(findings: readonly Finding[]): Record<FindingKind,
   for (const f of findings) counts[f.kind]++;
   return counts;
 }
+
+/** Canonical address text, or the text itself when it does not parse (ip-address.ts). */
+const canonical = (text: string): string => canonicalAddressOrText(text);
