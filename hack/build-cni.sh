@@ -34,10 +34,10 @@ trap 'rm -f "$TMP"' EXIT
 chmod 0755 "$TMP"
 mv -f "$TMP" "$OUT"
 echo "built $OUT ($(stat -c %s "$OUT") bytes)" >&2
-# coild's netlink agent (src/netlink/netlink-agent-main.ts): a script for the Bun runtime inside
+# coild's netlink agent (src/netlink/socket/netlink-agent-main.ts): a script for the Bun runtime inside
 # `coil` (run as `BUN_BE_BUN=1 coil netlink-agent.js`), so the image carries one runtime, not two.
 AGENT=dist/bin/netlink-agent.js
-"$BUN" build --target=bun --minify src/netlink/netlink-agent-main.ts --outfile "$AGENT.tmp" >/dev/null
+"$BUN" build --target=bun --minify src/netlink/socket/netlink-agent-main.ts --outfile "$AGENT.tmp" >/dev/null
 mv -f "$AGENT.tmp" "$AGENT"
 echo "built $AGENT ($(stat -c %s "$AGENT") bytes)" >&2
 # coild as one tree-shaken script for the same Bun runtime (`BUN_BE_BUN=1 coil main.bundle.cjs …`),

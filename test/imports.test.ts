@@ -46,11 +46,52 @@ test('src/api/v2 and src/ipam import nothing that does I/O', async () => {
   }
 });
 
-test('the CNI shim imports only node: built-ins, its own files and the shared proto constants', async () => {
+test('src/ipam imports nothing of src/api (src/api imports src/ipam; type-only imports count)', async () => {
+  for (const file of await sources('src/ipam')) {
+    for (const spec of await allImports(root, file)) {
+      const target = relative(root, join(root, file, '..', spec));
+      assert.ok(!target.startsWith('src/api'), `${file} imports ${target}, a floor up`);
+    }
+  }
+});
+
+/** Modules of src/ the CNI shim may share because they import nothing at all (checked below). */
+const SHIM_MAY_SHARE = ['../runtime/bun-libc.js'];
+
+test('the CNI shim imports only node: built-ins, its own files, the shared proto constants and the dependency-free libc binding', async () => {
   for (const file of await sources('src/cni-shim')) {
     for (const spec of await runtimeImports(file)) {
-      const ok = spec.startsWith('node:') || (spec.startsWith('./') && !spec.includes('..')) || /^\.\.\/cnirpc\/[a-z-]+\.js$/.test(spec);
+      const ok = spec.startsWith('node:') || (spec.startsWith('./') && !spec.includes('..')) || /^\.\.\/cnirpc\/[a-z-]+\.js$/.test(spec) || SHIM_MAY_SHARE.includes(spec);
       assert.ok(ok, `${file} imports ${spec}`);
+    }
+  }
+  for (const spec of SHIM_MAY_SHARE) {
+    const file = relative(root, join(root, 'src/cni-shim', spec)).replace(/\.js$/, '.ts');
+    assert.deepEqual(await allImports(root, file), [], `${file} is shared with the CNI shim, so it imports nothing`);
+  }
+});
+
+/**
+ * Concepts shared across src/ that live in one module (issue 37): a second declaration of one
+ * of these names, or a second libc binding, is a copy to fold into the owner.
+ */
+const ONE_HOME: ReadonlyArray<[RegExp, string]> = [
+  [/\bfunction parseCidr\b|\binterface ParsedCidr\b|\bfunction formatCidr\b/, 'src/ipam/cidr.ts'],
+  [/\bfunction canonicalAddress\b/, 'src/ipam/ip-address.ts'],
+  [/\bfunction formatTable\b/, 'src/runtime/text-table.ts'],
+  [/\bdlopen\(/, 'src/runtime/bun-libc.ts'],
+  [/\binterface SubnetSet\b/, 'src/ipam/pool.ts'],
+  [/\btype (?:NetfilterBackend|NatBackend)\s*=/, 'src/api/v2/keys.ts'],
+  [/^\s*function canonical\(/m, ''],
+];
+
+test('each shared concept is declared in one module of src/ (CIDR text, canonical addresses, tables, the libc binding, SubnetSet, the netfilter backend)', async () => {
+  for (const file of await sources('src')) {
+    if (file.endsWith('.d.ts')) continue;
+    const text = await readFile(join(root, file), 'utf8');
+    for (const [re, home] of ONE_HOME) {
+      if (file === home) continue;
+      assert.doesNotMatch(text, re, `${file} declares what ${home || 'a shared module'} owns (${re.source})`);
     }
   }
 });
@@ -183,6 +224,41 @@ test('src/node-agent: imports between its rooms run one way (top → rpc → ipa
       const to = nodeAgentRoom(target.replace(/\.js$/, '.ts'));
       if (to === undefined || to === from) continue;
       assert.ok(NODE_AGENT_ROOMS[from]!.includes(to), `${file} (room '${from || 'top'}') imports ${target} (room '${to || 'top'}') against the direction`);
+    }
+  }
+});
+
+/**
+ * src/netlink's rooms (docs/design.md#all-kernel-io-in-one-layer): the top holds the typed
+ * requests and their executor and may import every room; socket/ (the rtnetlink socket, codec and
+ * uapi), iproute2/ (the fallback and test oracle) and netfilter/ (nftables, iptables, conntrack)
+ * take from the top only its vocabulary — the requests, how they are applied, their errors, the
+ * prefixes and the kernel objects' shapes — and netfilter/ takes iproute2/'s process runner.
+ */
+const NETLINK_ROOMS: Record<string, readonly string[]> = {
+  '': ['socket', 'iproute2', 'netfilter'],
+  socket: [],
+  iproute2: [],
+  netfilter: ['iproute2'],
+};
+const NETLINK_VOCABULARY = ['rt-request', 'apply-step', 'netlink-error', 'cidr', 'link', 'addr', 'route', 'rule'].map((n) => `src/netlink/${n}.ts`);
+
+function netlinkRoom(path: string): string | undefined {
+  const m = /^src\/netlink\/(?:([a-z0-9]+)\/)?[^/]+$/.exec(path);
+  return m ? (m[1] ?? '') : undefined;
+}
+
+test('src/netlink: imports between its rooms run one way (top → socket, iproute2, netfilter; rooms take only the top\'s vocabulary)', async () => {
+  for (const file of await sources('src/netlink')) {
+    const from = netlinkRoom(file);
+    assert.ok(from !== undefined && from in NETLINK_ROOMS, `${file} is in no room of src/netlink`);
+    for (const spec of await allImports(root, file)) {
+      if (!spec.startsWith('.')) continue;
+      const target = relative(root, join(root, file, '..', spec)).replace(/\.js$/, '.ts');
+      const to = netlinkRoom(target);
+      if (to === undefined || to === from) continue;
+      const ok = to === '' ? NETLINK_VOCABULARY.includes(target) : NETLINK_ROOMS[from]!.includes(to);
+      assert.ok(ok, `${file} (room '${from || 'top'}') imports ${target} (room '${to || 'top'}') against the direction`);
     }
   }
 });

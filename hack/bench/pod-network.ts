@@ -2,7 +2,7 @@
 // netns per run. Not a test; run `node dist/hack/bench/pod-network.js [--runs 20]`.
 // Variant "nsenter" reaches the same pod netns through a path outside /run/netns's pattern
 // (`/run/netns//name`), as for a runtime handing out `/proc/<pid>/ns/net`.
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason } from '../../test/netns/test-netns.js';
 import { RtnetlinkPodNetwork } from '../../src/node-agent/podnet/pod-network-rtnetlink.js';
 import { defineFlags, type FlagValues } from '../../src/runtime/flag-table.js';

@@ -24,10 +24,10 @@
  */
 import { loadavg } from 'node:os';
 import { Kinds } from '../../src/api/v2/kinds.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
-import { InProcessRtnetlink, isBun } from '../../src/netlink/rtnetlink-inprocess.js';
+import { InProcessRtnetlink, isBun } from '../../src/netlink/socket/rtnetlink-inprocess.js';
 import type { RtDump } from '../../src/netlink/rt-request.js';
 import { BlockExport } from '../../src/node-agent/ipam/block-export.js';
 import { BlockReleaser } from '../../src/node-agent/ipam/block-release.js';

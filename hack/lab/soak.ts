@@ -15,7 +15,7 @@ import type { Violation } from '../../test/invariants/check.js';
 import { isAnswered, type BlockRequest } from '../../src/api/v2/blockrequest.js';
 import { eventually } from '../../test/envtest/control-plane.js';
 import { kubectl } from '../../test/envtest/tools.js';
-import { IpRunner, type BatchLine } from '../../src/netlink/ip-runner.js';
+import { IpRunner, type BatchLine } from '../../src/netlink/iproute2/ip-runner.js';
 import type { PluginObserver } from './stand-in-kubelet.js';
 import { LAB_DIR, type StandInLab as Lab } from './stand-in-lab.js';
 import type { LabNode } from './topology.js';

@@ -1,6 +1,6 @@
 /**
  * Blocking libc I/O for the Bun executable: read(2), write(2), a UNIX socket connect(2) and
- * poll(2), called through the runtime's FFI (`Bun.FFI`, the native object `bun:ffi` wraps).
+ * poll(2), called through the runtime's FFI (bound by src/runtime/bun-libc.ts, coil's one libc binding).
  *
  * Why: in the executable, Bun's own I/O costs more than the work (a thread pool to read a
  * 100-byte netconf, a slow connect), while binding these calls costs a fraction of a millisecond
@@ -15,6 +15,7 @@
  * @see https://bun.sh/docs/api/ffi; docs/performance.md#method (how the shim's start is measured)
  */
 
+import { bindLibc } from '../runtime/bun-libc.js';
 import { concatBytes, utf8Bytes } from './bytes.js';
 
 /** An error of a libc call, with Node's `code` convention (ENOENT, ECONNREFUSED…). */
@@ -49,11 +50,6 @@ const POLLOUT = 0x4;
 /** sizeof(struct sockaddr_un): sun_family (2 bytes) + sun_path (108 bytes, NUL-terminated). */
 const SOCKADDR_UN_BYTES = 110;
 const READ_CHUNK_BYTES = 65_536;
-
-type Call = (...args: unknown[]) => number | bigint;
-interface Symbols {
-  read: Call; write: Call; socket: Call; connect: Call; poll: Call; close: Call; _exit: Call; __errno_location: Call;
-}
 
 /** The calls the shim makes; every method retries EINTR itself. */
 export interface Libc {
@@ -98,46 +94,12 @@ export function libc(): Libc | undefined {
   return loaded ?? undefined;
 }
 
-/** `require` of the CommonJS bundle Bun builds; absent under Node, where load() never calls it. */
-declare const require: (id: string) => unknown;
-
-type SymbolSpecs = Record<keyof Symbols, { args: string[]; returns: string }>;
-/** What `bun:ffi` exports and `Bun.FFI` holds (type names as strings, as bun:ffi accepts them). */
-interface BunFfi {
-  dlopen(path: string, symbols: SymbolSpecs): { symbols: Symbols } | Error;
-  read: { i32(pointer: number | bigint): number };
-}
-
-const SYMBOLS: SymbolSpecs = {
-  read: { args: ['i32', 'ptr', 'u64'], returns: 'i64' },
-  write: { args: ['i32', 'ptr', 'u64'], returns: 'i64' },
-  socket: { args: ['i32', 'i32', 'i32'], returns: 'i32' },
-  connect: { args: ['i32', 'ptr', 'u32'], returns: 'i32' },
-  poll: { args: ['ptr', 'u64', 'i32'], returns: 'i32' },
-  close: { args: ['i32'], returns: 'i32' },
-  _exit: { args: ['i32'], returns: 'void' },
-  __errno_location: { args: [], returns: 'ptr' },
-};
-
 function load(): Libc | null {
-  const g = globalThis as { Bun?: { env: Record<string, string | undefined>; FFI?: BunFfi } };
-  if (g.Bun === undefined) return null;
-  const env = g.Bun.env;
-  if (env.COIL_SHIM_NO_FFI === '1') return null;
-  let ffi: BunFfi;
-  let s: Symbols;
-  try {
-    // `bun:ffi` is a thin JavaScript layer over the native `Bun.FFI` (its dlopen only adds path
-    // normalization and turns a returned Error into a throw); loading that layer took ≈ 0.3 ms of
-    // each run, so the native object is used when present.
-    ffi = g.Bun.FFI ?? (require('bun:ffi') as BunFfi);
-    const lib = ffi.dlopen('libc.so.6', SYMBOLS);
-    if (lib instanceof Error) return null;
-    s = lib.symbols;
-  } catch {
-    return null;
-  }
-  const errno = (): number => ffi.read.i32(s.__errno_location() as number);
+  const env = (globalThis as { Bun?: { env: Record<string, string | undefined> } }).Bun?.env;
+  if (env === undefined || env.COIL_SHIM_NO_FFI === '1') return null;
+  const lib = bindLibc(['read', 'write', 'socket', 'connect', 'poll', 'close', '_exit']);
+  if (lib === undefined) return null;
+  const { calls: s, errno } = lib;
   // struct pollfd { int fd; short events; short revents; }, little-endian on both our targets
   const pollFd = new Int32Array(2);
   /** Waits until `fd` is ready for `events` or `ms` pass (-1 = no limit). @returns false on timeout. */

@@ -6,8 +6,8 @@
 import { ConfigError, parseBindAddress, parseDuration } from '../runtime/flags.js';
 import { defineFlags } from '../runtime/flag-table.js';
 import { SECURE_ENDPOINTS_FLAG } from '../runtime/secure-serving.js';
-import { LEADER_ELECTION_ID, NETFILTER_BACKENDS, PORTS } from '../api/v2/keys.js';
-import { DEFAULT_EGRESS_OPTIONS, type NatBackend } from '../reconcilers/egress-options.js';
+import { LEADER_ELECTION_ID, NETFILTER_BACKENDS, PORTS, type NetfilterBackend } from '../api/v2/keys.js';
+import { DEFAULT_EGRESS_OPTIONS } from '../reconcilers/egress-options.js';
 import { DEFAULT_IPAM_OPTIONS, type IpamOptions } from '../reconcilers/options.js';
 import type { BindAddress } from '../runtime/http-servers.js';
 import type { AddressPoolSpec } from '../api/v2/addresspool.js';
@@ -66,7 +66,7 @@ export interface ControllerConfig {
     /** `--egress-port`, default 5555: the Egress Services' UDP port and coil-egress `--fou-port`. */
     readonly fouPort: number;
     /** `--backend` (`iptables` | `nftables`), default `iptables` as Coil's, passed to coil-egress. */
-    readonly backend: NatBackend;
+    readonly backend: NetfilterBackend;
     /** `--egress-image`; absent: the controller's own image (read from its Pod by main.ts). */
     readonly image?: string;
   };

@@ -9,11 +9,12 @@
  * kernel (Coil #286, #363): a new egress pod receives Service traffic only when it can route
  * replies back.
  *
- * Concurrency: syncs never overlap; changes during a sync cause exactly one more sync.
+ * Concurrency: syncs never overlap; changes during a sync cause exactly one more sync, and a failed
+ * sync is retried with a doubling delay (runtime/coalescing-sync.ts).
  * @see docs/compatibility.md#the-nat-pod
  */
 import type Logger from 'bunyan';
-import { sleep } from '../runtime/clock.js';
+import { CoalescingSync } from '../runtime/coalescing-sync.js';
 import type { Runnable } from '../runtime/runnable.js';
 import type { ClientPodSource } from './client-pod-source.js';
 import type { EgressMetrics } from './egress-metrics.js';
@@ -31,17 +32,25 @@ export interface ClientWatcherOptions {
 
 /** The sync loop; run it under a RunnableSupervisor. */
 export class ClientWatcher implements Runnable {
-  private dirty = true;
-  private wake: (() => void) | undefined;
   private syncedOnce = false;
   private lastError: string | undefined;
+  private readonly loop: CoalescingSync;
 
-  constructor(private readonly o: ClientWatcherOptions) {}
+  constructor(private readonly o: ClientWatcherOptions) {
+    this.loop = new CoalescingSync({
+      sync: () => this.syncOnce(),
+      onError: (err, retryInMs) => {
+        this.lastError = err instanceof Error ? err.message : String(err);
+        this.o.log.error({ err, retryInMs }, 'tunnel sync failed');
+      },
+      retryDelayMs: o.retryDelayMs ?? 500,
+      retryMaxMs: 30_000,
+    });
+  }
 
-  /** Marks the client set changed (called by the source). */
+  /** Marks the client set changed (called by the source); syncs once the source has listed. */
   notify(): void {
-    this.dirty = true;
-    this.wake?.();
+    if (this.o.source.hasSynced()) this.loop.trigger();
   }
 
   /** Why the pod is not ready yet, or undefined once the initial client set is in the kernel. */
@@ -53,30 +62,9 @@ export class ClientWatcher implements Runnable {
 
   async run(signal: AbortSignal): Promise<void> {
     const sourceDone = this.o.source.run(signal);
-    signal.addEventListener('abort', () => this.wake?.(), { once: true });
-    let failures = 0;
-    while (!signal.aborted) {
-      if (!this.dirty || !this.o.source.hasSynced()) {
-        await new Promise<void>((resolve) => {
-          this.wake = resolve;
-        });
-        this.wake = undefined;
-        continue;
-      }
-      this.dirty = false;
-      try {
-        await this.syncOnce();
-        failures = 0;
-        this.lastError = undefined;
-      } catch (err) {
-        failures++;
-        this.dirty = true;
-        this.lastError = err instanceof Error ? err.message : String(err);
-        const delayMs = Math.min(30_000, (this.o.retryDelayMs ?? 500) * 2 ** (failures - 1));
-        this.o.log.error({ err, retryInMs: delayMs }, 'tunnel sync failed');
-        await sleep(delayMs, signal);
-      }
-    }
+    this.notify(); // a source that listed before (a restarted run) gets its sync now
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await this.loop.stop();
     await sourceDone;
   }
 
@@ -89,5 +77,6 @@ export class ClientWatcher implements Runnable {
     this.o.metrics.setClients(pods.length, pods.flatMap((p) => p.ips.filter((ip) => links.has(ip)).map((ip) => ({ namespace: p.namespace, pod: p.name, podIp: ip, interface: links.get(ip)! }))));
     if (!this.syncedOnce) this.o.log.info({ clients: clients.size, pods: pods.length }, 'initial client sync done; ready');
     this.syncedOnce = true;
+    this.lastError = undefined;
   }
 }

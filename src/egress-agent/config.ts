@@ -61,7 +61,7 @@ export interface EgressConfig {
    * `--snat-addresses` (ours; Coil has none), default none: the Egress's shared addresses
    * (`spec.snatAddresses`), at most one per family, canonical text. The NAT rules of a family
    * with one SNAT to it instead of masquerading to the pod's own address, and drop new packets
-   * from outside to it (src/netlink/nftables.ts natRuleset), so that another NAT pod can take
+   * from outside to it (src/netlink/netfilter/nftables.ts natRuleset), so that another NAT pod can take
    * over this pod's client flows. @see docs/egress-failover.md#sessions-kept-the-shared-snat-address
    */
   readonly snatAddresses: readonly string[];

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { ConntrackEntry } from '../netlink/conntrack.js';
-import { IpRunner } from '../netlink/ip-runner.js';
+import type { ConntrackEntry } from '../netlink/netfilter/conntrack.js';
+import { IpRunner } from '../netlink/iproute2/ip-runner.js';
 import { silentLogger } from '../runtime/logging.js';
 import { countClientFlows, DEFAULT_IDLE_TIMEOUTS, isEstablishedClientFlow, NatDrain } from './drain.js';
 

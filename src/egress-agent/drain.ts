@@ -15,8 +15,8 @@
  * @see docs/egress-failover.md#draining, docs/compatibility.md#coil-egress-flags
  */
 import type Logger from 'bunyan';
-import { readConntrack, type ConntrackEntry } from '../netlink/conntrack.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
+import { readConntrack, type ConntrackEntry } from '../netlink/netfilter/conntrack.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
 import { readSysctl } from '../netlink/sysctl.js';
 import { sleep } from '../runtime/clock.js';
 

@@ -13,7 +13,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type Logger from 'bunyan';
 import { addressFamily } from '../netlink/cidr.js';
 import { probeFeatures, type KernelFeatures } from '../netlink/features.js';
-import { IpRunner } from '../netlink/ip-runner.js';
+import { IpRunner } from '../netlink/iproute2/ip-runner.js';
 import { readSysctl } from '../netlink/sysctl.js';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { HttpEndpoints } from '../runtime/http-servers.js';

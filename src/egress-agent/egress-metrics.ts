@@ -8,7 +8,7 @@
  * @see docs/compatibility.md#metric-names-and-types
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import type { NftCounter } from '../netlink/nftables.js';
+import type { NftCounter } from '../netlink/netfilter/nftables.js';
 import type { NatCountersByFamily } from './nat.js';
 
 /** Constant labels of this pod's series. */

@@ -11,8 +11,9 @@
 import { EGRESS_WIDE_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { addressFamily } from '../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers } from '../netlink/fou.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
-import { syncPolicyRules, syncTableRoutes, type TableRoute } from '../netlink/policy-sync.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { rt } from '../netlink/rt-request.js';
+import { syncPolicyRules, syncTableRoutes, type TableRoute } from '../netlink/fib-rules.js';
 
 /** Priority of the `iif <out> lookup 118` rule (Coil's). */
 export const EGRESS_RETURN_RULE_PRIORITY = 2000;
@@ -110,7 +111,7 @@ export class FouServer {
     if (stale.length > 0) await ip.batch(stale.map((l) => ['link', 'del', 'dev', l.name]), target);
     for (const family of [4, 6] as const) {
       if (!this.local.has(family)) continue;
-      const up = routes[family].map((r) => ['link', 'set', 'dev', r.dev, 'up']);
+      const up = routes[family].map((r) => rt.linkSet(r.dev, { up: true }));
       await syncTableRoutes(ip, { ...target, family, table: EGRESS_WIDE_TABLE_ID, protocol: PROTOCOL_ID, desired: routes[family], beforeAdd: up });
     }
     return { links, skipped };

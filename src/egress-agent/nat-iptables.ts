@@ -8,10 +8,11 @@
  * alike (Coil reads them through nftables netlink, so its metrics fail on legacy hosts).
  * @see docs/compatibility.md "Egress NAT", "Metrics"
  */
-import { addressFamily, canonicalAddress } from '../netlink/cidr.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
-import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from '../netlink/iptables.js';
-import type { NatCounters } from '../netlink/nftables.js';
+import { canonicalAddress } from '../ipam/ip-address.js';
+import { addressFamily } from '../netlink/cidr.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from '../netlink/netfilter/iptables.js';
+import type { NatCounters } from '../netlink/netfilter/nftables.js';
 import type { NatBackend, NatCountersByFamily } from './nat.js';
 
 /** Constructor options of {@link IptablesNat}. */
@@ -32,7 +33,7 @@ export interface IptablesNatOptions {
 /**
  * Coil's two rules of one family; with `snatAddress`, `-j SNAT --to-source <it>` instead of
  * MASQUERADE (no port range: the client's source port is kept when free, as in
- * src/netlink/nftables.ts's NatRuleOptions.snatAddress). Pure.
+ * src/netlink/netfilter/nftables.ts's NatRuleOptions.snatAddress). Pure.
  * @throws TypeError when `snatAddress` is not an address of `family`
  */
 export function iptablesNatRules(family: 4 | 6, ownAddress: string, outInterface: string, snatAddress?: string): { masquerade: IptablesRule; invalid: IptablesRule; strayDrop?: IptablesRule } {
@@ -42,7 +43,7 @@ export function iptablesNatRules(family: 4 | 6, ownAddress: string, outInterface
   return {
     masquerade: { table: 'nat', chain: 'POSTROUTING', spec: ['!', '-s', own, '-o', outInterface, '-j', ...target] },
     invalid: { table: 'filter', chain: 'FORWARD', spec: ['-o', outInterface, '-m', 'state', '--state', 'INVALID', '-j', 'DROP'] },
-    // Untracked packets from outside to the shared address: why, in src/netlink/nftables.ts natRuleset.
+    // Untracked packets from outside to the shared address: why, in src/netlink/netfilter/nftables.ts natRuleset.
     ...(snatAddress !== undefined ? { strayDrop: { table: 'filter', chain: 'FORWARD', spec: ['-i', outInterface, '-d', `${canonicalAddress(snatAddress)}/${family === 4 ? 32 : 128}`, '-m', 'conntrack', '--ctstate', 'NEW', '-j', 'DROP'] } as IptablesRule } : {}),
   };
 }

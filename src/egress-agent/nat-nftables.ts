@@ -1,11 +1,11 @@
 /**
- * The nftables NAT backend: one `coil-egress` table per family (src/netlink/nftables.ts), so
+ * The nftables NAT backend: one `coil-egress` table per family (src/netlink/netfilter/nftables.ts), so
  * nothing else in the pod's ruleset is read or changed.
  * @see docs/compatibility.md#the-nat-pod (the nftables variant)
  */
 import { addressFamily } from '../netlink/cidr.js';
-import type { IpRunner } from '../netlink/ip-runner.js';
-import { applyNatRules, deleteNatRules, readNatCounters } from '../netlink/nftables.js';
+import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { applyNatRules, deleteNatRules, readNatCounters } from '../netlink/netfilter/nftables.js';
 import type { NatBackend, NatCountersByFamily } from './nat.js';
 
 /** Constructor options of {@link NftablesNat}. */
@@ -19,7 +19,7 @@ export interface NftablesNatOptions {
   netns?: string;
   /**
    * Addresses to SNAT to instead of masquerading (at most one per family; a family without one
-   * masquerades): see `NatRuleOptions.snatAddress` in src/netlink/nftables.ts.
+   * masquerades): see `NatRuleOptions.snatAddress` in src/netlink/netfilter/nftables.ts.
    */
   snatAddresses?: readonly string[];
   /** nft binary. Default `'nft'`. */

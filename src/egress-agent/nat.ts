@@ -4,7 +4,7 @@
  * traffic, drop forwarded packets in conntrack state invalid, and report the counters.
  * @see docs/compatibility.md#the-nat-pod, docs/compatibility.md#metric-names-and-types
  */
-import type { NatCounters } from '../netlink/nftables.js';
+import type { NatCounters } from '../netlink/netfilter/nftables.js';
 
 /** One family's counters, or undefined when that family has no rules. */
 export type NatCountersByFamily = Record<4 | 6, NatCounters | undefined>;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { addressBytes, canonicalAddress, CidrError, formatAddress, parseAddress, tryParseAddress } from './ip-address.js';
+import { addressBytes, canonicalAddress, canonicalAddressOrText, CidrError, formatAddress, parseAddress, tryCanonicalAddress, tryParseAddress } from './ip-address.js';
 
 describe('parseAddress', () => {
   const valid: [string, 4 | 6, bigint][] = [
@@ -60,6 +60,14 @@ describe('formatAddress', () => {
       assert.equal(canonicalAddress(input), expected);
     });
   }
+
+  test('tryCanonicalAddress gives undefined, canonicalAddressOrText the text as given, for what is not an address', () => {
+    assert.equal(tryCanonicalAddress('FD00:0::01'), 'fd00::1');
+    assert.equal(tryCanonicalAddress('010.0.0.1'), undefined);
+    assert.equal(canonicalAddressOrText('FD00:0::01'), 'fd00::1');
+    assert.equal(canonicalAddressOrText('010.0.0.1'), '010.0.0.1');
+    assert.equal(canonicalAddressOrText(undefined), undefined);
+  });
 
   test('throws RangeError for a value wider than the family', () => {
     assert.throws(() => formatAddress(4, 1n << 32n), RangeError);

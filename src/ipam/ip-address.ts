@@ -168,3 +168,17 @@ export function canonicalAddress(text: string): string {
   const a = parseAddress(text);
   return formatAddress(a.family, a.value);
 }
+
+/** Canonical text of an address given as text, or undefined when it is not one. */
+export function tryCanonicalAddress(text: string): string | undefined {
+  const a = tryParseAddress(text);
+  return a === undefined ? undefined : formatAddress(a.family, a.value);
+}
+
+/**
+ * Canonical text of `text` when it is an address, else `text` as given (undefined stays
+ * undefined): for comparing and showing addresses others wrote, where a bad one is kept as it is.
+ */
+export function canonicalAddressOrText<T extends string | undefined>(text: T): T {
+  return (text === undefined ? undefined : (tryCanonicalAddress(text) ?? text)) as T;
+}

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { checkIpam, countFindings, DEFAULT_THRESHOLDS, FINDING_KINDS, poolUsage, type BlockFacts, type IpamFacts, type ObjectRef, type PodFacts } from './ipam-check.js';
-import { nodeViewFacts, podFacts } from './ipam-facts.js';
+import { nodeViewFacts, podFacts } from '../api/v2/ipam-facts.js';
 
 const NOW = Date.parse('2026-11-27T09:00:00Z');
 const ref = (kind: ObjectRef['kind'], name: string, namespace?: string): ObjectRef => ({ kind, name, ...(namespace && { namespace }), uid: `uid-${name}`, resourceVersion: '7' });

@@ -11,7 +11,7 @@
  */
 import { BlockIndex, parseV4 } from './block-index.js';
 import { cidrContainsAddress, lastAddress, tryParseCidr, type Cidr } from './cidr.js';
-import { canonicalAddress, tryParseAddress, type IpAddress } from './ip-address.js';
+import { canonicalAddressOrText, tryParseAddress, type IpAddress } from './ip-address.js';
 import { PoolLayout } from './pool.js';
 
 /** What a finding is about. */
@@ -402,11 +402,5 @@ export function countFindings(findings: readonly Finding[]): Record<FindingKind,
   return counts;
 }
 
-/** Canonical address text, or the text itself when it does not parse. */
-function canonical(text: string): string {
-  try {
-    return canonicalAddress(text);
-  } catch {
-    return text;
-  }
-}
+/** Canonical address text, or the text itself when it does not parse (ip-address.ts). */
+const canonical = (text: string): string => canonicalAddressOrText(text);

@@ -3,13 +3,7 @@
  * address (docs/ipam-recovery.md). Pure; read by the controller and by coild.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { formatAddress, tryParseAddress } from './ip-address.js';
-
-/** Canonical text of an address (RFC 5952 for IPv6), or undefined when it does not parse. */
-function canonical(ip: string): string | undefined {
-  const a = tryParseAddress(ip);
-  return a === undefined ? undefined : formatAddress(a.family, a.value);
-}
+import { tryCanonicalAddress } from './ip-address.js';
 
 /**
  * The Pod's addresses, canonical: `status.podIPs` (and `status.podIP`); none for a host-network
@@ -18,5 +12,5 @@ function canonical(ip: string): string | undefined {
 export function podAddresses(p: Readonly<V1Pod>): string[] {
   if (p.spec?.hostNetwork || p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') return [];
   const ips = [...(p.status?.podIPs ?? []).map((i) => i.ip), p.status?.podIP].filter((ip): ip is string => !!ip);
-  return [...new Set(ips.flatMap((ip) => canonical(ip) ?? []))];
+  return [...new Set(ips.flatMap((ip) => tryCanonicalAddress(ip) ?? []))];
 }

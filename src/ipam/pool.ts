@@ -24,9 +24,14 @@ import {
   type Cidr,
 } from './cidr.js';
 
-/** One `spec.subnets[]` item: CIDR strings; IPv4-only, IPv6-only or dual stack. */
+/**
+ * One `spec.subnets[]` item of an AddressPool: CIDR strings; IPv4-only, IPv6-only or dual stack
+ * (both with the same number of host bits).
+ */
 export interface SubnetSet {
+  /** IPv4 CIDR, e.g. `10.2.0.0/16`. */
   readonly ipv4?: string;
+  /** IPv6 CIDR, e.g. `fd02::/112`. */
   readonly ipv6?: string;
 }
 

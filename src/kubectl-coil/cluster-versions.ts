@@ -11,7 +11,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { Kinds } from '../api/v2/kinds.js';
 import type { Client } from '../runtime/client.js';
 import { COILD_SELECTOR } from './cluster.js';
-import { formatObject, formatTable } from './output.js';
+import { formatObject, kubectlTable } from './output.js';
 import { KUBECTL_COIL_VERSION } from './version.js';
 
 /** The labels of coil-controller's Pods (charts/coil/templates/controller.yaml). */
@@ -78,7 +78,7 @@ export const clientLine = (): string => `kubectl-coil ${KUBECTL_COIL_VERSION}\n`
 /** The programs' table (kubectl's printer). */
 export function formatPrograms(programs: readonly ProgramVersion[]): string {
   const rows = programs.map((p) => [p.component, p.node || '-', p.pod ?? '-', p.version ?? '-', p.image ?? '-', p.ready]);
-  return formatTable([['COMPONENT', 'NODE', 'POD', 'VERSION', 'IMAGE', 'READY'], ...rows]);
+  return kubectlTable([['COMPONENT', 'NODE', 'POD', 'VERSION', 'IMAGE', 'READY'], ...rows]);
 }
 
 /** `-o json|yaml`: the client's version and, unless `--client`, the programs'. */

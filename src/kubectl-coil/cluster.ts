@@ -19,7 +19,7 @@ import type { AddressPool } from '../api/v2/addresspool.js';
 import type { BlockRequest } from '../api/v2/blockrequest.js';
 import { Kinds } from '../api/v2/kinds.js';
 import type { NodeViewFacts } from '../ipam/ipam-check.js';
-import { nodeViewFacts } from '../ipam/ipam-facts.js';
+import { nodeViewFacts } from '../api/v2/ipam-facts.js';
 import type { ApiTransport } from '../runtime/api-transport.js';
 import type { Client } from '../runtime/client.js';
 import { ApiError } from '../runtime/errors.js';

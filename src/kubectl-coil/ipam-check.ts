@@ -4,10 +4,10 @@
  * `ipam release --from-report` takes. Exit status 3 when anything is found.
  */
 import { checkIpam, type CheckThresholds, type Finding, type IpamFacts, type PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, nodeRef, podFacts, poolFacts, requestFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, nodeRef, podFacts, poolFacts, requestFacts } from '../api/v2/ipam-facts.js';
 import type { ClusterRead } from './cluster.js';
 import type { Output } from './flags.js';
-import { formatObject, formatTable, isStructured } from './output.js';
+import { formatObject, kubectlTable, isStructured } from './output.js';
 import { REPORT_KIND, type IpamReport } from './report.js';
 import { KUBECTL_COIL_VERSION } from './version.js';
 
@@ -48,7 +48,7 @@ export function formatReport(report: IpamReport, output: Output): string {
   const wide = output === 'wide';
   let text = report.findings.length === 0
     ? `no findings (${report.nodesChecked.length} node(s) checked through coild)\n`
-    : formatTable([
+    : kubectlTable([
       ['KIND', 'NODE', ...(wide ? ['OBJECTS'] : []), 'MESSAGE'],
       ...report.findings.map((f) => [f.kind, f.node ?? '-', ...(wide ? [objectText(f, true)] : []), f.message]),
     ]);

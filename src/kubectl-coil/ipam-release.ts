@@ -27,7 +27,7 @@ import { FIN_COIL } from '../api/v2/keys.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { BlockIndex } from '../ipam/block-index.js';
 import type { Finding, FindingKind, PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, podFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, podFacts } from '../api/v2/ipam-facts.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LABEL_NODE } from '../api/v2/keys.js';
 import { leakReleaseKey, parseLeakReleaseRequest } from '../api/v2/leak-release-request.js';

@@ -9,12 +9,12 @@
  */
 import { BlockIndex } from '../ipam/block-index.js';
 import { poolUsage, type NodeViewFacts, type PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, podFacts, poolFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, podFacts, poolFacts } from '../api/v2/ipam-facts.js';
 import { canonicalAddress, tryParseAddress } from '../ipam/ip-address.js';
 import { ConfigError } from '../runtime/flags.js';
 import type { ClusterRead } from './cluster.js';
 import type { Output } from './flags.js';
-import { formatObject, formatTable, isStructured } from './output.js';
+import { formatObject, kubectlTable, isStructured } from './output.js';
 
 /** One pool's line. Sizes are strings: an IPv6 pool exceeds 2^53 addresses. */
 export interface PoolLine {
@@ -121,19 +121,19 @@ export function formatShow(read: ClusterRead, o: { output: Output; showBlocks: b
     const head = ['ADDRESS', 'BLOCK', 'POOL', 'NODE', 'POD', ...(o.output === 'wide' ? ['CONTAINER', 'IFNAME'] : [])];
     const row = [l.address, l.block ?? '<none>', l.pool ?? '<none>', l.node ?? '<none>', l.pods.join(',') || (l.allocation?.pod ? `${l.allocation.pod} (coild only)` : '<none>'),
       ...(o.output === 'wide' ? [l.allocation?.containerId.slice(0, 12) ?? '-', l.allocation?.ifname ?? '-'] : [])];
-    return formatTable([head, row]);
+    return kubectlTable([head, row]);
   }
   const pools = poolLines(read);
   const blocks = o.showBlocks ? blockLines(read) : undefined;
   if (isStructured(o.output)) return formatObject({ pools, ...(blocks && { blocks }), ...(read.unreachable?.length && { coildUnreachable: read.unreachable }) }, o.output);
   const wide = o.output === 'wide';
-  let text = formatTable([
+  let text = kubectlTable([
     ['POOL', ...(wide ? ['SUBNETS', 'BLOCK-SIZE'] : []), 'SIZE', 'BLOCKS', 'MAX-BLOCKS', 'BLOCKS-%', 'USED', 'FREE'],
     ...pools.map((p) => [p.pool, ...(wide ? [p.subnets.join(' '), String(2 ** p.blockSizeBits)] : []), p.size, String(p.blocks), p.maxBlocks, p.percent.toFixed(1), String(p.used), p.free]),
   ]);
   if (blocks) {
     const n = (v: number | undefined): string => (v === undefined ? '?' : String(v));
-    text += '\n' + formatTable([
+    text += '\n' + kubectlTable([
       ['BLOCK', 'POOL', 'NODE', 'IPV4', ...(wide ? ['IPV6', 'POD-IPS'] : []), 'USED', 'FREE', 'COOLING', 'STATE'],
       ...blocks.map((b) => [b.block, b.pool, b.node, b.ipv4 ?? '-', ...(wide ? [b.ipv6 ?? '-', String(b.podIPs)] : []), n(b.used), n(b.free), n(b.cooling), b.state]),
     ]);

@@ -2,14 +2,13 @@
  * How `kubectl coil` prints: kubectl's conventions — a table with upper-case headers by default,
  * more columns with `-o wide`, the whole object with `-o json` or `-o yaml`.
  */
+import { formatTable as textTable } from '../runtime/text-table.js';
 import { toYamlDocuments, type YamlValue } from '../runtime/yaml-out.js';
 import type { Output } from './flags.js';
 
-/** Fixed-width columns separated by three spaces (kubectl's printer); the first row is the header. */
-export function formatTable(rows: readonly (readonly string[])[]): string {
-  const widths: number[] = [];
-  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('   ').trimEnd()).join('\n') + '\n';
+/** Fixed-width columns separated by three spaces (kubectl's printer), newline-terminated; the first row is the header. */
+export function kubectlTable(rows: readonly (readonly string[])[]): string {
+  return `${textTable(rows, 3)}\n`;
 }
 
 /** `value` as JSON or YAML; bigints become decimal strings. */

@@ -1,9 +1,12 @@
 /** `ip addr`: batch-line builders and the read. */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 
-/** One address of `ip -json addr show` (`addr_info[]`). */
-export interface IpAddrInfo {
+/**
+ * One address of a link (RTM_NEWADDR), the fields coil reads, named as `ip -json addr show` prints
+ * them (`addr_info[]`) so iproute2 serves as the oracle of the address dump.
+ */
+export interface Address {
   family: 'inet' | 'inet6';
   local: string;
   prefixlen: number;
@@ -12,12 +15,12 @@ export interface IpAddrInfo {
   tentative?: boolean;
 }
 
-/** One link of `ip -json addr show`. */
-export interface IpAddrLink {
+/** A link and its addresses: an address dump grouped by link (`ip -json addr show`'s entries). */
+export interface LinkAddresses {
   ifindex: number;
   ifname: string;
   address?: string;
-  addr_info: IpAddrInfo[];
+  addr_info: Address[];
 }
 
 /** Options of {@link addr.add}. */
@@ -51,7 +54,7 @@ export const addr = {
  * them: an rtnetlink dump through a NetlinkExecutor, or that command through an IpRunner.
  * @throws NetlinkError (errno ENODEV) when `dev` is given and missing
  */
-export function readAddrs(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { dev?: string } = {}): Promise<IpAddrLink[]> {
+export function readAddrs(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { dev?: string } = {}): Promise<LinkAddresses[]> {
   const { dev, netns } = target;
-  return kernel.dump<IpAddrLink>({ kind: 'addrs', ...(dev ? { dev } : {}) }, { netns });
+  return kernel.dump<LinkAddresses>({ kind: 'addrs', ...(dev ? { dev } : {}) }, { netns });
 }

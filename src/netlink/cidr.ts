@@ -3,18 +3,11 @@
  * `ip -json` can be compared with what coil asked for. iproute2 prints a host route's `dst`
  * without its prefix (`10.0.0.5`, not `10.0.0.5/32`) and IPv6 in RFC 5952 form.
  *
- * A view of the one address parser, src/ipam/ip-address.ts (Go's rules, RFC 5952 output): nothing
- * here parses an address itself. Failures are TypeErrors, as the kernel-facing callers expect.
+ * A view of the one address and prefix model, src/ipam/ip-address.ts and src/ipam/cidr.ts (Go's
+ * rules, RFC 5952 output, canonical text): nothing here parses an address or defines a prefix
+ * itself. Failures are TypeErrors, as the kernel-facing callers expect.
  */
-import { addressBits, formatAddress, hasHostBitsSet, tryParseAddress, type IpAddress } from '../ipam/cidr.js';
-
-/** A parsed CIDR: canonical network address, prefix length and family. */
-export interface ParsedCidr {
-  family: 4 | 6;
-  /** Canonical address text (IPv6 compressed, lower-case). */
-  address: string;
-  prefixBits: number;
-}
+import { addressBits, formatAddress, formatCidr, hasHostBitsSet, tryParseAddress, type Cidr, type IpAddress } from '../ipam/cidr.js';
 
 /**
  * Reads an IPv4 or IPv6 address (Go's rules: no leading zeros in IPv4, no zone).
@@ -40,49 +33,36 @@ export function splitPrefix(text: string): { readonly address: IpAddress | undef
   return { address, bits };
 }
 
-/**
- * Canonical text of an IPv4 or IPv6 address (`2001:DB8:0::1` → `2001:db8::1`; IPv4 with leading
- * zeros, which some parsers read as octal, is refused).
- * @throws TypeError when `address` is neither
- */
-export function canonicalAddress(address: string): string {
-  const a = addressOf(address);
-  return formatAddress(a.family, a.value);
-}
-
 /** Family of an address string, or undefined when it is not one. */
 export function addressFamily(address: string): 4 | 6 | undefined {
   return tryParseAddress(address)?.family;
 }
 
 /**
- * Parses `a.b.c.d/n` or `x::/n` (a bare address is a host prefix). The address must be the
- * network address: the kernel refuses host bits in a route destination.
+ * Reads a route destination as iproute2 writes it, `a.b.c.d/n` or `x::/n` (a bare address is a host
+ * prefix), into the one prefix type, src/ipam/cidr.ts's {@link Cidr}; its canonical text is that
+ * module's `formatCidr`. The address must be the network address: the kernel refuses host bits in
+ * a route destination.
  * @throws TypeError on malformed text, an out-of-range prefix or host bits set
  */
-export function parseCidr(cidr: string): ParsedCidr {
-  const { address: a, bits: prefixBits } = splitPrefix(cidr);
-  if (a === undefined) throw new TypeError(`not a CIDR: ${JSON.stringify(cidr)}`);
-  if (prefixBits === undefined) throw new TypeError(`bad prefix length in ${JSON.stringify(cidr)}`);
-  if (hasHostBitsSet(a.family, a.value, prefixBits)) throw new TypeError(`${JSON.stringify(cidr)} has host bits set`);
-  return { family: a.family, address: formatAddress(a.family, a.value), prefixBits };
+export function parseRoutePrefix(text: string): Cidr {
+  const { address: a, bits } = splitPrefix(text);
+  if (a === undefined) throw new TypeError(`not a CIDR: ${JSON.stringify(text)}`);
+  if (bits === undefined) throw new TypeError(`bad prefix length in ${JSON.stringify(text)}`);
+  if (hasHostBitsSet(a.family, a.value, bits)) throw new TypeError(`${JSON.stringify(text)} has host bits set`);
+  return { family: a.family, base: a.value, prefix: bits };
 }
 
 /**
  * The key iproute2 uses for a route destination: `10.0.0.0/24`, `10.0.0.5` for a /32,
  * `2001:db8::5` for a /128, `default` for a zero-length prefix.
  */
-export function routeKey(c: ParsedCidr): string {
-  if (c.prefixBits === 0) return 'default';
-  return c.prefixBits === (c.family === 4 ? 32 : 128) ? c.address : `${c.address}/${c.prefixBits}`;
+export function routeKey(c: Cidr): string {
+  if (c.prefix === 0) return 'default';
+  return c.prefix === addressBits(c.family) ? formatAddress(c.family, c.base) : formatCidr(c);
 }
 
 /** Normalises a `dst` printed by `ip -json route` to the {@link routeKey} form. */
 export function routeKeyOfDst(dst: string): string {
-  return dst === 'default' ? 'default' : routeKey(parseCidr(dst));
-}
-
-/** Full CIDR text (`10.0.0.5/32`), the form used in batch lines and CNI results. */
-export function formatCidr(c: ParsedCidr): string {
-  return `${c.address}/${c.prefixBits}`;
+  return dst === 'default' ? 'default' : routeKey(parseRoutePrefix(dst));
 }

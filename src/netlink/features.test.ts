@@ -2,7 +2,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { access } from 'node:fs/promises';
 import { probeFeatures } from './features.js';
-import { IpRunner } from './ip-runner.js';
+import { IpRunner } from './iproute2/ip-runner.js';
 import { netnsSkipReason } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 

@@ -5,7 +5,7 @@
  * machine) have no modprobe, and a module that exists may still fail to load.
  */
 import { access } from 'node:fs/promises';
-import { parseBatchFailures, type IpRunner } from './ip-runner.js';
+import { parseBatchFailures, type IpRunner } from './iproute2/ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import { FOU_PORT } from '../api/v2/keys.js';
 

@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { probeFeatures } from './features.js';
 import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPeerRequest, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers, type FouPeer } from './fou.js';
-import { IpRunner } from './ip-runner.js';
+import { IpRunner } from './iproute2/ip-runner.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError } from './netlink-error.js';
@@ -106,7 +106,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
           const err = await x.apply(requests, { netns: ns.path }).then(() => undefined, (e: unknown) => e);
           assert.ok(err instanceof NetlinkError, String(err));
           assert.match(err.message, /link add name fou4_0a090002 type ipip remote 10\.9\.0\.2 local 10\.9\.0\.1 ttl 225 encap fou encap-sport 5555 encap-dport 5555/);
-          errs.push({ line: err.failedLine, errno: err.errno });
+          errs.push({ line: err.failedRequest, errno: err.errno });
         }
         assert.deepEqual(errs[1], errs[0]);
         assert.equal(errs[1]!.line, 1);

@@ -10,11 +10,11 @@
  * @see docs/compatibility.md#fou-tunnels (Coil `v2/pkg/fou/fou.go`)
  */
 import { createHash } from 'node:crypto';
-import type { BatchLine, IpRunner, RunTarget } from './ip-runner.js';
-import { addressBytes } from '../ipam/ip-address.js';
-import { addressFamily, addressOf, canonicalAddress } from './cidr.js';
+import type { BatchLine, IpRunner, RunTarget } from './iproute2/ip-runner.js';
+import { addressBytes, canonicalAddress, formatAddress, tryParseAddress, type IpAddress } from '../ipam/ip-address.js';
+import { addressOf } from './cidr.js';
 import { isNetlinkErrno } from './netlink-error.js';
-import { formatRequest } from './rt-format.js';
+import { formatRequest } from './iproute2/rt-format.js';
 import { rt, type RtRequest } from './rt-request.js';
 import { writeSysctl } from './sysctl.js';
 
@@ -37,6 +37,31 @@ export interface FouPeer {
   sourcePort: number | 'auto';
   /** MTU of the link; default: the kernel's (route MTU towards `remote` minus the encapsulation). */
   mtuBytes?: number;
+}
+
+/**
+ * A {@link FouPeer} whose addresses were read once ({@link planFouPeer}): its link name, its family,
+ * and `remote`/`local` in canonical text (what the kernel reads back), so that nothing down the
+ * line parses them again.
+ */
+export interface PlannedFouPeer extends FouPeer {
+  /** The peer link's name, {@link fouPeerLinkName} of `remote`. */
+  readonly name: string;
+  readonly family: 4 | 6;
+}
+
+/**
+ * Reads `peer`'s addresses once: canonical text, family and link name.
+ * @throws TypeError when `remote` and `local` are not addresses of one family
+ */
+export function planFouPeer(peer: FouPeer): PlannedFouPeer {
+  if ('name' in peer && 'family' in peer) return peer as PlannedFouPeer;
+  const remote = tryParseAddress(peer.remote);
+  const local = tryParseAddress(peer.local);
+  if (remote === undefined || local === undefined || remote.family !== local.family) {
+    throw new TypeError(`FoU peer ${peer.remote} and local ${peer.local} are not of one family`);
+  }
+  return { ...peer, remote: formatAddress(remote.family, remote.value), local: formatAddress(local.family, local.value), name: linkNameOf(remote), family: remote.family };
 }
 
 /** A peer link as read back from the kernel. */
@@ -67,7 +92,11 @@ export interface FouInitOptions extends Pick<RunTarget, 'netns'> {
  * @throws TypeError when `remote` is not an address
  */
 export function fouPeerLinkName(remote: string): string {
-  const bytes = Buffer.from(addressBytes(addressOf(remote)));
+  return linkNameOf(addressOf(remote));
+}
+
+function linkNameOf(remote: IpAddress): string {
+  const bytes = Buffer.from(addressBytes(remote));
   if (bytes.length === 4) return `fou4_${bytes.toString('hex')}`;
   return `fou6_${createHash('sha1').update(bytes).digest('hex').slice(0, 8)}`;
 }
@@ -93,20 +122,17 @@ export function fouPortLine(port: number, family: 4 | 6): BatchLine {
  * (Coil #287).
  * @throws TypeError when `remote` and `local` are not addresses of one family
  */
-export function fouPeerRequest(peer: FouPeer): RtRequest {
-  const family = addressFamily(peer.remote);
-  if (family === undefined || family !== addressFamily(peer.local)) {
-    throw new TypeError(`FoU peer ${peer.remote} and local ${peer.local} are not of one family`);
-  }
-  return rt.fouPeer({ name: fouPeerLinkName(peer.remote), ...(peer.mtuBytes ? { mtu: peer.mtuBytes } : {}), remote: peer.remote, local: peer.local,
-    ttl: FOU_TUNNEL_TTL, encapSport: peer.sourcePort === 'auto' ? 0 : peer.sourcePort, encapDport: peer.port });
+export function fouPeerRequest(peer: FouPeer | PlannedFouPeer): RtRequest {
+  const p = planFouPeer(peer);
+  return rt.fouPeer({ name: p.name, ...(p.mtuBytes ? { mtu: p.mtuBytes } : {}), remote: p.remote, local: p.local,
+    ttl: FOU_TUNNEL_TTL, encapSport: p.sourcePort === 'auto' ? 0 : p.sourcePort, encapDport: p.port });
 }
 
 /**
  * `link add name fou… type ipip|ip6tnl … encap fou …`: {@link fouPeerRequest} as an `ip -batch` line.
  * @throws TypeError when `remote` and `local` are not addresses of one family
  */
-export function fouPeerAddLine(peer: FouPeer): BatchLine {
+export function fouPeerAddLine(peer: FouPeer | PlannedFouPeer): BatchLine {
   return formatRequest(fouPeerRequest(peer));
 }
 
@@ -204,14 +230,15 @@ export async function readFouPeers(ip: IpRunner, target: Pick<RunTarget, 'netns'
  * @returns the link name and whether it was (re)created
  * @throws NetlinkError when the kernel refuses (e.g. no ipip/ip6tnl support)
  */
-export async function ensureFouPeer(ip: IpRunner, peer: FouPeer, existing: readonly FouPeerLink[], target: Pick<RunTarget, 'netns'> = {}): Promise<{ name: string; created: boolean }> {
-  const name = fouPeerLinkName(peer.remote);
+export async function ensureFouPeer(ip: IpRunner, peer: FouPeer | PlannedFouPeer, existing: readonly FouPeerLink[], target: Pick<RunTarget, 'netns'> = {}): Promise<{ name: string; created: boolean }> {
+  const p = planFouPeer(peer);
+  const name = p.name;
   const have = existing.find((l) => l.name === name);
-  const sport = peer.sourcePort === 'auto' ? 0 : peer.sourcePort;
-  if (have && have.remote === canonicalAddress(peer.remote) && have.local === canonicalAddress(peer.local) && have.sourcePort === sport) {
+  const sport = p.sourcePort === 'auto' ? 0 : p.sourcePort;
+  if (have && have.remote === p.remote && have.local === p.local && have.sourcePort === sport) {
     return { name, created: false };
   }
-  await ip.batch([...(have ? [['link', 'del', 'dev', name]] : []), fouPeerAddLine(peer)], target);
+  await ip.batch([...(have ? [['link', 'del', 'dev', name]] : []), fouPeerAddLine(p)], target);
   return { name, created: true };
 }
 

@@ -5,9 +5,10 @@
  * that touches the kernel goes through here (docs/design.md#all-kernel-io-in-one-layer).
  */
 export * from './addr.js';
+export * from './apply-step.js';
 export * from './cidr.js';
 export * from './features.js';
-export * from './ip-runner.js';
+export * from './iproute2/ip-runner.js';
 export * from './link.js';
 export * from './link-reaper.js';
 export * from './mtu.js';

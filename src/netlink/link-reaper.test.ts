@@ -1,6 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { IpRunner } from './ip-runner.js';
+import { IpRunner } from './iproute2/ip-runner.js';
 import { LinkReaper } from './link-reaper.js';
 import { readLinks } from './link.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';

@@ -6,7 +6,7 @@
  * and the kernel flushes its routes at once) and the reaper deletes the group shortly after,
  * coalescing bursts of DELs.
  */
-import type { IpLink } from './link.js';
+import type { Link } from './link.js';
 import { isNetlinkErrno } from './netlink-error.js';
 import { rt, type RtApplier, type RtRequest } from './rt-request.js';
 
@@ -70,7 +70,7 @@ export class LinkReaper {
   }
 
   /** True when `l` (from readLinks) is retired and awaiting deletion. */
-  isRetired(l: IpLink): boolean {
+  isRetired(l: Link): boolean {
     return l.group === String(this.group);
   }
 

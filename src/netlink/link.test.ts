@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { addr, readAddrs } from './addr.js';
-import { IpRunner } from './ip-runner.js';
+import { IpRunner } from './iproute2/ip-runner.js';
 import { link, readLinks } from './link.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';

@@ -2,11 +2,14 @@
  * `ip link`: batch-line builders and the read. Builders are pure; they return argv tokens for
  * IpRunner.batch.
  */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader, VethRequest } from './rt-request.js';
 
-/** One entry of `ip -json [-d] link show` (the fields coil reads). */
-export interface IpLink {
+/**
+ * A link (RTM_NEWLINK), the fields coil reads, named as `ip -json -d link show` prints them so
+ * iproute2 serves as the oracle of the link dump.
+ */
+export interface Link {
   ifindex: number;
   ifname: string;
   flags: string[];
@@ -61,7 +64,7 @@ export const link = {
  * NetlinkExecutor, or that command through an IpRunner.
  * @throws NetlinkError (errno ENODEV) when `dev` is given and missing
  */
-export function readLinks(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { dev?: string } = {}): Promise<IpLink[]> {
+export function readLinks(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { dev?: string } = {}): Promise<Link[]> {
   const { dev, netns } = target;
-  return kernel.dump<IpLink>({ kind: 'links', ...(dev ? { dev } : {}) }, { netns });
+  return kernel.dump<Link>({ kind: 'links', ...(dev ? { dev } : {}) }, { netns });
 }

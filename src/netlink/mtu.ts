@@ -4,9 +4,9 @@
  * physical devices. No tunnel overhead is subtracted.
  * @see docs/compatibility.md#pod-network-setup (MTU)
  */
-import type { RunTarget } from './ip-runner.js';
+import type { RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
-import { readLinks, type IpLink } from './link.js';
+import { readLinks, type Link } from './link.js';
 import { routeGet } from './route.js';
 
 /** Destinations probed with `ip route get`, in order (IANA special-purpose, never local). */
@@ -30,6 +30,6 @@ export async function detectMtu(kernel: RtReader, target: Pick<RunTarget, 'netns
 }
 
 /** A NIC: Ethernet, administratively up, and no `linkinfo` kind (virtual links all have one). */
-function isUpPhysical(l: IpLink): boolean {
+function isUpPhysical(l: Link): boolean {
   return l.link_type === 'ether' && l.linkinfo?.info_kind === undefined && l.flags.includes('UP');
 }

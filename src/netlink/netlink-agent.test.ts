@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { IpRunner, spawnProcess, type ProcessSpawner } from './ip-runner.js';
+import { IpRunner, spawnProcess, type ProcessSpawner } from './iproute2/ip-runner.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError, isNetlinkErrno } from './netlink-error.js';
@@ -38,7 +38,7 @@ async function state(ip: IpRunner, host: TestNetns, pod: TestNetns): Promise<unk
   };
 }
 
-function hostLines(pod: TestNetns): RtRequest[] {
+function hostRequests(pod: TestNetns): RtRequest[] {
   const dev = 'veth-t';
   return [
     rt.veth({ name: dev, peerName: 'eth0', peerNetns: pod.path, mac: '02:00:00:00:00:01', peerMac: '02:00:00:00:00:02', mtuBytes: 1400 }),
@@ -50,7 +50,7 @@ function hostLines(pod: TestNetns): RtRequest[] {
   ];
 }
 
-const POD_LINES: RtRequest[] = [
+const POD_REQUESTS: RtRequest[] = [
   rt.linkSet('eth0', { up: true }),
   rt.addrAdd({ cidr: '10.64.0.5/32', dev: 'eth0' }),
   rt.addrAdd({ cidr: 'fd00::5/128', dev: 'eth0', isNoDad: true }),
@@ -83,11 +83,11 @@ describe('netlink agent in real network namespaces', { skip }, () => {
   });
 
   test('the pod wiring leaves the same links, addresses and routes as ip -batch of the same requests, without an ip process', async () => {
-    await viaIp.apply(hostLines(podA), { netns: hostA.path });
-    await viaIp.apply(POD_LINES, { netns: podA.path });
+    await viaIp.apply(hostRequests(podA), { netns: hostA.path });
+    await viaIp.apply(POD_REQUESTS, { netns: podA.path });
     spawned.length = 0;
-    await viaAgent.apply(hostLines(podB), { netns: hostB.path });
-    await viaAgent.apply(POD_LINES, { netns: podB.path });
+    await viaAgent.apply(hostRequests(podB), { netns: hostB.path });
+    await viaAgent.apply(POD_REQUESTS, { netns: podB.path });
     assert.deepEqual(spawned, [], 'the executor started a process for a batch the agent can apply');
     const [a, b] = [await state(viaIp, hostA, podA), await state(viaIp, hostB, podB)];
     assert.deepEqual(b, a);
@@ -98,7 +98,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     const errorOf = async (ip: IpRunner | NetlinkExecutor, lines: RtRequest[], netnsPath: string, onError?: 'continue') => {
       const err = await ip.apply(lines, { netns: netnsPath, ...(onError ? { onError } : {}) }).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof NetlinkError, String(err));
-      return { errno: err.errno, line: err.failedLine, message: err.message.replace(/^.*?: line/, 'line') };
+      return { errno: err.errno, line: err.failedRequest, message: err.message.replace(/^.*?: line/, 'line') };
     };
     // [requests, where, onError, the errno class the kernel answers]
     const cases: Array<[RtRequest[], 'host' | 'pod', 'continue' | undefined, string | undefined]> = [
@@ -122,7 +122,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
       assert.equal(agent.errno, errno, JSON.stringify(lines));
       assert.ok(ip.errno === errno || ip.errno === undefined, JSON.stringify(lines));
     }
-    await assert.rejects(viaAgent.apply(POD_LINES, { netns: '/run/netns/coiltest-missing-netns' }), (e: unknown) => isNetlinkErrno(e, 'ENOENT'));
+    await assert.rejects(viaAgent.apply(POD_REQUESTS, { netns: '/run/netns/coiltest-missing-netns' }), (e: unknown) => isNetlinkErrno(e, 'ENOENT'));
   });
 
   test('retiring and group deletion remove the veth and both ends', async () => {
@@ -144,7 +144,7 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     const seqAgent = new NetlinkExecutor({ rtnetlink: counted, ip: new IpRunner({ spawner: counting }) });
     try {
       spawned.length = 0;
-      const wired = await seqAgent.applySequence([{ requests: hostLines(podB), options: { netns: hostB.path } }, { requests: POD_LINES, options: { netns: podB.path } }]);
+      const wired = await seqAgent.applySequence([{ requests: hostRequests(podB), options: { netns: hostB.path } }, { requests: POD_REQUESTS, options: { netns: podB.path } }]);
       assert.deepEqual(wired, { ok: true });
       assert.equal(counted.requests, 1);
       assert.deepEqual(spawned, []);
@@ -155,10 +155,10 @@ describe('netlink agent in real network namespaces', { skip }, () => {
       const marker = rt.addrAdd({ cidr: '10.99.99.99/32', dev: 'lo' });
       const outcomes = [];
       for (const [ip, host, pod] of [[seqAgent, hostB, podB], [viaIp, hostA, podA]] as const) {
-        const o = await ip.applySequence([{ requests: [hostLines(pod)[0]!], options: { netns: host.path } }, { requests: [marker], options: { netns: pod.path } }]);
+        const o = await ip.applySequence([{ requests: [hostRequests(pod)[0]!], options: { netns: host.path } }, { requests: [marker], options: { netns: pod.path } }]);
         assert.equal(o.ok, false);
         assert.ok(!o.ok && o.error instanceof NetlinkError);
-        outcomes.push({ step: !o.ok && o.step, errno: !o.ok && (o.error as NetlinkError).errno, line: !o.ok && (o.error as NetlinkError).failedLine });
+        outcomes.push({ step: !o.ok && o.step, errno: !o.ok && (o.error as NetlinkError).errno, line: !o.ok && (o.error as NetlinkError).failedRequest });
         assert.deepEqual(await viaIp.json(['addr', 'show', 'dev', 'lo', 'to', '10.99.99.99/32'], { netns: pod.path }), []);
       }
       assert.deepEqual(outcomes, [{ step: 0, errno: 'EEXIST', line: 1 }, { step: 0, errno: 'EEXIST', line: 1 }]);
@@ -176,9 +176,9 @@ describe('netlink agent in real network namespaces', { skip }, () => {
     const bad = [rt.addrAdd({ cidr: '10.99.97.1/32', dev: 'lo' }), rt.veth({ name: 'vq-a', peerName: 'vq-ap', mac: 'not-a-mac' })];
     // The agent applies request 1, then refuses request 2 (EINVAL, a permanent failure); ip refuses line 2 as well.
     const viaA = await viaAgent.apply(bad, { netns: hostB.path }).then(() => undefined, (e: unknown) => e);
-    assert.ok(viaA instanceof NetlinkError && viaA.errno === undefined && viaA.failedLine === 2 && /invalid MAC/.test(viaA.message), String(viaA));
+    assert.ok(viaA instanceof NetlinkError && viaA.errno === undefined && viaA.failedRequest === 2 && /invalid MAC/.test(viaA.message), String(viaA));
     const viaI = await viaIp.apply(bad, { netns: hostA.path }).then(() => undefined, (e: unknown) => e);
-    assert.ok(viaI instanceof NetlinkError && viaI.failedLine === 2, String(viaI));
+    assert.ok(viaI instanceof NetlinkError && viaI.failedRequest === 2, String(viaI));
     assert.deepEqual(await viaIp.json(['link', 'show', 'dev', 'vq-a'], { netns: hostB.path }).catch(() => []), []);
   });
 

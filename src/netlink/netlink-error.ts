@@ -70,8 +70,8 @@ export interface NetlinkErrorDetails {
   stderr: string;
   /** Exit status; null when killed by a signal or never started. */
   exitCode: number | null;
-  /** 1-based line of the batch that failed; undefined for non-batch commands. */
-  failedLine?: number;
+  /** 1-based index of the request that failed (a batch line on the iproute2 path); undefined for a single command. */
+  failedRequest?: number;
   /** Errno class of the failure, if recognised. */
   errno?: NetlinkErrno;
   /** Underlying cause; defaults to an Error holding `stderr`. */
@@ -92,8 +92,8 @@ export class NetlinkError extends Error {
   readonly stderr: string;
   /** Exit status (null: signal, timeout or spawn failure). */
   readonly exitCode: number | null;
-  /** 1-based failing line of a batch, if any. */
-  readonly failedLine: number | undefined;
+  /** 1-based index of the failing request of a batch (its line on the iproute2 path), if any. */
+  readonly failedRequest: number | undefined;
   /** Recognised errno class, if any. */
   readonly errno: NetlinkErrno | undefined;
 
@@ -104,7 +104,7 @@ export class NetlinkError extends Error {
     this.command = d.command;
     this.stderr = d.stderr;
     this.exitCode = d.exitCode;
-    this.failedLine = d.failedLine;
+    this.failedRequest = d.failedRequest;
     this.errno = d.errno;
   }
 

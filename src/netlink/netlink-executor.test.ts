@@ -23,7 +23,7 @@ describe('NetlinkExecutor.apply with an rtnetlink backend: typed failures', () =
     const err = await runner.apply(requests).then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof NetlinkError, String(err));
     assert.equal(err.errno, 'EEXIST');
-    assert.equal(err.failedLine, 2);
+    assert.equal(err.failedRequest, 2);
     assert.equal(backend.calls.length, 1, 'a permanent failure is not retried');
   });
 

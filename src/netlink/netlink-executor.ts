@@ -14,12 +14,10 @@
  * Concurrency: holds only its options; any number of calls may run in parallel.
  * @see docs/design.md#netlink-from-node, docs/design.md#all-kernel-io-in-one-layer
  */
-import {
-  DEFAULT_RETRY_POLICY, IpRunner, batchError, batchTail, retryDelayMs, sleep,
-  type ApplyStep, type BatchOptions, type LineFailure, type RetryPolicy, type RunResult, type SequenceOutcome,
-} from './ip-runner.js';
+import { DEFAULT_RETRY_POLICY, retryDelayMs, sleep, type ApplyStep, type RetryPolicy, type SequenceOutcome } from './apply-step.js';
+import { IpRunner, batchError, batchTail, type BatchOptions, type LineFailure, type RunResult } from './iproute2/ip-runner.js';
 import { NetlinkError, errnoClass, isTransientErrno } from './netlink-error.js';
-import { formatDump, formatRequest } from './rt-format.js';
+import { formatDump, formatRequest } from './iproute2/rt-format.js';
 import type { RtBackend, RtBatchResult, RtDump, RtDumpResult, RtRequest } from './rt-request.js';
 
 /** Constructor options of {@link NetlinkExecutor}. */
@@ -66,7 +64,7 @@ export class NetlinkExecutor {
    * Applies typed requests in `options.netns`, stopping at the first failure (or, with
    * `onError: 'continue'`, applying every one and reporting all), with retries of transient
    * failures.
-   * @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index)
+   * @throws NetlinkError for the first permanent failure (`failedRequest` = 1-based request index)
    * @throws TypeError when a request's field would not fit an `ip -batch` token (iproute2 path only)
    */
   async apply(requests: readonly RtRequest[], options: { netns?: string | undefined; onError?: 'stop' | 'continue' } = {}): Promise<void> {

@@ -1,10 +1,13 @@
 /** `ip route`: batch-line builders and reads. */
-import type { BatchLine, RunTarget } from './ip-runner.js';
+import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import type { RtReader } from './rt-request.js';
 
-/** One entry of `ip -json route show` / `route get`. */
-export interface IpRoute {
+/**
+ * A route (RTM_NEWROUTE), the fields coil reads, named as `ip -json route show` / `route get` print
+ * them so iproute2 serves as the oracle of the route dump.
+ */
+export interface Route {
   /** `default`, `10.0.0.0/24`, or a bare address for a host route (`10.0.0.5`, `fd00::5`). */
   dst: string;
   dev?: string;
@@ -56,13 +59,13 @@ export const route = {
  * through an IpRunner.
  * @throws NetlinkError; a table never created reads as `[]`
  */
-export function readRoutes(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { family: 4 | 6; table?: number; dev?: string }): Promise<IpRoute[]> {
+export function readRoutes(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { family: 4 | 6; table?: number; dev?: string }): Promise<Route[]> {
   const { table, dev, family, netns } = target;
-  return kernel.dump<IpRoute>({ kind: 'routes', family, ...(table !== undefined ? { table } : {}), ...(dev ? { dev } : {}) }, { netns });
+  return kernel.dump<Route>({ kind: 'routes', family, ...(table !== undefined ? { table } : {}), ...(dev ? { dev } : {}) }, { netns });
 }
 
 /** Reads both families' routes of `table` (two reads, in parallel). */
-export async function readRoutesBothFamilies(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { table?: number; dev?: string }): Promise<IpRoute[]> {
+export async function readRoutesBothFamilies(kernel: RtReader, target: Pick<RunTarget, 'netns'> & { table?: number; dev?: string }): Promise<Route[]> {
   const [v4, v6] = await Promise.all([readRoutes(kernel, { ...target, family: 4 }), readRoutes(kernel, { ...target, family: 6 })]);
   return [...v4, ...v6];
 }
@@ -73,9 +76,9 @@ export async function readRoutesBothFamilies(kernel: RtReader, target: Pick<RunT
  * @returns undefined when the destination is unreachable (no route)
  * @throws NetlinkError on any other failure
  */
-export async function routeGet(kernel: RtReader, address: string, target: Pick<RunTarget, 'netns'> = {}): Promise<IpRoute | undefined> {
+export async function routeGet(kernel: RtReader, address: string, target: Pick<RunTarget, 'netns'> = {}): Promise<Route | undefined> {
   try {
-    const routes = await kernel.dump<IpRoute>({ kind: 'route-get', address }, { netns: target.netns });
+    const routes = await kernel.dump<Route>({ kind: 'route-get', address }, { netns: target.netns });
     return routes[0];
   } catch (err) {
     if (err instanceof NetlinkError && /unreachable/i.test(err.stderr)) return undefined;

@@ -36,7 +36,17 @@ export type RtRequest =
    * `replace` creates the route or replaces the one of the same destination (NLM_F_CREATE |
    * NLM_F_REPLACE), with `add`'s defaults.
    */
-  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number };
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }
+  /**
+   * RTM_NEWRULE / RTM_DELRULE: a FIB rule of `family` at `priority` looking up `table`, with the
+   * selectors coil uses — destination prefix (`dst`, `<address>/<bits>`), input interface
+   * (`iif`), firewall mark (`fwmark`, under `fwmask`; the kernel's default mask is all ones). A
+   * `del` removes the rule matching the selectors given.
+   */
+  | { kind: 'rule'; verb: 'add' | 'del'; family: 4 | 6; priority: number; table: number; dst?: string; iif?: string; fwmark?: number; fwmask?: number };
+
+/** What a rule request names: see the `rule` kind of {@link RtRequest}. */
+export type RuleSelectors = Omit<Extract<RtRequest, { kind: 'rule' }>, 'kind' | 'verb'>;
 
 /** Requests applied in one netns, in order. */
 export interface RtBatch {
@@ -102,7 +112,7 @@ export interface RtReader {
  * (iproute2 only).
  */
 export interface RtApplier {
-  /** @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index) */
+  /** @throws NetlinkError for the first permanent failure (`failedRequest` = 1-based request index) */
   apply(requests: readonly RtRequest[], options?: { netns?: string | undefined; onError?: 'stop' | 'continue' }): Promise<void>;
 }
 
@@ -190,5 +200,11 @@ export const rt = {
   },
   routeDel(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
     return { kind: 'route', verb: 'del', ...o };
+  },
+  ruleAdd(o: RuleSelectors): RtRequest {
+    return { kind: 'rule', verb: 'add', ...o };
+  },
+  ruleDel(o: RuleSelectors): RtRequest {
+    return { kind: 'rule', verb: 'del', ...o };
   },
 } as const;

@@ -3,7 +3,7 @@
  * so the own netns is written directly and another one through `nsenter --net=<path> sysctl`.
  */
 import { readFile, writeFile } from 'node:fs/promises';
-import type { IpRunner } from './ip-runner.js';
+import type { IpRunner } from './iproute2/ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 
 const KEY = /^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+$/;

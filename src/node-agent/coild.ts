@@ -39,10 +39,10 @@ import { KeyedMutex } from './podnet/keyed-mutex.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { MAIN_TABLE_ID } from '../api/v2/keys.js';
 import { probeFeatures } from '../netlink/features.js';
-import { IpRunner } from '../netlink/ip-runner.js';
+import { IpRunner } from '../netlink/iproute2/ip-runner.js';
 import { NetlinkExecutor } from '../netlink/netlink-executor.js';
 import { NetlinkAgent } from '../netlink/netlink-agent.js';
-import { InProcessRtnetlink, isBun } from '../netlink/rtnetlink-inprocess.js';
+import { InProcessRtnetlink, isBun } from '../netlink/socket/rtnetlink-inprocess.js';
 import { EgressClient } from './egress/egress-client.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
 import { NatSteering } from './egress/nat-steering.js';
@@ -198,7 +198,7 @@ export class Coild {
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
         egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) },
           // Per-flow draining needs coild's own NAT pod choice (docs/egress-failover.md#draining).
-          flowPins: { enabled: cfg.egressNatSteering, applier: new FlowPins({ ip, backend: cfg.backend }) } }),
+          flowPins: { enabled: cfg.egressNatSteering, applier: new FlowPins({ ip, kernel, backend: cfg.backend }) } }),
         logger: log.child({ logger: 'egress' }),
         stateDir: cfg.egressStateDir, port: cfg.egressPort, probe: () => probeFeatures(ip),
         registry: this.manager.metrics.registry, linkMtuBytes: () => this.mtuBytes,

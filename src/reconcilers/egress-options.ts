@@ -11,9 +11,6 @@ import { Kinds } from '../api/v2/kinds.js';
 /** Injection token of {@link EgressOptions}. */
 export const EGRESS_OPTIONS = Symbol.for('coil.reconcilers.EgressOptions');
 
-/** Netfilter backend coil-egress programs its NAT rules with. */
-export type NatBackend = NetfilterBackend;
-
 /** Options of the Egress reconcilers. */
 export interface EgressOptions {
   /**
@@ -24,7 +21,7 @@ export interface EgressOptions {
   /** FoU UDP port: the Service port and coil-egress `--fou-port` (`--egress-port`, default 5555). */
   readonly fouPort: number;
   /** Passed to coil-egress as `--backend` (`--backend`, default `iptables` as Coil's). */
-  readonly backend: NatBackend;
+  readonly backend: NetfilterBackend;
   /** ClusterRole bound to every namespace's `coil-egress` ServiceAccount; the chart ships `coil-egress`. */
   readonly clusterRole: string;
   /**

@@ -22,7 +22,7 @@ import { inject } from 'inversify';
 import { Kinds } from '../api/v2/kinds.js';
 import type { KindDescriptor } from '../runtime/kind.js';
 import { API_FINDING_KINDS, checkIpam, countFindings, type IpamFacts, type PodFacts } from '../ipam/ipam-check.js';
-import { blockFacts, nodeRef, podFacts, poolFacts, requestFacts } from '../ipam/ipam-facts.js';
+import { blockFacts, nodeRef, podFacts, poolFacts, requestFacts } from '../api/v2/ipam-facts.js';
 import { Cache } from '../runtime/cache.js';
 import { IPAM_OPTIONS, type IpamOptions } from './options.js';
 import { RunnableLoop } from '../runtime/decorators.js';

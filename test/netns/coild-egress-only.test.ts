@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { probeFeatures } from '../../src/netlink/features.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { readAddrs } from '../../src/netlink/addr.js';
 import { TestNetnsSet } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';

@@ -18,7 +18,7 @@ import { createServer, get as httpGet, type Server, type ServerResponse } from '
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { IpRunner } from '../../src/netlink/ip-runner.js';
+import type { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { coilEgressCommand } from './node-lab.js';
 import type { TestNetns } from './test-netns.js';

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { probeFeatures } from '../../src/netlink/features.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { TestNetnsSet } from './test-netns.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import { eventually } from '../envtest/control-plane.js';

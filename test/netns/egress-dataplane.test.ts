@@ -15,7 +15,7 @@ import { FouServer } from '../../src/egress-agent/fou-server.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { probeFeatures } from '../../src/netlink/features.js';
 import { fouPeerLinkName } from '../../src/netlink/fou.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { peerSeenBy, wire } from './egress-peer.js';

@@ -86,7 +86,7 @@ import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node'
 import { Registry } from 'prom-client';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Egress } from '../../src/api/v2/egress.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';

@@ -11,15 +11,20 @@
  * (`fou4_<hex>`), whose far ends are the NAT pods' netns (proxy ARP answers for X there). What
  * they stand in for is the link only: the marks, rules and tables, and how the kernel routes by
  * them, are the real ones; the tunnel's move on real FoU links, and a real NAT pod's drain, run in
- * egress-failover-vm.test.ts. Root only; skipped with the reason otherwise.
+ * egress-failover-vm.test.ts. The pins' tables and rules and the client's routes and rules go
+ * through a NetlinkExecutor with the netlink agent (rtnetlink, as in coild; `ip` when
+ * hack/build-cni.sh has not run), and a second FlowPins on `ip` alone reads them back. Root only;
+ * skipped with the reason otherwise.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import type { NetfilterBackend } from '../../src/api/v2/keys.js';
 import { fouPeerLinkName } from '../../src/netlink/fou.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
-import { readIptablesRules, type IptablesCommands } from '../../src/netlink/iptables.js';
+import { IpRunner, spawnProcess, type ProcessSpawner } from '../../src/netlink/iproute2/ip-runner.js';
+import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
+import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
+import { readIptablesRules, type IptablesCommands } from '../../src/netlink/netfilter/iptables.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
@@ -89,8 +94,18 @@ class Stream {
 for (const variant of VARIANTS) describe(`per-flow egress drain: ${variant.name}`, { skip: prerequisite(netnsSkipReason()) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
-  const pins = new FlowPins({ ip, backend: variant.backend, ...(variant.iptables ? { iptables: variant.iptables } : {}) });
-  const client = new EgressClient({ ip, port: 5555, modprobePath: null, flowPins: { enabled: true, applier: pins } });
+  const agent = new NetlinkAgent();
+  /** The programs the client and its pins start, by name (nsenter's program when run in a netns). */
+  const started: string[] = [];
+  const counting: ProcessSpawner = (argv, input, t) => {
+    const program = argv[0]?.endsWith('nsenter') ? argv[argv.indexOf('--') + 1] : argv[0];
+    started.push(program?.split('/').pop() ?? '');
+    return spawnProcess(argv, input, t);
+  };
+  const counted = new IpRunner({ spawner: counting });
+  const kernel = new NetlinkExecutor({ ip: counted, rtnetlink: agent });
+  const pins = new FlowPins({ ip: counted, kernel, backend: variant.backend, ...(variant.iptables ? { iptables: variant.iptables } : {}) });
+  const client = new EgressClient({ ip: counted, kernel, port: 5555, modprobePath: null, flowPins: { enabled: true, applier: pins } });
   const servers: ChildProcess[] = [];
   let c: TestNetns;
   let x: TestNetns;
@@ -143,6 +158,7 @@ for (const variant of VARIANTS) describe(`per-flow egress drain: ${variant.name}
   });
   after(async () => {
     for (const s of servers) s.kill();
+    agent.stop();
     await netns.cleanup();
   });
 
@@ -167,8 +183,14 @@ for (const variant of VARIANTS) describe(`per-flow egress drain: ${variant.name}
       assert.deepEqual([s.err, s.last], ['', SEEN_A], 'the long-lived connection runs through NA');
 
       // The drain starts: 117/118 move to NB's link (what retarget's batch does on FoU), NA's stays.
+      started.length = 0;
       await client.applyRouting(c.path, plan(NAT_B, [NAT_A]));
       await client.syncFlowPins(c.path, plan(NAT_B, [NAT_A]));
+      if (agent.isUsable) {
+        // Routes, rules, the pins' tables and rules as typed requests (no ip); the pin sync's netfilter half stays a program.
+        assert.deepEqual(started.filter((p) => p === 'ip'), [], `the move's routing and pin sync started ip: ${started.join(' ')}`);
+        console.log(`# processes of the drain's start (routing and pin sync, ${variant.name}): ${started.join(' ') || 'none'}`);
+      }
       assert.deepEqual(await table(118), [`default dev ${LINK_B}`]);
       assert.deepEqual(await rules(), ['1700 fwmark 0x636f0001 lookup 117001', '1700 fwmark 0x636f0002 lookup 117002']);
       assert.deepEqual(await table(117002), [`default dev ${LINK_B}`]);

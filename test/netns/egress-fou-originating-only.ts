@@ -9,7 +9,7 @@
  * - mode off again: the rules are gone and the reply takes the tunnel again.
  */
 import type { NetfilterBackend } from '../../src/api/v2/keys.js';
-import type { IpRunner } from '../../src/netlink/ip-runner.js';
+import type { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import type { TestNetns } from './test-netns.js';
 import { EgressClient, type EgressClientPlan } from '../../src/node-agent/egress/egress-client.js';
 import { OriginatingOnly } from '../../src/node-agent/egress/originating-only.js';

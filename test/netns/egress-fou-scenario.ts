@@ -10,7 +10,7 @@
 import { FouServer } from '../../src/egress-agent/fou-server.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { fouPeerLinkName, readFouPeers } from '../../src/netlink/fou.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet } from './test-netns.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';

@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import type { IpRunner } from '../../src/netlink/ip-runner.js';
+import type { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import type { TestNetns } from './test-netns.js';
 
 /** Connects `a` and `b` with a veth pair named `aName` (in a) and `bName` (in b), both up. */

@@ -6,7 +6,7 @@
  */
 import { FouServer } from '../../src/egress-agent/fou-server.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { NatProber } from '../../src/node-agent/egress/nat-prober.js';
 import { silentLogger } from '../../src/runtime/logging.js';

@@ -56,7 +56,7 @@ import { egressContainer } from '../../src/reconcilers/egress-objects.js';
 import type { EgressOptions } from '../../src/reconcilers/egress-options.js';
 import type { EventRecorder } from '../../src/runtime/event-recorder.js';
 import { silentLogger } from '../../src/runtime/logging.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { EgressClient, planEgressClient, type EgressClientPlan } from '../../src/node-agent/egress/egress-client.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import { sleep } from '../../src/runtime/clock.js';

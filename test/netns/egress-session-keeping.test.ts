@@ -14,7 +14,7 @@ import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';

@@ -22,7 +22,7 @@ import { after, before, describe, test } from 'node:test';
 import { Registry } from 'prom-client';
 import type { Egress } from '../../src/api/v2/egress.js';
 import { Kinds } from '../../src/api/v2/kinds.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
 import { readRoutes } from '../../src/netlink/route.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';

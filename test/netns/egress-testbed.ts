@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { FouServer } from '../../src/egress-agent/fou-server.js';
 import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
 import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
-import type { IpRunner } from '../../src/netlink/ip-runner.js';
+import type { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import type { Cache } from '../../src/runtime/cache.js';
 import type { Client } from '../../src/runtime/client.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { coilCrds } from '../../src/api/v2/crd.js';
 import type { AddressPoolSpec } from '../../src/api/v2/addresspool.js';
 import { ANN_POOL, FIN_COIL } from '../../src/api/v2/keys.js';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import type { IpamSnapshot } from '../../src/node-agent/ipam/introspection.js';
 import { RtnetlinkPodNetwork } from '../../src/node-agent/podnet/pod-network-rtnetlink.js';

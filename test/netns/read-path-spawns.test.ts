@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds } from '../../src/api/v2/kinds.js';
-import { IpRunner, spawnProcess, type ProcessSpawner } from '../../src/netlink/ip-runner.js';
+import { IpRunner, spawnProcess, type ProcessSpawner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
 import { BlockExport } from '../../src/node-agent/ipam/block-export.js';

@@ -4,7 +4,7 @@
  * deleted by its `cleanup()`, which tests call from `after()` so it runs on failure too.
  */
 import { randomBytes } from 'node:crypto';
-import { IpRunner } from '../../src/netlink/ip-runner.js';
+import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 
 /** A named netns under /run/netns. */
 export interface TestNetns {

@@ -4,16 +4,12 @@
  * @see docs/compatibility.md#addresspool-resource, docs/compatibility.md#addresspool-webhooks
  */
 import type { V1ObjectMeta } from '@kubernetes/client-node';
+import type { SubnetSet } from '../../ipam/pool.js';
 import { DEFAULT_BLOCK_SIZE_BITS, GROUP, VERSION } from './keys.js';
 import { type KindDefinition, int32, obj, str } from './schema.js';
 
-/** One subnet item: IPv4, IPv6 or both (dual stack; both must have the same host-bit width). */
-export interface SubnetSet {
-  /** IPv4 CIDR, e.g. `10.2.0.0/16`. */
-  ipv4?: string;
-  /** IPv6 CIDR, e.g. `fd02::/112`. */
-  ipv6?: string;
-}
+/** One subnet item (src/ipam/pool.ts): IPv4, IPv6 or both (dual stack; both must have the same host-bit width). */
+export type { SubnetSet };
 
 export interface AddressPoolSpec {
   /** log2 of the number of addresses in one block. Default 5 (32 addresses); immutable. */

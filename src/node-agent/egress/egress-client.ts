@@ -13,12 +13,13 @@
 import {
   EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID, PROTOCOL_ID,
 } from '../../api/v2/keys.js';
-import { containsCidr } from 'cidr-tools';
-import { addressFamily, formatCidr, parseCidr } from '../../netlink/cidr.js';
-import { ensureFouPeer, fouPeerLinkName, fouPeerRequest, initFou, readFouPeers, type FouPeer } from '../../netlink/fou.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
-import { rt, type RtApplier, type RtRequest } from '../../netlink/rt-request.js';
-import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/policy-sync.js';
+import { cidrContains, parseCidr, type Cidr } from '../../ipam/cidr.js';
+import { addressFamily, parseRoutePrefix } from '../../netlink/cidr.js';
+import { ensureFouPeer, fouPeerRequest, initFou, isFouPeerLinkName, planFouPeer, readFouPeers, type PlannedFouPeer } from '../../netlink/fou.js';
+import { readLinks } from '../../netlink/link.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import { rt, type RtApplier, type RtReader, type RtRequest } from '../../netlink/rt-request.js';
+import { syncPolicyRules, syncTableRoutes, type PolicyRule, type TableRoute } from '../../netlink/fib-rules.js';
 import type { FlowPins } from './flow-pins.js';
 import type { OriginatingOnly } from './originating-only.js';
 
@@ -76,12 +77,12 @@ export interface EgressGateway {
 /** The kernel state one client pod should have. */
 export interface EgressClientPlan {
   /** One peer link per gateway, to its ClusterIP or chosen NAT pod: the tunnel routes 117/118 use. */
-  peers: FouPeer[];
+  peers: PlannedFouPeer[];
   /**
    * Peer links kept for draining NAT pods (no route in 117/118: only the flows pinned to them use
    * them), each to one remote not among `peers`.
    */
-  drains: FouPeer[];
+  drains: PlannedFouPeer[];
   /** Rules 1800–2100 per family; empty for a family without gateways. */
   rules: Record<4 | 6, PolicyRule[]>;
   /** Routes per family and table (117 narrow, 118 wide). */
@@ -111,14 +112,12 @@ export function clientRules(family: 4 | 6): PolicyRule[] {
   ];
 }
 
-/**
- * True when `cidr` lies inside one of the family's private ranges (then it goes to table 117).
- * Checked on its canonical text by cidr-tools.
- * @throws TypeError when `cidr` is not a network prefix (parseCidr)
- */
-export function isNarrowDestination(cidr: string): boolean {
-  const c = parseCidr(cidr);
-  return containsCidr([...PRIVATE_RANGES[c.family]], formatCidr(c));
+/** {@link PRIVATE_RANGES} as prefixes, read once. */
+const PRIVATE_PREFIXES: Readonly<Record<4 | 6, readonly Cidr[]>> = { 4: PRIVATE_RANGES[4].map(parseCidr), 6: PRIVATE_RANGES[6].map(parseCidr) };
+
+/** True when `prefix` lies inside one of its family's private ranges (then it goes to table 117). */
+export function isNarrowDestination(prefix: Cidr): boolean {
+  return PRIVATE_PREFIXES[prefix.family].some((r) => cidrContains(r, prefix));
 }
 
 /**
@@ -139,36 +138,38 @@ export function planEgressClient(input: EgressClientInput): EgressClientPlan {
     const own = family === undefined ? undefined : local.get(family);
     if (family === undefined || own === undefined) continue;
     const remote = g.natPod !== undefined && addressFamily(g.natPod) === family ? g.natPod : g.clusterIp;
-    const dev = fouPeerLinkName(remote);
-    plan.peers.push(peerOf(remote, own, family, g, input));
+    const peer = peerOf(remote, own, family, g, input);
+    plan.peers.push(peer);
     for (const d of g.draining ?? []) if (addressFamily(d) === family) drains.push({ remote: d, local: own, g, family });
     if (!plan.families.includes(family)) plan.families.push(family);
     for (const dst of g.destinations) {
-      if (parseCidr(dst).family !== family) continue;
-      const table = isNarrowDestination(dst) ? EGRESS_NARROW_TABLE_ID : EGRESS_WIDE_TABLE_ID;
-      (plan.routes[family][table] ??= []).push({ dst, dev });
+      const prefix = parseRoutePrefix(dst);
+      if (prefix.family !== family) continue;
+      const table = isNarrowDestination(prefix) ? EGRESS_NARROW_TABLE_ID : EGRESS_WIDE_TABLE_ID;
+      (plan.routes[family][table] ??= []).push({ dst, dev: peer.name });
     }
   }
   for (const f of plan.families) plan.rules[f] = clientRules(f);
-  const taken = new Set(plan.peers.map((p) => fouPeerLinkName(p.remote)));
+  const taken = new Set(plan.peers.map((p) => p.name));
   for (const d of drains) {
-    const name = fouPeerLinkName(d.remote);
-    if (taken.has(name)) continue;
-    taken.add(name);
-    plan.drains.push(peerOf(d.remote, d.local, d.family, d.g, input));
+    const drain = peerOf(d.remote, d.local, d.family, d.g, input);
+    if (taken.has(drain.name)) continue;
+    taken.add(drain.name);
+    plan.drains.push(drain);
   }
   return plan;
 }
 
-function peerOf(remote: string, local: string, family: 4 | 6, g: EgressGateway, input: EgressClientInput): FouPeer {
-  return { remote, local, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
-    ...(input.linkMtuBytes ? { mtuBytes: input.linkMtuBytes - FOU_OVERHEAD_BYTES[family] } : {}) };
+/** The planned peer link (its addresses read once here, for every step after). */
+function peerOf(remote: string, local: string, family: 4 | 6, g: EgressGateway, input: EgressClientInput): PlannedFouPeer {
+  return planFouPeer({ remote, local, port: input.port, sourcePort: g.isSourcePortAuto ? 'auto' : input.port,
+    ...(input.linkMtuBytes ? { mtuBytes: input.linkMtuBytes - FOU_OVERHEAD_BYTES[family] } : {}) });
 }
 
 /** The peer links whose flows are pinned, per family: the tunnels' and the draining ones. */
 export function pinnedLinks(plan: EgressClientPlan): Record<4 | 6, string[]> {
   const out: Record<4 | 6, string[]> = { 4: [], 6: [] };
-  for (const p of [...plan.peers, ...plan.drains]) out[addressFamily(p.remote) ?? 4].push(fouPeerLinkName(p.remote));
+  for (const p of [...plan.peers, ...plan.drains]) out[p.family].push(p.name);
   return out;
 }
 
@@ -185,15 +186,15 @@ export function pinnedLinks(plan: EgressClientPlan): Record<4 | 6, string[]> {
 export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): RtRequest[] | undefined {
   const shape = (p: EgressClientPlan) => JSON.stringify({ f: p.families, n: p.peers.length, r: p.rules,
     routes: ([4, 6] as const).map((f) => Object.entries(p.routes[f]).map(([t, rs]) => [t, rs.map((r) => r.dst)])),
-    peers: p.peers.map((x) => [x.local, x.port, x.sourcePort, x.mtuBytes, addressFamily(x.remote)]) });
+    peers: p.peers.map((x) => [x.local, x.port, x.sourcePort, x.mtuBytes, x.family]) });
   if (shape(from) !== shape(to)) return undefined;
   const moved = to.peers.filter((p, i) => p.remote !== from.peers[i]!.remote);
-  const keep = new Set([...to.peers, ...to.drains].map((p) => fouPeerLinkName(p.remote)));
-  const had = new Set([...from.peers, ...from.drains].map((p) => fouPeerLinkName(p.remote)));
+  const keep = new Set([...to.peers, ...to.drains].map((p) => p.name));
+  const had = new Set([...from.peers, ...from.drains].map((p) => p.name));
   const requests: RtRequest[] = [];
   // A drain that becomes the tunnel again already exists, up.
-  for (const p of moved) if (!had.has(fouPeerLinkName(p.remote))) requests.push(fouPeerRequest(p), rt.linkSet(fouPeerLinkName(p.remote), { up: true }));
-  const newDevs = new Set(moved.map((p) => fouPeerLinkName(p.remote)));
+  for (const p of moved) if (!had.has(p.name)) requests.push(fouPeerRequest(p), rt.linkSet(p.name, { up: true }));
+  const newDevs = new Set(moved.map((p) => p.name));
   for (const family of [4, 6] as const) {
     for (const [table, routes] of Object.entries(to.routes[family])) {
       for (const r of routes) if (newDevs.has(r.dev)) requests.push(rt.routeReplace({ dst: r.dst, dev: r.dev, protocol: PROTOCOL_ID, table: Number(table) }));
@@ -207,11 +208,11 @@ export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): 
 export interface EgressClientOptions {
   ip: IpRunner;
   /**
-   * Applies {@link EgressClient.retarget}'s typed requests: coild's NetlinkExecutor (rtnetlink
-   * through its agent or its own socket, `ip -batch` when neither is usable). Default: `ip`, one
-   * `ip -batch` process per move.
+   * Applies the typed requests and reads the dumps of {@link EgressClient.retarget}, the route
+   * sync of 117/118 and the peer links' deletion: coild's NetlinkExecutor (rtnetlink through its
+   * agent or its own socket, `ip` when neither is usable). Default: `ip`, a process per batch.
    */
-  kernel?: RtApplier;
+  kernel?: RtApplier & RtReader;
   /** FoU port. */
   port: number;
   /** Passed to initFou; `null` skips modprobe. Default `'modprobe'`. */
@@ -238,6 +239,11 @@ export interface EgressClientOptions {
 export class EgressClient {
   constructor(private readonly o: EgressClientOptions) {}
 
+  /** Where typed requests and dumps go: `kernel`, else the IpRunner (iproute2). */
+  private get kernel(): RtReader & RtApplier {
+    return this.o.kernel ?? this.o.ip;
+  }
+
   /**
    * Brings the pod netns to `plan`: FoU init, peer links (re-created when the source port
    * changed; a drain's kept, never made), links up, routes in 117/118, rules 1800–2100, removal of
@@ -251,7 +257,7 @@ export class EgressClient {
     // unencapsulated, around the NAT).
     const { stale, present } = await this.ensureTunnels(netns, plan);
     await this.applyRouting(netns, plan);
-    if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
+    if (stale.length > 0) await this.kernel.apply(stale.map((name) => rt.linkDel(name)), { netns });
     await this.pinFlows(netns, plan, present);
     const oo = this.o.originatingOnly;
     if (oo?.enabled) await oo.applier.apply(netns, plan.families);
@@ -264,7 +270,7 @@ export class EgressClient {
    */
   async applyTunnels(netns: string, plan: EgressClientPlan): Promise<void> {
     const { stale } = await this.ensureTunnels(netns, plan);
-    if (stale.length > 0) await this.o.ip.batch(stale.map((name) => ['link', 'del', 'dev', name]), { netns });
+    if (stale.length > 0) await this.kernel.apply(stale.map((name) => rt.linkDel(name)), { netns });
   }
 
   /**
@@ -277,7 +283,7 @@ export class EgressClient {
     const ip = this.o.ip;
     await initFou(ip, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
     const existing = await readFouPeers(ip, { netns });
-    const wanted = new Set([...plan.peers, ...plan.drains].map((p) => fouPeerLinkName(p.remote)));
+    const wanted = new Set([...plan.peers, ...plan.drains].map((p) => p.name));
     for (const p of plan.peers) await ensureFouPeer(ip, p, existing, { netns });
     return { stale: existing.filter((l) => !wanted.has(l.name)).map((l) => l.name), present: new Set(existing.map((l) => l.name)) };
   }
@@ -287,12 +293,13 @@ export class EgressClient {
    * unpins every other link (`flowPins`; without it a no-op, with it disabled the pinning is
    * removed). Not on a move's critical path: until it runs, a new link's flows are routed by
    * 117/118, which point at it anyway.
-   * @throws NetlinkError when iproute2, nft or iptables fails
+   * @throws NetlinkError when the kernel refuses, or nft or iptables fails
    */
   async syncFlowPins(netns: string, plan: EgressClientPlan): Promise<void> {
     // The links in the netns matter only when something is to be pinned.
     const pins = this.o.flowPins?.enabled === true && plan.families.length > 0;
-    await this.pinFlows(netns, plan, pins ? new Set((await readFouPeers(this.o.ip, { netns })).map((l) => l.name)) : new Set());
+    // Names only: one link dump through the kernel (no process on rtnetlink).
+    await this.pinFlows(netns, plan, pins ? new Set((await readLinks(this.kernel, { netns })).map((l) => l.ifname).filter(isFouPeerLinkName)) : new Set());
   }
 
   /**
@@ -303,7 +310,7 @@ export class EgressClient {
     const fp = this.o.flowPins;
     if (!fp) return;
     if (!fp.enabled || plan.families.length === 0) return fp.applier.remove(netns);
-    const links = pinnedLinks({ ...plan, drains: plan.drains.filter((d) => present.has(fouPeerLinkName(d.remote))) });
+    const links = pinnedLinks({ ...plan, drains: plan.drains.filter((d) => present.has(d.name)) });
     await fp.applier.apply(netns, links);
   }
 
@@ -329,26 +336,26 @@ export class EgressClient {
   async retarget(netns: string, from: EgressClientPlan, to: EgressClientPlan): Promise<boolean> {
     const requests = retargetRequests(from, to);
     if (requests === undefined) return false;
-    if (requests.length > 0) await (this.o.kernel ?? this.o.ip).apply(requests, { netns });
+    if (requests.length > 0) await this.kernel.apply(requests, { netns });
     return true;
   }
 
   /**
    * The routing half of {@link apply}: peer links up, routes in 117/118 (proto 30), rules
-   * 1800–2100, each synced (extras deleted). Needs the peer links to exist.
-   * @throws NetlinkError when iproute2 fails
+   * 1800–2100, each synced (extras deleted) with typed requests through `kernel`. Needs the peer
+   * links to exist.
+   * @throws NetlinkError when the kernel refuses
    */
   async applyRouting(netns: string, plan: EgressClientPlan): Promise<void> {
-    const ip = this.o.ip;
-    const up = plan.peers.map((p) => ['link', 'set', 'dev', fouPeerLinkName(p.remote), 'up']);
+    const up = plan.peers.map((p) => rt.linkSet(p.name, { up: true }));
     for (const family of [4, 6] as const) {
       for (const table of [EGRESS_NARROW_TABLE_ID, EGRESS_WIDE_TABLE_ID]) {
-        await syncTableRoutes(ip, { netns, family, table, protocol: PROTOCOL_ID, desired: plan.routes[family][table] ?? [], beforeAdd: up });
+        await syncTableRoutes(this.kernel, { netns, family, table, protocol: PROTOCOL_ID, desired: plan.routes[family][table] ?? [], beforeAdd: up });
       }
     }
     // Rules last: until they exist, nothing is routed into a half-built tunnel.
     for (const family of [4, 6] as const) {
-      await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: plan.rules[family] });
+      await syncPolicyRules(this.kernel, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: plan.rules[family] });
     }
   }
 
@@ -362,10 +369,10 @@ export class EgressClient {
   async remove(netns: string): Promise<void> {
     const ip = this.o.ip;
     for (const family of [4, 6] as const) {
-      await syncPolicyRules(ip, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
+      await syncPolicyRules(this.kernel, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
     }
     const links = await readFouPeers(ip, { netns });
-    if (links.length > 0) await ip.batch(links.map((l) => ['link', 'del', 'dev', l.name]), { netns });
+    if (links.length > 0) await this.kernel.apply(links.map((l) => rt.linkDel(l.name)), { netns });
     await this.o.flowPins?.applier.remove(netns);
     await this.o.originatingOnly?.applier.remove(netns);
   }

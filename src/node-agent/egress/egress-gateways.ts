@@ -8,7 +8,8 @@ import type { V1Service } from '@kubernetes/client-node';
 import { ANN_EGRESS_PREFIX } from '../../api/v2/keys.js';
 import type { Egress } from '../../api/v2/egress.js';
 import { formatCidr, tryParseCidr } from '../../ipam/cidr.js';
-import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { addressFamily } from '../../netlink/cidr.js';
 import type { EgressGateway } from './egress-client.js';
 
 

@@ -5,7 +5,7 @@
  * table `117000 + s` routing everything through the link. The slot of a link is read back from
  * the netns (the rule and the table's route), so a coild restart keeps every link's mark. Pure.
  */
-import { FLOW_PIN_MARK_BASE } from '../../netlink/flow-pin-marks.js';
+import { FLOW_PIN_MARK_BASE } from '../../netlink/netfilter/flow-pin-marks.js';
 
 /** Priority of the pin rules: below Coil's egress rules (1800–2100), above originating-only's 1000. */
 export const FLOW_PIN_RULE_PRIORITY = 1700;

@@ -19,25 +19,36 @@
  */
 import type { NetfilterBackend } from '../../api/v2/keys.js';
 import { PROTOCOL_ID } from '../../api/v2/keys.js';
-import { syncFlowPinsIptables, syncFlowPinsNft, type FlowPinLink } from '../../netlink/flow-pin-marks.js';
-import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
-import type { IptablesCommands } from '../../netlink/iptables.js';
-import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/policy-sync.js';
+import { syncFlowPinsIptables, syncFlowPinsNft, type FlowPinLink } from '../../netlink/netfilter/flow-pin-marks.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import type { IptablesCommands } from '../../netlink/netfilter/iptables.js';
+import { rawRuleFwmark, syncPolicyRules } from '../../netlink/fib-rules.js';
+import { readRoutes } from '../../netlink/route.js';
+import { rt, type RtApplier, type RtReader, type RtRequest } from '../../netlink/rt-request.js';
+import { readRules, type Rule } from '../../netlink/rule.js';
 import { FLOW_PIN_RULE_PRIORITY, assignPinSlots, pinMark, pinTable, slotOfTable } from './flow-pin-slots.js';
 
 /** Constructor options of {@link FlowPins}. */
 export interface FlowPinsOptions {
+  /** Runs nft/iptables; also the kernel reads and writes when `kernel` is absent (an `ip` per call). */
   ip: IpRunner;
+  /**
+   * Where the pins' tables and rules are read and written, as typed requests: coild's
+   * NetlinkExecutor (rtnetlink, no process). Default `ip`.
+   */
+  kernel?: RtReader & RtApplier;
   backend: NetfilterBackend;
   /** iptables commands (tests pick a variant); default the image's. */
   iptables?: IptablesCommands;
 }
 
-interface RawTableRoute { dst: string; dev?: string; table?: string }
-
 /** Applies and removes flow pinning in pod netns. */
 export class FlowPins {
   constructor(private readonly o: FlowPinsOptions) {}
+
+  private get kernel(): RtReader & RtApplier {
+    return this.o.kernel ?? this.o.ip;
+  }
 
   /**
    * Pins exactly `links` of each family (peer link names); links of a family not given lose theirs.
@@ -64,38 +75,37 @@ export class FlowPins {
     return this.slotsOf(netns, family, await this.rules(netns, family));
   }
 
-  private async slotsOf(netns: string, family: 4 | 6, rules: readonly RawRule[]): Promise<Map<string, number>> {
+  private async slotsOf(netns: string, family: 4 | 6, rules: readonly Rule[]): Promise<Map<string, number>> {
     const slots = new Set(rules.flatMap((r) => {
       const s = slotOfTable(Number(r.table));
       return s !== undefined && rawRuleFwmark(r) === pinMark(s) ? [s] : [];
     }));
     const out = new Map<string, number>();
-    if (slots.size === 0) return out;
-    const routes = await this.o.ip.json<RawTableRoute[]>(['route', 'show', 'table', 'all'], { netns, family });
-    for (const r of routes) {
-      const s = slotOfTable(Number(r.table));
-      if (s !== undefined && slots.has(s) && r.dev && r.dst === 'default') out.set(r.dev, s);
+    // One route dump per pinned table (a handful at most).
+    for (const s of slots) {
+      for (const r of await readRoutes(this.kernel, { netns, family, table: pinTable(s) })) if (r.dev && r.dst === 'default') out.set(r.dev, s);
     }
     return out;
   }
 
   private async applyFamily(netns: string, family: 4 | 6, links: readonly string[]): Promise<Map<string, number>> {
     const ip = this.o.ip;
-    const target = { netns, family };
     const rules = await this.rules(netns, family);
     // The rules are the anchor: a family with none and no link to pin has nothing to do (one read).
     if (rules.length === 0 && links.length === 0) return new Map();
     const existing = await this.slotsOf(netns, family, rules);
     const slots = assignPinSlots(links, existing);
     const held = new Set(rules.flatMap((r) => slotOfTable(Number(r.table)) ?? []));
-    const lines: BatchLine[] = [];
+    const requests: RtRequest[] = [];
     const def = family === 4 ? '0.0.0.0/0' : '::/0';
     // Tables first, rules after: nothing is steered into an empty table that will not stay empty.
-    for (const [link, s] of slots) lines.push(['route', 'replace', def, 'dev', link, 'proto', String(PROTOCOL_ID), 'table', String(pinTable(s))]);
+    for (const [link, s] of slots) requests.push(rt.routeReplace({ dst: def, dev: link, protocol: PROTOCOL_ID, table: pinTable(s) }));
     const wanted = new Set(slots.values());
-    for (const s of held) if (!wanted.has(s)) lines.push(['route', 'flush', 'table', String(pinTable(s))]);
-    if (lines.length > 0) await ip.batch(lines, target);
-    await syncPolicyRules(ip, { netns, family, minPriority: FLOW_PIN_RULE_PRIORITY, maxPriority: FLOW_PIN_RULE_PRIORITY,
+    // A slot let go: its table's one route, where it is still there (its link's deletion took it otherwise).
+    const routed = new Set(existing.values());
+    for (const s of held) if (!wanted.has(s) && routed.has(s)) requests.push(rt.routeDel({ dst: def, table: pinTable(s) }));
+    if (requests.length > 0) await this.kernel.apply(requests, { netns });
+    await syncPolicyRules(this.kernel, { netns, family, minPriority: FLOW_PIN_RULE_PRIORITY, maxPriority: FLOW_PIN_RULE_PRIORITY,
       desired: [...slots.values()].map((s) => ({ priority: FLOW_PIN_RULE_PRIORITY, fwmark: pinMark(s), table: pinTable(s) })) });
     const marks: FlowPinLink[] = [...slots].map(([name, s]) => ({ name, mark: pinMark(s) }));
     if (this.o.backend === 'iptables') await syncFlowPinsIptables(ip, family, marks, { netns, ...(this.o.iptables ? { commands: this.o.iptables } : {}) });
@@ -103,7 +113,7 @@ export class FlowPins {
     return slots;
   }
 
-  private async rules(netns: string, family: 4 | 6): Promise<RawRule[]> {
-    return (await this.o.ip.json<RawRule[]>(['rule', 'show'], { netns, family })).filter((r) => r.priority === FLOW_PIN_RULE_PRIORITY);
+  private async rules(netns: string, family: 4 | 6): Promise<Rule[]> {
+    return (await readRules(this.kernel, { netns, family })).filter((r) => r.priority === FLOW_PIN_RULE_PRIORITY);
   }
 }

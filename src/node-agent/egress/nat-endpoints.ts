@@ -7,7 +7,8 @@
  * @see docs/egress-failover.md#what-coild-watches
  */
 import type { V1EndpointSlice } from '@kubernetes/client-node';
-import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { addressFamily } from '../../netlink/cidr.js';
 
 /** Label selector of the EndpointSlices of Egress Services (coild's cache of the kind). */
 export const EGRESS_SLICE_SELECTOR = 'app.kubernetes.io/name=coil,app.kubernetes.io/component=egress';

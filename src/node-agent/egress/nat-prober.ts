@@ -20,7 +20,8 @@
 import { randomBytes } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
 import type Logger from 'bunyan';
-import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { addressFamily } from '../../netlink/cidr.js';
 import type { Runnable } from '../../runtime/runnable.js';
 import { innerProbePacket, parseProbePayload, probePayload } from './probe-packet.js';
 

@@ -18,11 +18,12 @@
  * @see docs/compatibility.md "Originating-only"
  */
 import { ORIGINATING_ONLY_RULE_PRIO, ORIGINATING_ONLY_TABLE_BASE, type NetfilterBackend } from '../../api/v2/keys.js';
-import type { BatchLine, IpRunner } from '../../netlink/ip-runner.js';
-import { syncConnmarkIptables } from '../../netlink/iptables-connmark.js';
-import type { IptablesCommands } from '../../netlink/iptables.js';
-import { syncConnmarkNft, type ConnmarkLink } from '../../netlink/nft-connmark.js';
-import { rawRuleFwmark, syncPolicyRules, type RawRule } from '../../netlink/policy-sync.js';
+import type { BatchLine, IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import { syncConnmarkIptables } from '../../netlink/netfilter/iptables-connmark.js';
+import type { IptablesCommands } from '../../netlink/netfilter/iptables.js';
+import { syncConnmarkNft, type ConnmarkLink } from '../../netlink/netfilter/nft-connmark.js';
+import { rawRuleFwmark, syncPolicyRules } from '../../netlink/fib-rules.js';
+import type { Rule } from '../../netlink/rule.js';
 
 /** Constructor options of {@link OriginatingOnly}. */
 export interface OriginatingOnlyOptions {
@@ -119,7 +120,7 @@ export class OriginatingOnly {
 
   /** Tables named by our rules (prio 1000, `fwmark N lookup 1000+N`). */
   private async currentTables(netns: string, family: 4 | 6): Promise<number[]> {
-    const rules = await this.o.ip.json<RawRule[]>(['rule', 'show'], { netns, family });
+    const rules = await this.o.ip.json<Rule[]>(['rule', 'show'], { netns, family });
     return rules.flatMap((r) => {
       const mark = rawRuleFwmark(r);
       const table = Number(r.table);

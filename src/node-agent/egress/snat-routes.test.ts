@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { Registry } from 'prom-client';
 import type { Egress } from '../../api/v2/egress.js';
 import { Kinds } from '../../api/v2/kinds.js';
-import { IpRunner } from '../../netlink/ip-runner.js';
+import { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { readRoutesBothFamilies } from '../../netlink/route.js';

@@ -23,14 +23,16 @@
 import type Logger from 'bunyan';
 import { Gauge, type Registry } from 'prom-client';
 import { Kinds } from '../../api/v2/kinds.js';
-import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { addressFamily } from '../../netlink/cidr.js';
 import type { NetlinkExecutor } from '../../netlink/netlink-executor.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
-import { readRoutesBothFamilies, type IpRoute } from '../../netlink/route.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import { readRoutesBothFamilies, type Route } from '../../netlink/route.js';
 import { readSysctl, writeSysctl } from '../../netlink/sysctl.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Runnable } from '../../runtime/runnable.js';
+import { CoalescingSync } from '../../runtime/coalescing-sync.js';
 import type { Egress } from '../../api/v2/egress.js';
 import type { EgressRef } from './egress-gateways.js';
 
@@ -111,8 +113,10 @@ export class SnatRouter implements Runnable {
   private routed: SnatRoute[] = [];
   /** Host veths whose rp_filter is loosened, by ifindex (a re-created veth of the same name is new). */
   private readonly loosened = new Map<string, number>();
-  private running: Promise<void> | undefined;
-  private dirty = false;
+  private readonly loop = new CoalescingSync({
+    sync: () => this.syncOnce(),
+    onError: (err) => this.o.logger.error({ err }, 'shared SNAT address routes sync failed'),
+  });
   private readonly gauge: Gauge<'namespace' | 'egress' | 'address'>;
 
   constructor(private readonly o: SnatRouterOptions) {
@@ -154,17 +158,14 @@ export class SnatRouter implements Runnable {
       if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
     } finally {
       clearInterval(timer);
-      await this.running?.catch(() => undefined);
+      if (signal.aborted) await this.loop.stop();
+      else await this.loop.idle();
     }
   }
 
   /** Requests a sync soon; errors are logged and the next change or the resync retries. */
   trigger(): void {
-    if (this.running) {
-      this.dirty = true;
-      return;
-    }
-    this.sync().catch((err: unknown) => this.o.logger.error({ err }, 'shared SNAT address routes sync failed'));
+    this.loop.trigger();
   }
 
   /**
@@ -173,26 +174,14 @@ export class SnatRouter implements Runnable {
    * @throws NetlinkError when the kernel refuses
    */
   async sync(): Promise<void> {
-    while (this.running) await this.running.catch(() => undefined);
-    const run = (async () => {
-      do {
-        this.dirty = false;
-        await this.syncOnce();
-      } while (this.dirty);
-    })();
-    this.running = run;
-    try {
-      await run;
-    } finally {
-      this.running = undefined;
-    }
+    await this.loop.sync();
   }
 
   /**
    * Loosens the reverse-path filter of this node's shared-address NAT pods' host veths (IPv4),
    * once per veth (by ifindex: a re-created veth of the same name starts with the default again).
    */
-  private async loosenReversePath(routes: readonly IpRoute[]): Promise<void> {
+  private async loosenReversePath(routes: readonly Route[]): Promise<void> {
     const target = this.o.hostNetns !== undefined ? { netns: this.o.hostNetns } : {};
     const devs = this.o.hostedNatPods().filter((a) => addressFamily(a) === 4).flatMap((a) => vethOf(routes, canonicalAddress(a)) ?? []);
     for (const dev of this.loosened.keys()) if (!devs.includes(dev)) this.loosened.delete(dev);
@@ -241,7 +230,7 @@ export class SnatRouter implements Runnable {
 const LOOSE_RP_FILTER = '2';
 
 /** A pod's host veth as the pod table routes it (`<pod IP> dev <veth>`, no gateway). */
-function vethOf(routes: readonly IpRoute[], podIp: string): string | undefined {
+function vethOf(routes: readonly Route[], podIp: string): string | undefined {
   return routes.find((r) => r.gateway === undefined && r.dev !== undefined && isHostDst(r.dst) && canonicalAddress(r.dst.split('/')[0]!) === podIp)?.dev;
 }
 

@@ -14,6 +14,7 @@ import type { AddressBlock } from '../../api/v2/addressblock.js';
 import { CidrError, formatCidr, parseBlockField } from '../../ipam/cidr.js';
 import type { Cache } from '../../runtime/cache.js';
 import type { Runnable } from '../../runtime/runnable.js';
+import { CoalescingSync } from '../../runtime/coalescing-sync.js';
 import { Kinds } from '../../api/v2/kinds.js';
 import type { RouteExporter } from './route-export.js';
 
@@ -52,9 +53,13 @@ export function blockCidrs(blocks: readonly Readonly<AddressBlock>[]): string[] 
 /** Table-119 sync driven by the AddressBlock cache. At most one sync runs at a time. */
 export class BlockExport implements Runnable {
   private unsubscribe: (() => void) | undefined;
-  private running: Promise<void> | undefined;
-  private dirty = false;
-  private stopped = false;
+  private readonly loop = new CoalescingSync({
+    sync: async () => {
+      const change = await this.o.exporter.sync([...blockCidrs(this.o.cache.list(Kinds.AddressBlock)), ...(this.o.extra?.() ?? [])]);
+      if (change.added.length + change.deleted.length > 0) this.o.logger.info(change, 'export table synced');
+    },
+    onError: (err) => this.o.logger.error({ err }, 'export table sync failed'),
+  });
   /** Settled by the first sync of {@link run}: see {@link firstSync}. */
   private readonly first: { promise: Promise<void>; settle: (err?: unknown) => void };
 
@@ -104,19 +109,13 @@ export class BlockExport implements Runnable {
 
   /** Stops following the cache (routes stay: BIRD keeps advertising a live node's blocks). */
   async stop(): Promise<void> {
-    this.stopped = true;
     this.unsubscribe?.();
-    await this.running?.catch(() => undefined);
+    await this.loop.stop();
   }
 
   /** Requests a sync soon; errors are logged and the next event or GC pass retries. */
   trigger(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.dirty = true;
-      return;
-    }
-    this.sync().catch((err: unknown) => this.o.logger.error({ err }, 'export table sync failed'));
+    this.loop.trigger();
   }
 
   /**
@@ -124,29 +123,12 @@ export class BlockExport implements Runnable {
    * @throws NetlinkError when the kernel refuses
    */
   async sync(): Promise<void> {
-    while (this.running) await this.running.catch(() => undefined);
-    let done = false;
-    const run = (async () => {
-      try {
-        do {
-          this.dirty = false;
-          const change = await this.o.exporter.sync([...blockCidrs(this.o.cache.list(Kinds.AddressBlock)), ...(this.o.extra?.() ?? [])]);
-          if (change.added.length + change.deleted.length > 0) this.o.logger.info(change, 'export table synced');
-        } while (this.dirty && !this.stopped);
-      } finally {
-        // In the same turn as the last look at `dirty`: a trigger after it starts a sync of its own
-        // rather than marking one that has ended (a change then waited for the next event or GC pass).
-        done = true;
-        this.running = undefined;
-      }
-    })();
-    if (!done) this.running = run;
-    await run;
+    await this.loop.sync();
   }
 
   /** {@link sync}, except after {@link stop}: a block appearing late must not re-export what {@link clear} flushed. */
   async syncUnlessStopped(): Promise<void> {
-    if (!this.stopped) await this.sync();
+    if (!this.loop.isStopped) await this.sync();
   }
 
   /** Flushes the export table (Coil #370: the Node is gone, stop advertising its blocks). */

@@ -9,7 +9,7 @@
 // Needs root; skipped with the reason otherwise (under CI=true, a failure).
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { IpRunner } from '../../netlink/ip-runner.js';
+import { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { readLinks } from '../../netlink/link.js';
 import { DEFAULT_RETIRED_LINK_GROUP } from '../../netlink/link-reaper.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';

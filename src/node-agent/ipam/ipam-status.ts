@@ -5,37 +5,34 @@
  */
 import { get as httpGet } from 'node:http';
 import { get as httpsGet } from 'node:https';
+import { formatTable } from '../../runtime/text-table.js';
 import type { IpamSnapshot } from './introspection.js';
 
-/** Fixed-width text table; the first row is the header. */
-export function formatTable(rows: readonly (readonly string[])[]): string {
-  const widths: number[] = [];
-  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
-}
+/** Fixed-width text table, columns two spaces apart; the first row is the header. */
+const table = (rows: readonly (readonly string[])[]): string => formatTable(rows, 2);
 
 /** The snapshot as three tables. */
 export function formatIpamStatus(s: IpamSnapshot): string {
-  const pools = formatTable([
+  const pools = table([
     ['POOL', 'BLOCKS', 'USED', 'FREE', 'COOLING', 'REQUEST'],
     ...s.pools.map((p) => [p.name, String(p.blocks), String(p.used), String(p.free), String(p.cooling), p.requestPending ? 'pending' : '-']),
   ]);
-  const blocks = formatTable([
+  const blocks = table([
     ['BLOCK', 'POOL', 'IPV4', 'IPV6', 'SIZE', 'USED', 'FREE', 'COOLING', 'STATE'],
     ...s.blocks.map((b) => [
       b.name, b.pool, b.ipv4 ?? '-', b.ipv6 ?? '-', String(b.size), String(b.used), String(b.free), String(b.cooling),
       b.reserved ? 'reserved' : b.releasing ? 'releasing' : b.deleting ? 'deleting' : b.emptySince ? `empty since ${b.emptySince}` : 'in use',
     ]),
   ]);
-  const allocs = formatTable([
+  const allocs = table([
     ['NAMESPACE', 'POD', 'CONTAINER', 'IFNAME', 'IPV4', 'IPV6', 'BLOCK'],
     ...s.allocations.map((a) => [a.podNamespace ?? '?', a.podName ?? '?', a.containerId.slice(0, 12), a.ifname, a.ipv4 ?? '-', a.ipv6 ?? '-', a.block]),
   ]);
-  const unreadable = (s.unreadableBlocks ?? []).length === 0 ? '' : `\n${formatTable([
+  const unreadable = (s.unreadableBlocks ?? []).length === 0 ? '' : `\n${table([
     ['UNREADABLE BLOCK', 'POOL', 'IPV4', 'IPV6', 'REASON'],
     ...(s.unreadableBlocks ?? []).map((b) => [b.name, b.pool, b.ipv4 ?? '-', b.ipv6 ?? '-', b.reason]),
   ])}\n`;
-  const orphans = (s.orphans ?? []).length === 0 ? '' : `\n${formatTable([
+  const orphans = (s.orphans ?? []).length === 0 ? '' : `\n${table([
     ['ADDRESS WITHOUT BLOCK', 'NAMESPACE', 'POD', 'CONTAINER', 'BLOCK', 'STATE', 'MESSAGE'],
     ...(s.orphans ?? []).map((o) => [[o.ipv4, o.ipv6].filter(Boolean).join(','), o.podNamespace ?? '?', o.podName ?? '?', o.containerId.slice(0, 12), o.block ?? '-', o.state, o.message ?? '']),
   ])}\n`;

@@ -18,7 +18,7 @@
 import type Logger from 'bunyan';
 import { Kinds } from '../../api/v2/kinds.js';
 import type { LeakReleaseRequest } from '../../api/v2/leak-release-request.js';
-import { canonicalAddress } from '../../ipam/ip-address.js';
+import { canonicalAddressOrText as canonical } from '../../ipam/ip-address.js';
 import type { Client } from '../../runtime/client.js';
 import type { KeyedMutex } from '../podnet/keyed-mutex.js';
 import type { PodNetwork } from '../podnet/pod-network.js';
@@ -70,14 +70,5 @@ export class LeakReleaser {
       this.o.logger.info({ containerId: req.containerId, ifname: req.ifname, ipv4: a.ipv4, ipv6: a.ipv6, block: a.blockName }, 'released a leaked allocation on request (an AddressBlock annotation: kubectl coil ipam release)');
       return { released: true, reason: 'released' };
     });
-  }
-}
-
-function canonical(text: string | undefined): string | undefined {
-  if (text === undefined) return undefined;
-  try {
-    return canonicalAddress(text);
-  } catch {
-    return text;
   }
 }

@@ -1,7 +1,7 @@
 // Real-netns tests of IpRouteExporter (table 119) in a "host" netns created per suite.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { IpRunner } from '../../netlink/ip-runner.js';
+import { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { readRoutes } from '../../netlink/route.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
 import { IpRouteExporter } from './route-export.js';

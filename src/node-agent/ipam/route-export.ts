@@ -5,10 +5,11 @@
  * @see docs/compatibility.md#export-table-119, Coil #370 (flush on shutdown)
  */
 import { EXPORT_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
-import { formatCidr, parseCidr } from '../../netlink/cidr.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
+import { formatCidr } from '../../ipam/cidr.js';
+import { parseRoutePrefix } from '../../netlink/cidr.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
-import { readRoutes, type IpRoute } from '../../netlink/route.js';
+import { readRoutes, type Route } from '../../netlink/route.js';
 import { rt, type RtRequest } from '../../netlink/rt-request.js';
 
 /** Kernel side of route export. Overlapping calls run one after another, in call order. */
@@ -79,14 +80,14 @@ export class IpRouteExporter implements RouteExporter {
 
   private async syncNow(desired: readonly string[]): Promise<RouteExportChange> {
     // Canonical CIDR text on both sides, so `fd00:0::/120` matches the kernel's `fd00::/120`.
-    const want = new Set(desired.map((c) => formatCidr(parseCidr(c))));
+    const want = new Set(desired.map((c) => formatCidr(parseRoutePrefix(c))));
     const host = { netns: this.hostNetns, table: this.tableId };
     const [v4, v6] = await Promise.all([readRoutes(this.kernel, { ...host, family: 4 }), readRoutes(this.kernel, { ...host, family: 6 })]);
-    const have = new Map<string, IpRoute>();
+    const have = new Map<string, Route>();
     for (const [family, routes] of [[4, v4], [6, v6]] as const) {
       for (const r of routes) have.set(cidrOfDst(r.dst, family), r);
     }
-    const isExported = (r: IpRoute | undefined): boolean => r?.dev === 'lo' && r.protocol === String(this.protocolId);
+    const isExported = (r: Route | undefined): boolean => r?.dev === 'lo' && r.protocol === String(this.protocolId);
     const lines: RtRequest[] = [];
     const change: RouteExportChange = { added: [], deleted: [] };
     for (const [cidr, r] of have) {
@@ -108,5 +109,5 @@ export class IpRouteExporter implements RouteExporter {
 /** A `dst` as ip prints it (`default`, `10.0.0.5`, `fd00::/120`) → full CIDR string. */
 function cidrOfDst(dst: string, family: 4 | 6): string {
   if (dst === 'default') return family === 4 ? '0.0.0.0/0' : '::/0';
-  return formatCidr(parseCidr(dst));
+  return formatCidr(parseRoutePrefix(dst));
 }

@@ -11,15 +11,16 @@
 import { randomFillSync } from 'node:crypto';
 import { POD_RULE_PRIO, POD_TABLE_ID, PROTOCOL_ID } from '../../api/v2/keys.js';
 import { readAddrs } from '../../netlink/addr.js';
-import { canonicalAddress, routeKeyOfDst } from '../../netlink/cidr.js';
-import type { IpRunner } from '../../netlink/ip-runner.js';
-import { readLinks, type IpLink } from '../../netlink/link.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { routeKeyOfDst } from '../../netlink/cidr.js';
+import type { IpRunner } from '../../netlink/iproute2/ip-runner.js';
+import { readLinks, type Link } from '../../netlink/link.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { rt } from '../../netlink/rt-request.js';
 import { LinkReaper } from '../../netlink/link-reaper.js';
 import { detectMtu } from '../../netlink/mtu.js';
 import { NetlinkError, isNetlinkErrno } from '../../netlink/netlink-error.js';
-import { readRoutes, readRoutesBothFamilies, type IpRoute } from '../../netlink/route.js';
+import { readRoutes, readRoutesBothFamilies, type Route } from '../../netlink/route.js';
 import { readRules, rule } from '../../netlink/rule.js';
 import { writeSysctl } from '../../netlink/sysctl.js';
 import {
@@ -147,22 +148,22 @@ export class RtnetlinkPodNetwork implements PodNetwork {
     const fail = (message: string, cause: unknown, kind: 'kernel' | 'name-collision' = 'kernel') =>
       new PodNetworkError(`setup of ${v.containerId}:${v.ifname}: ${message}`, { kind, containerId: v.containerId, ifname: v.ifname, cause });
 
-    const hostLines = hostWiring(v, {
+    const hostRequests = hostWiring(v, {
       hostIfname, netnsPath, mac, podMac, podTableId: this.podTableId, protocolId: this.protocolId, ...(mtuBytes ? { mtuBytes } : {}),
     });
-    const podLines = podWiring(v);
+    const podRequests = podWiring(v);
     // Both sides in one go (one round trip to the netlink agent); the pod side runs only if the
     // host side, which creates the veth pair, succeeded.
     const outcome = await this.kernel.applySequence([
-      { requests: hostLines, options: { netns: this.hostNetns } },
-      { requests: podLines, options: { netns: netnsPath } },
+      { requests: hostRequests, options: { netns: this.hostNetns } },
+      { requests: podRequests, options: { netns: netnsPath } },
     ]);
     if (!outcome.ok && outcome.step === 1) throw fail('pod side failed', await this.rollback(hostIfname, outcome.error));
     if (!outcome.ok) {
       const err = outcome.error;
       // EEXIST on `link add` is either a stale veth of this key (rebuilt, as Coil does) or `ifname`
       // taken in the pod netns (a permanent error). Anything later failed after the link existed.
-      const isLinkAdd = err instanceof NetlinkError && err.failedLine === 1;
+      const isLinkAdd = err instanceof NetlinkError && err.failedRequest === 1;
       if (!isLinkAdd) throw fail('host side failed', await this.rollback(hostIfname, err));
       if (!isNetlinkErrno(err, 'EEXIST')) throw fail('creating the veth pair failed', err);
       const stale = await this.staleLinkAlias(hostIfname);
@@ -171,12 +172,12 @@ export class RtnetlinkPodNetwork implements PodNetwork {
       try {
         // Deleted synchronously, tolerating the reaper getting there first (a retired link).
         await this.deleteLink(hostIfname);
-        await this.kernel.apply(hostLines, { netns: this.hostNetns });
+        await this.kernel.apply(hostRequests, { netns: this.hostNetns });
       } catch (err2) {
         throw fail('host side failed after removing a stale veth', await this.rollback(hostIfname, err2));
       }
       try {
-        await this.kernel.apply(podLines, { netns: netnsPath });
+        await this.kernel.apply(podRequests, { netns: netnsPath });
       } catch (err3) {
         throw fail('pod side failed', await this.rollback(hostIfname, err3));
       }
@@ -211,7 +212,7 @@ export class RtnetlinkPodNetwork implements PodNetwork {
         problems.push(`host veth ${hostIfname} has alias "${hostLink.ifalias ?? ''}"`);
       }
       if (!hostLink.flags.includes('UP')) problems.push(`host veth ${hostIfname} is down`);
-      const wanted = [options.ipv4, options.ipv6].filter((a): a is string => a !== undefined).map(canonicalAddress);
+      const wanted = [options.ipv4, options.ipv6].filter((a): a is string => a !== undefined).map((a) => canonicalAddress(a));
       const routed = new Set(routes.filter((r) => r.dev === hostIfname && r.gateway === undefined).map((r) => routeKeyOfDst(r.dst)));
       for (const a of wanted) if (!routed.has(a)) problems.push(`no route to ${a} via ${hostIfname} in table ${this.podTableId}`);
       if (podAddrs === undefined) return problems;
@@ -291,7 +292,7 @@ export class RtnetlinkPodNetwork implements PodNetwork {
    * The one test of "a pod's interface" shared by {@link list} and {@link inspect}: a link whose
    * coil alias names a pool and that is not retired to the reaper, with its pod-table routes.
    */
-  private podEntryOf(l: IpLink, routes: readonly IpRoute[]): PodNetworkEntry | undefined {
+  private podEntryOf(l: Link, routes: readonly Route[]): PodNetworkEntry | undefined {
     const a = l.ifalias === undefined || this.reaper.isRetired(l) ? undefined : parseAlias(l.ifalias);
     if (a === undefined || a.pool === '') return undefined;
     // A pod's own routes have no gateway; one with a gateway through its veth routes something

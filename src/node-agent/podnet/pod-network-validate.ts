@@ -2,7 +2,8 @@
  * Input checks of PodNetwork.setup, done before any kernel call so that bad input creates
  * nothing, and so every value reaching an `ip -batch` line is a single safe token.
  */
-import { addressFamily, canonicalAddress } from '../../netlink/cidr.js';
+import { canonicalAddress } from '../../ipam/ip-address.js';
+import { addressFamily } from '../../netlink/cidr.js';
 import { PodNetworkError, formatAlias, type PodSetupOptions } from './pod-network.js';
 
 /** {@link PodSetupOptions} after validation: addresses canonical, alias built. */

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { formatBatchLine } from '../../netlink/ip-runner.js';
-import { formatRequest } from '../../netlink/rt-format.js';
+import { formatBatchLine } from '../../netlink/iproute2/ip-runner.js';
+import { formatRequest } from '../../netlink/iproute2/rt-format.js';
 import type { RtRequest } from '../../netlink/rt-request.js';
 
 /** A request in iproute2 words (rt-format.ts), as `ip -batch` would read it. */

@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readAddrs } from '../../netlink/addr.js';
-import { IpRunner } from '../../netlink/ip-runner.js';
+import { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../netlink/netlink-executor.js';
 import { readLinks } from '../../netlink/link.js';

@@ -11,7 +11,7 @@
  * recovery deletes.
  */
 import { createInterface } from 'node:readline';
-import { spawnProcess } from '../../netlink/ip-runner.js';
+import { spawnProcess } from '../../netlink/iproute2/ip-runner.js';
 
 interface Request { id: number; argv: string[]; input: string; timeoutMs: number }
 

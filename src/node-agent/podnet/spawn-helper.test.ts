@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { IpRunner } from '../../netlink/ip-runner.js';
+import { IpRunner } from '../../netlink/iproute2/ip-runner.js';
 import { SpawnHelper } from './spawn-helper.js';
 
 describe('SpawnHelper', () => {

@@ -12,9 +12,9 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ProcessSpawner } from '../../netlink/ip-runner.js';
+import type { ProcessSpawner } from '../../netlink/iproute2/ip-runner.js';
 import { JsonLineChild } from '../../netlink/json-line-child.js';
-import { isBun } from '../../netlink/rtnetlink-inprocess.js';
+import { isBun } from '../../netlink/socket/rtnetlink-inprocess.js';
 
 /** Constructor options of {@link SpawnHelper}. */
 export interface SpawnHelperOptions {

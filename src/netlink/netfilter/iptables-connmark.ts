@@ -7,7 +7,7 @@
  * links or marks (a link gone, an index changed, the mode turned off) are deleted, found by the
  * form `iptables-save` prints them in (the same for iptables-nft and iptables-legacy).
  */
-import type { IpRunner } from './ip-runner.js';
+import type { IpRunner } from '../iproute2/ip-runner.js';
 import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from './iptables.js';
 import type { ConnmarkLink } from './nft-connmark.js';
 

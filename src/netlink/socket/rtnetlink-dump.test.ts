@@ -8,24 +8,24 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { IpRunner, spawnProcess, type ProcessSpawner } from './ip-runner.js';
-import { NetlinkAgent } from './netlink-agent.js';
-import { NetlinkExecutor } from './netlink-executor.js';
-import { isNetlinkErrno } from './netlink-error.js';
-import type { RtDump } from './rt-request.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
-import { prerequisite } from '../../test/support/prerequisite.js';
+import { IpRunner, spawnProcess, type ProcessSpawner } from '../iproute2/ip-runner.js';
+import { NetlinkAgent } from '../netlink-agent.js';
+import { NetlinkExecutor } from '../netlink-executor.js';
+import { isNetlinkErrno } from '../netlink-error.js';
+import type { RtDump } from '../rt-request.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
+import { prerequisite } from '../../../test/support/prerequisite.js';
 
 const agent = new NetlinkAgent();
 const skip = prerequisite(netnsSkipReason() ?? (agent.isUsable ? undefined : `${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
 
-/** The fields each shape declares (link.ts IpLink, addr.ts IpAddrLink/IpAddrInfo, route.ts IpRoute, rule.ts IpRule). */
+/** The fields each shape declares (link.ts Link, addr.ts LinkAddresses/Address, route.ts Route, rule.ts Rule). */
 const FIELDS: Record<RtDump['kind'], readonly string[]> = {
   links: ['ifindex', 'ifname', 'flags', 'mtu', 'operstate', 'link_type', 'address', 'group', 'ifalias', 'link_netnsid', 'linkinfo'],
   addrs: ['ifindex', 'ifname', 'address', 'addr_info'],
   routes: ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
   'route-get': ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
-  rules: ['priority', 'src', 'srclen', 'table'],
+  rules: ['priority', 'src', 'srclen', 'dst', 'dstlen', 'iif', 'fwmark', 'fwmask', 'table'],
 };
 const ADDR_INFO_FIELDS = ['family', 'local', 'prefixlen', 'scope', 'tentative'];
 
@@ -76,8 +76,15 @@ describe('rtnetlink dumps against ip -json in real network namespaces', { skip }
       ['rule', 'add', 'prio', '2000', 'lookup', '116'],
       ['rule', 'add', 'from', '10.1.0.0/16', 'prio', '2100', 'lookup', '117'],
       ['rule', 'add', 'from', '10.1.0.7', 'prio', '2200', 'lookup', 'main'],
+      // The egress client's and NAT pod's selectors: a destination, an input interface, a mark (full and partial mask).
+      ['rule', 'add', 'to', '169.254.0.0/16', 'prio', '1800', 'lookup', 'main'],
+      ['rule', 'add', 'to', '10.1.2.3', 'prio', '1801', 'lookup', '118'],
+      ['rule', 'add', 'iif', 'veth-a', 'prio', '2300', 'lookup', '118'],
+      ['rule', 'add', 'fwmark', '0x2', 'prio', '2400', 'lookup', '4242'],
+      ['rule', 'add', 'fwmark', '0x200/0xff00', 'prio', '2401', 'lookup', '300'],
     ], { netns: host.path });
-    await ip.batch([['rule', 'add', 'prio', '2000', 'lookup', '116'], ['rule', 'add', 'from', 'fd00::/64', 'prio', '2100', 'lookup', '117']], { netns: host.path, family: 6 });
+    await ip.batch([['rule', 'add', 'prio', '2000', 'lookup', '116'], ['rule', 'add', 'from', 'fd00::/64', 'prio', '2100', 'lookup', '117'],
+      ['rule', 'add', 'to', 'fe80::/10', 'prio', '1800', 'lookup', 'main'], ['rule', 'add', 'fwmark', '3', 'iif', 'veth-a', 'prio', '2400', 'lookup', '119']], { netns: host.path, family: 6 });
     await ip.batch([
       ['link', 'set', 'dev', 'eth0', 'up'],
       ['addr', 'add', '10.64.0.5/32', 'dev', 'eth0'],
@@ -130,6 +137,8 @@ describe('rtnetlink dumps against ip -json in real network namespaces', { skip }
     const addrs = await kernel.dump<{ addr_info: Record<string, unknown>[] }>({ kind: 'addrs', dev: 'veth-n' }, { netns: host.path });
     assert.ok(addrs[0]!.addr_info.some((a) => a['tentative'] === true));
     assert.equal((await kernel.dump({ kind: 'routes', family: 6, table: 116 }, { netns: host.path })).length, 1);
+    const rules = await kernel.dump<Record<string, unknown>>({ kind: 'rules', family: 4 }, { netns: host.path });
+    assert.ok(rules.some((r) => r['dst'] === '169.254.0.0' && r['dstlen'] === 16) && rules.some((r) => r['iif'] === 'veth-a') && rules.some((r) => r['fwmask'] === '0xff00'));
     assert.deepEqual(await kernel.dump({ kind: 'route-get', address: '10.64.0.5' }, { netns: host.path }), [{ dst: '10.64.0.5', dev: 'veth-a', table: '116', prefsrc: '10.250.0.9' }]);
   });
 

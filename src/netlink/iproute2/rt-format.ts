@@ -5,7 +5,7 @@
  * kernel state; the same dump read both ways must give the same entries). One direction only: requests become
  * text here; no text becomes a request anywhere.
  */
-import type { RtDump, RtRequest } from './rt-request.js';
+import type { RtDump, RtRequest } from '../rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`. */
 export type RequestLine = string[];
@@ -34,7 +34,22 @@ export function formatRequest(r: RtRequest): RequestLine {
     case 'route':
       return ['route', r.verb, r.dst, ...(r.via ? ['via', r.via] : []), ...(r.dev !== undefined ? ['dev', r.dev] : []), ...(r.scope ? ['scope', r.scope] : []),
         ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
+    case 'rule':
+      // The family is the batch's (`ip -6 -batch -`): see IpRunner.apply.
+      return ['rule', r.verb, 'prio', String(r.priority), ...(r.iif !== undefined ? ['iif', r.iif] : []), ...(r.dst !== undefined ? ['to', r.dst] : []),
+        ...(r.fwmark !== undefined ? ['fwmark', r.fwmask !== undefined ? `${r.fwmark}/${r.fwmask}` : String(r.fwmark)] : []), 'lookup', String(r.table)];
   }
+}
+
+/**
+ * The family an `ip -batch` of `requests` must be run with: 6 when they hold IPv6 rules (a rule
+ * line names no family of its own), else undefined (iproute2's default).
+ * @throws TypeError when they hold rules of both families (apply them apart)
+ */
+export function batchFamily(requests: readonly RtRequest[]): 6 | undefined {
+  const families = new Set(requests.flatMap((r) => (r.kind === 'rule' ? [r.family] : [])));
+  if (families.size > 1) throw new TypeError('IPv4 and IPv6 rules in one ip batch: apply them apart');
+  return families.has(6) ? 6 : undefined;
 }
 
 /** The `ip -json` command meaning `d` (see rt-request.ts), and the family flag it needs. */

@@ -11,8 +11,9 @@
  * socket.ts's applyBatches) or `{id, dumps: [{entries} | {failure, exitCode}, …]}` (readDumps).
  * Exits when stdin closes.
  */
-import { dlopen, FFIType, ptr, read } from 'bun:ffi';
-import type { RtBatch, RtDumpCall } from './rt-request.js';
+import { ptr } from 'bun:ffi';
+import { requireLibc } from '../../runtime/bun-libc.js';
+import type { RtBatch, RtDumpCall } from '../rt-request.js';
 import { applyBatches, readDumps } from './rtnetlink-socket.js';
 
 // The `coil` executable starts JavaScriptCore with its tier-up thresholds raised 100× (its
@@ -21,15 +22,7 @@ import { applyBatches, readDumps } from './rtnetlink-socket.js';
 // warm-up (Bun 1.4.5, 2026-11-22).
 (globalThis as { Bun?: { unsafe?: { setJITPolicy?: (scale: number) => void } } }).Bun?.unsafe?.setJITPolicy?.(1);
 
-const libc = dlopen('libc.so.6', {
-  read: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
-  write: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
-  __errno_location: { args: [], returns: FFIType.ptr },
-}).symbols;
-
-function errno(): number {
-  return read.i32(libc.__errno_location() as never);
-}
+const { calls: libc, errno } = requireLibc(['read', 'write']);
 
 /** Answers one request line. */
 function serve(line: string): string {

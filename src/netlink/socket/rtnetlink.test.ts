@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatRequest } from './rt-format.js';
-import { rt, type RtRequest } from './rt-request.js';
+import { formatRequest } from '../iproute2/rt-format.js';
+import { rt, type RtRequest } from '../rt-request.js';
 import { buildRequest, kernelMessage, parseAcks, RequestError, type ResolveContext } from './rtnetlink.js';
 import { NLMSG_ERROR } from './rtnetlink-uapi.js';
 

@@ -16,11 +16,12 @@
  * Results are shaped as `ip [-force] -batch -` answers (each failed request's kernel message and
  * `Command failed -:N`), so the executor reports, retries and numbers failures the same way on every path.
  */
-import { dlopen, FFIType, ptr, read } from 'bun:ffi';
+import { ptr } from 'bun:ffi';
+import { requireLibc } from '../../runtime/bun-libc.js';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
 import { DumpError, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
 import { NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_DUMP_INTR, NLM_F_MULTI } from './rtnetlink-uapi.js';
-import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from './rt-request.js';
+import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from '../rt-request.js';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -37,24 +38,7 @@ const NETLINK_GET_STRICT_CHK = 12;
 /** A kernel that has not answered a request within this long is not going to. */
 const RECV_TIMEOUT_S = 5;
 
-const libc = dlopen('libc.so.6', {
-  socket: { args: [FFIType.i32, FFIType.i32, FFIType.i32], returns: FFIType.i32 },
-  setsockopt: { args: [FFIType.i32, FFIType.i32, FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-  send: { args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32], returns: FFIType.i64 },
-  recv: { args: [FFIType.i32, FFIType.ptr, FFIType.u64, FFIType.i32], returns: FFIType.i64 },
-  open: { args: [FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-  close: { args: [FFIType.i32], returns: FFIType.i32 },
-  setns: { args: [FFIType.i32, FFIType.i32], returns: FFIType.i32 },
-  if_nametoindex: { args: [FFIType.ptr], returns: FFIType.i32 },
-  ioctl: { args: [FFIType.i32, FFIType.i64, FFIType.ptr], returns: FFIType.i32 },
-  read: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
-  write: { args: [FFIType.i32, FFIType.ptr, FFIType.u64], returns: FFIType.i64 },
-  __errno_location: { args: [], returns: FFIType.ptr },
-}).symbols;
-
-function errno(): number {
-  return read.i32(libc.__errno_location() as never);
-}
+const { calls: libc, errno } = requireLibc(['socket', 'setsockopt', 'send', 'recv', 'open', 'close', 'setns', 'if_nametoindex', 'ioctl']);
 
 function cString(s: string): Uint8Array {
   return new TextEncoder().encode(`${s}\0`);

@@ -12,9 +12,9 @@
  * Rules are tagged with comments `coil-input-<link>` / `coil-output-<link>` (Coil tags the same
  * names as raw rule user data).
  */
-import type { IpRunner } from './ip-runner.js';
+import type { IpRunner } from '../iproute2/ip-runner.js';
 import { applyNftScript } from './nftables.js';
-import { NetlinkError } from './netlink-error.js';
+import { NetlinkError } from '../netlink-error.js';
 
 /** One pod link whose incoming connections keep answering through it. */
 export interface ConnmarkLink {

@@ -14,9 +14,10 @@
  * Concurrency: an IpRunner holds only its options; any number of calls may run in parallel.
  */
 import { spawn } from 'node:child_process';
-import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from './netlink-error.js';
-import { formatDump, formatRequest } from './rt-format.js';
-import type { RtDump, RtRequest } from './rt-request.js';
+import { NetlinkError, classifyMessage, errnoClass, isTransientErrno, type NetlinkErrno } from '../netlink-error.js';
+import { batchFamily, formatDump, formatRequest } from './rt-format.js';
+import { DEFAULT_RETRY_POLICY, retryDelayMs, sleep, type ApplyStep, type RetryPolicy, type SequenceOutcome } from '../apply-step.js';
+import type { RtDump, RtRequest } from '../rt-request.js';
 
 /** One batch line as argv tokens without the leading `ip`, e.g. `['link', 'del', 'veth0']`. */
 export type BatchLine = readonly string[];
@@ -43,31 +44,6 @@ export interface BatchStep {
   lines: readonly BatchLine[];
   options?: BatchOptions;
 }
-
-/** One step of an `applySequence` (IpRunner's, NetlinkExecutor's): typed requests and where to apply them. */
-export interface ApplyStep {
-  requests: readonly RtRequest[];
-  options?: { netns?: string | undefined; onError?: 'stop' | 'continue' };
-}
-
-/** How {@link IpRunner.batchSequence} ended: every step applied, or the first that failed. */
-export type SequenceOutcome = { ok: true } | { ok: false; step: number; error: unknown };
-
-/** Backoff for transient kernel failures (EBUSY, EAGAIN, ENOBUFS, interrupted dumps). */
-export interface RetryPolicy {
-  /** Total tries including the first; 1 disables retrying. */
-  attempts: number;
-  /** Delay before the second try; doubled for each further try. */
-  initialDelayMs: number;
-  /** Upper bound of one delay. */
-  maxDelayMs: number;
-}
-
-/**
- * Default retry: 5 tries from 1 ms doubling, like Coil's dump retry (5 tries from 200 µs), rounded
- * up to Node's timer resolution. @see docs/compatibility.md#pod-network-setup (last point)
- */
-export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = { attempts: 5, initialDelayMs: 1, maxDelayMs: 100 };
 
 /** Constructor options of {@link IpRunner}. */
 export interface IpRunnerOptions {
@@ -188,11 +164,12 @@ export class IpRunner {
   /**
    * Applies typed requests in `options.netns` as their `ip -batch` lines (rt-format.ts), with
    * {@link batch}'s semantics, retries and errors: the iproute2 backend of the NetlinkExecutor.
-   * @throws NetlinkError for the first permanent failure (`failedLine` = 1-based request index)
+   * @throws NetlinkError for the first permanent failure (`failedRequest` = 1-based request index)
    * @throws TypeError when a request's field would not fit an `ip -batch` token
    */
   async apply(requests: readonly RtRequest[], options: { netns?: string | undefined; onError?: 'stop' | 'continue' } = {}): Promise<void> {
-    await this.runLines(requests.map(formatRequest), applyOptions(options));
+    const family = batchFamily(requests);
+    await this.runLines(requests.map(formatRequest), { ...applyOptions(options), ...(family !== undefined ? { family } : {}) });
   }
 
   /**
@@ -341,15 +318,10 @@ export function batchError(argv: readonly string[], text: readonly string[], res
   const detail = first ? failures.map((f) => `line ${f.line}: ${f.message}`).join('; ') : describe(res);
   return new NetlinkError(`${command}: ${detail}`, {
     argv, command, stderr: res.stderr, exitCode: res.exitCode,
-    ...(first ? { failedLine: first.line } : {}),
+    ...(first ? { failedRequest: first.line } : {}),
     errno: first?.errno ?? classifyMessage(res.stderr),
     ...(res.spawnError ? { cause: res.spawnError } : {}),
   });
-}
-
-/** Delay before try `attempt + 1` under `retry`: doubling from its initial delay, capped. */
-export function retryDelayMs(retry: RetryPolicy, attempt: number): number {
-  return Math.min(retry.maxDelayMs, retry.initialDelayMs * 2 ** (attempt - 1));
 }
 
 /**
@@ -425,9 +397,3 @@ export function batchTail(options: BatchOptions): string[] {
 function applyOptions(o: ApplyStep['options'] = {}): BatchOptions {
   return { ...(o.netns !== undefined ? { netns: o.netns } : {}), ...(o.onError ? { onError: o.onError } : {}) };
 }
-
-/** Resolves after `ms` milliseconds (retry backoff). */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-

@@ -7,9 +7,10 @@
  * @see docs/compatibility.md#the-nat-pod, docs/compatibility.md#metric-names-and-types,
  *   docs/compatibility.md#metrics-gaps
  */
-import type { IpRunner, RunTarget } from './ip-runner.js';
-import { NetlinkError } from './netlink-error.js';
-import { addressFamily, canonicalAddress, parseCidr } from './cidr.js';
+import type { IpRunner, RunTarget } from '../iproute2/ip-runner.js';
+import { NetlinkError } from '../netlink-error.js';
+import { canonicalAddress, formatAddress } from '../../ipam/ip-address.js';
+import { addressFamily, parseRoutePrefix } from '../cidr.js';
 
 /** Comment of the rule dropping untracked packets to the shared SNAT address ({@link NatRuleOptions.snatAddress}). */
 export const NFT_SHARED_STRAY_COMMENT = 'coil-egress-shared-stray';
@@ -64,7 +65,7 @@ const NAME = /^[A-Za-z0-9_.-]{1,15}$/;
  */
 export function natRuleset(o: NatRuleOptions): string {
   if (!NAME.test(o.outInterface)) throw new TypeError(`bad interface name ${JSON.stringify(o.outInterface)}`);
-  const own = parseCidr(o.ownAddress);
+  const own = parseRoutePrefix(o.ownAddress);
   if (own.family !== o.family) throw new TypeError(`${o.ownAddress} is not an IPv${o.family} address`);
   const fam = o.family === 4 ? 'ip' : 'ip6';
   let translate = 'masquerade';
@@ -84,7 +85,7 @@ export function natRuleset(o: NatRuleOptions): string {
     `table ${fam} ${NFT_EGRESS_TABLE} {`,
     '  chain postrouting {',
     '    type nat hook postrouting priority srcnat; policy accept;',
-    `    oifname "${o.outInterface}" ${fam} saddr != ${own.address} counter ${translate} comment "${NFT_MASQUERADE_COMMENT}"`,
+    `    oifname "${o.outInterface}" ${fam} saddr != ${formatAddress(own.family, own.base)} counter ${translate} comment "${NFT_MASQUERADE_COMMENT}"`,
     '  }',
     '  chain forward {',
     '    type filter hook forward priority filter; policy accept;',

@@ -1,9 +1,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { IpRunner } from './ip-runner.js';
+import { IpRunner } from '../iproute2/ip-runner.js';
 import { NFT_EGRESS_TABLE, applyNatRules, deleteNatRules, natRuleset, parseNatCounters, readNatCounters } from './nftables.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
-import { prerequisite } from '../../test/support/prerequisite.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
+import { prerequisite } from '../../../test/support/prerequisite.js';
 
 describe('nftables NAT rules (pure)', () => {
   test('the IPv4 script replaces only our own table, atomically', () => {

@@ -13,9 +13,9 @@
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html, include/uapi/linux/{netlink,
  *   rtnetlink,if_link,if_addr,veth,if_tunnel,ip6_tunnel}.h
  */
-import { addressBytes, type IpAddress } from '../ipam/ip-address.js';
-import { addressOf, splitPrefix } from './cidr.js';
-import type { RtRequest } from './rt-request.js';
+import { addressBytes, type IpAddress } from '../../ipam/ip-address.js';
+import { addressOf, splitPrefix } from '../cidr.js';
+import type { RtRequest } from '../rt-request.js';
 import {
   NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE, NLMSG_ERROR, RTM_NEWLINK, RTM_DELLINK,
   RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_DELROUTE, AF_UNSPEC, AF_INET, AF_INET6, IFLA_ADDRESS,
@@ -26,7 +26,8 @@ import {
   IFLA_IPTUN_REMOTE, IFLA_IPTUN_TTL, IFLA_IPTUN_TOS, IFLA_IPTUN_ENCAP_LIMIT, IFLA_IPTUN_FLOWINFO,
   IFLA_IPTUN_FLAGS, IFLA_IPTUN_PROTO, IFLA_IPTUN_PMTUDISC, IFLA_IPTUN_ENCAP_TYPE, IFLA_IPTUN_ENCAP_FLAGS,
   IFLA_IPTUN_ENCAP_SPORT, IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_FWMARK, TUNNEL_ENCAP_FOU, TUNNEL_ENCAP_FLAG_CSUM6,
-  IP6_TNL_F_IGN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT, IPPROTO_IPV6,
+  IP6_TNL_F_IGN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT, IPPROTO_IPV6, RTM_NEWRULE, RTM_DELRULE,
+  FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK, FR_ACT_TO_TBL,
 } from './rtnetlink-uapi.js';
 
 const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
@@ -38,7 +39,8 @@ type RtOp =
   | { kind: 'link-del'; dev?: string; group?: number }
   | { kind: 'link-add-fou'; name: string; mtu?: number; remote: IpAddress; local: IpAddress; ttl: number; encapSport: number; encapDport: number }
   | { kind: 'addr'; verb: 'add' | 'del'; address: IpAddress; prefixBits: number; dev: string; scope?: keyof typeof RT_SCOPE; isNoDad: boolean }
-  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number };
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number }
+  | { kind: 'rule'; verb: 'add' | 'del'; family: 4 | 6; priority: number; table: number; dst?: IpAddress; dstBits: number; iif?: string; fwmark?: number; fwmask?: number };
 
 /** What a request needs from the netns it runs in. */
 export interface ResolveContext {
@@ -164,6 +166,16 @@ function decode(r: RtRequest): RtOp {
         kind: r.kind, verb: r.verb, family, dstBits, ...opt('dst', dst), ...opt('via', via?.address),
         ...opt('dev', r.dev === undefined ? undefined : linkName(r.dev)), ...opt('scope', scopeOf(r.scope)),
         ...opt('protocol', protocol), ...opt('table', u32(r.table, 'table')),
+      };
+    }
+    case 'rule': {
+      if (r.family !== 4 && r.family !== 6) throw invalid(`family ${String(r.family)}`);
+      const d = r.dst === undefined ? undefined : prefix(r.dst);
+      if (d !== undefined && d.address.family !== r.family) throw invalid(`rule destination ${r.dst ?? ''} of another family`);
+      return {
+        kind: r.kind, verb: r.verb, family: r.family, priority: u32(r.priority, 'priority')!, table: u32(r.table, 'table')!,
+        dstBits: d?.bits ?? 0, ...opt('dst', d !== undefined && d.bits > 0 ? d.address : undefined), ...opt('iif', r.iif === undefined ? undefined : linkName(r.iif)),
+        ...opt('fwmark', u32(r.fwmark, 'fwmark')), ...opt('fwmask', u32(r.fwmask, 'fwmask')),
       };
     }
   }
@@ -317,6 +329,26 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       if (op.dst) w.attrBytes(RTA_DST, addressBytes(op.dst));
       if (op.via) w.attrBytes(RTA_GATEWAY, addressBytes(op.via));
       if (op.dev !== undefined) w.attrU32(RTA_OIF, ifindexOf(ctx, op.dev));
+      break;
+    }
+    case 'rule': {
+      // As iprule.c sends it: struct fib_rule_hdr, then the selectors given; a table past 255 in FRA_TABLE.
+      header(op.verb === 'add' ? RTM_NEWRULE : RTM_DELRULE, op.verb === 'add' ? NLM_F_CREATE | NLM_F_EXCL : 0);
+      w.u8(op.family === 4 ? AF_INET : AF_INET6);
+      w.u8(op.dstBits);
+      w.u8(0); // src_len
+      w.u8(0); // tos
+      w.u8(op.table < 256 ? op.table : RT_TABLE_UNSPEC);
+      w.u8(0); // res1
+      w.u8(0); // res2
+      w.u8(FR_ACT_TO_TBL);
+      w.u32(0); // flags
+      w.attrU32(FRA_PRIORITY, op.priority);
+      if (op.table >= 256) w.attrU32(FRA_TABLE, op.table);
+      if (op.dst) w.attrBytes(FRA_DST, addressBytes(op.dst));
+      if (op.iif !== undefined) w.attrString(FRA_IIFNAME, op.iif);
+      if (op.fwmark !== undefined) w.attrU32(FRA_FWMARK, op.fwmark);
+      if (op.fwmask !== undefined) w.attrU32(FRA_FWMASK, op.fwmask);
       break;
     }
   }

@@ -10,8 +10,8 @@
  *
  * @see docs/compatibility.md "Egress NAT", "Originating-only", "iptables-nft or iptables-legacy"
  */
-import type { IpRunner } from './ip-runner.js';
-import { NetlinkError } from './netlink-error.js';
+import type { IpRunner } from '../iproute2/ip-runner.js';
+import { NetlinkError } from '../netlink-error.js';
 
 /** The commands per family; default {@link DEFAULT_IPTABLES_COMMANDS}. `<command>-save` must exist beside each. */
 export interface IptablesCommands {

@@ -1,6 +1,6 @@
 /**
  * rtnetlink reads: the dump requests of rt-request.ts's {@link RtDump} and the decoding of their
- * answers into the shapes `ip -json` prints (IpLink, IpAddrLink, IpRoute, IpRule), so a read
+ * answers into the shapes `ip -json` prints (Link, LinkAddresses, Route, Rule), so a read
  * through coil's own socket and a read through `ip` give the same objects. Pure but for the
  * {@link DumpIo} it is given: rtnetlink-socket.ts sends and receives, this file builds and decodes.
  *
@@ -11,12 +11,12 @@
  * equivalence test (rtnetlink-dump.test.ts) compares both on real links.
  * @see https://man7.org/linux/man-pages/man7/rtnetlink.7.html
  */
-import { addressBytes, formatAddress, tryParseAddress } from '../ipam/ip-address.js';
-import type { IpAddrInfo, IpAddrLink } from './addr.js';
-import type { IpLink } from './link.js';
-import type { IpRoute } from './route.js';
-import type { IpRule } from './rule.js';
-import type { RtDump } from './rt-request.js';
+import { addressBytes, formatAddress, tryParseAddress } from '../../ipam/ip-address.js';
+import type { Address, LinkAddresses } from '../addr.js';
+import type { Link } from '../link.js';
+import type { Route } from '../route.js';
+import type { Rule } from '../rule.js';
+import type { RtDump } from '../rt-request.js';
 import {
   NLM_F_REQUEST, RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE, AF_UNSPEC, AF_INET, AF_INET6,
   IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINKINFO, IFLA_IFALIAS, IFLA_GROUP, IFLA_INFO_KIND,
@@ -24,7 +24,7 @@ import {
   RTPROT_BOOT, RTN_UNICAST, NLMSG_HDRLEN, NLM_F_DUMP, RTM_GETLINK, RTM_GETADDR, RTM_GETROUTE,
   RTM_NEWRULE, RTM_GETRULE, IFLA_LINK, IFLA_OPERSTATE, IFLA_EXT_MASK, IFLA_LINK_NETNSID,
   RTEXT_FILTER_VF, RTEXT_FILTER_SKIP_STATS, IFA_FLAGS, IFA_F_TENTATIVE, RTA_PREFSRC, RTM_F_CLONED,
-  RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE,
+  RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK,
 } from './rtnetlink-uapi.js';
 
 /** One answer message: its type and its payload (after struct nlmsghdr). */
@@ -54,13 +54,13 @@ export interface DumpIo {
 }
 
 /** Reads `d` through `io`. @returns the entries, in `ip -json`'s shapes and order @throws DumpError */
-export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRoute[] | IpRule[] {
+export function readDump(d: RtDump, io: DumpIo): Link[] | LinkAddresses[] | Route[] | Rule[] {
   switch (d.kind) {
     case 'links':
       return readLinks(io, d.dev);
     case 'addrs': {
       const links = readLinks(io, d.dev);
-      const byIndex = new Map<number, IpAddrInfo[]>(links.map((l) => [l.ifindex, []]));
+      const byIndex = new Map<number, Address[]>(links.map((l) => [l.ifindex, []]));
       // One link's: the kernel filters by ifa_index (strict checking); the map below for the rest.
       for (const m of io.query(RTM_GETADDR, true, ifaddrmsg(AF_UNSPEC, d.dev !== undefined && links.length === 1 ? links[0]!.ifindex : 0))) {
         if (m.type !== RTM_NEWADDR) continue;
@@ -88,7 +88,7 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
         if (err instanceof DumpError && err.errno === 2) return []; // ENOENT: a table never created has no routes
         throw err;
       }
-      const out: IpRoute[] = [];
+      const out: Route[] = [];
       for (const m of answer) {
         if (m.type !== RTM_NEWROUTE) continue;
         const r = decodeRoute(m.payload, nameOf, { table: d.table !== undefined, dev: oif !== undefined, isGet: false });
@@ -111,7 +111,7 @@ export function readDump(d: RtDump, io: DumpIo): IpLink[] | IpAddrLink[] | IpRou
       if (a.family === 4) new DataView(body.buffer).setUint32(8, RTM_F_LOOKUP_TABLE, true);
       body.set(new Uint8Array(new Uint16Array([4 + bytes.length, RTA_DST]).buffer), 12);
       body.set(bytes, 16);
-      const out: IpRoute[] = [];
+      const out: Route[] = [];
       for (const m of io.query(RTM_GETROUTE, false, body)) {
         const r = m.type === RTM_NEWROUTE ? decodeRoute(m.payload, (i) => io.ifname(i), { table: false, dev: false, isGet: true }) : undefined;
         if (r !== undefined) out.push(r.route);
@@ -209,7 +209,7 @@ function readLinkMessages(io: DumpIo, dev: string | undefined): Uint8Array[] {
  * Links, with ip's `M-DOWN` flag on a link whose parent in the same netns (a veth's peer, IFLA_LINK
  * without IFLA_LINK_NETNSID) is down.
  */
-function readLinks(io: DumpIo, dev: string | undefined): IpLink[] {
+function readLinks(io: DumpIo, dev: string | undefined): Link[] {
   const decoded = readLinkMessages(io, dev).map(decodeLinkMessage);
   const flagsOf = new Map(decoded.map((l) => [l.link.ifindex, l.ifiFlags]));
   for (const l of decoded) {
@@ -304,7 +304,7 @@ function linkAddress(p: Uint8Array, type: number): string {
 }
 
 /** Decodes one RTM_NEWLINK payload (struct ifinfomsg + attributes). */
-export function decodeLink(p: Uint8Array): IpLink {
+export function decodeLink(p: Uint8Array): Link {
   return decodeLinkMessage(p).link;
 }
 
@@ -312,7 +312,7 @@ export function decodeLink(p: Uint8Array): IpLink {
  * {@link decodeLink}, with the link's raw flags and its parent in this netns (IFLA_LINK when there
  * is no IFLA_LINK_NETNSID: a veth's peer here), for the `M-DOWN` flag.
  */
-function decodeLinkMessage(p: Uint8Array): { link: IpLink; ifiFlags: number; parent: number | undefined } {
+function decodeLinkMessage(p: Uint8Array): { link: Link; ifiFlags: number; parent: number | undefined } {
   const v = new DataView(p.buffer, p.byteOffset, p.length);
   const type = v.getUint16(2, true);
   const ifindex = v.getInt32(4, true);
@@ -324,7 +324,7 @@ function decodeLinkMessage(p: Uint8Array): { link: IpLink; ifiFlags: number; par
   flags &= ~IFF_RUNNING;
   for (const [bit, name] of IFF_NAMES) if (flags & bit) names.push(name);
   const mtu = a[IFLA_MTU];
-  const link: IpLink = { ifindex, ifname: cstring(a[IFLA_IFNAME] ?? new Uint8Array(0)), flags: names, mtu: mtu ? u32(mtu) : 0 };
+  const link: Link = { ifindex, ifname: cstring(a[IFLA_IFNAME] ?? new Uint8Array(0)), flags: names, mtu: mtu ? u32(mtu) : 0 };
   const oper = a[IFLA_OPERSTATE];
   if (oper !== undefined) link.operstate = OPERSTATES[oper[0]!] ?? String(oper[0]);
   link.link_type = LINK_TYPES.get(type) ?? `[${type}]`;
@@ -350,14 +350,14 @@ function scopeName(s: number): string {
 }
 
 /** Decodes one RTM_NEWADDR payload (struct ifaddrmsg + attributes). */
-function decodeAddr(p: Uint8Array): { index: number; info: IpAddrInfo } {
+function decodeAddr(p: Uint8Array): { index: number; info: Address } {
   const v = new DataView(p.buffer, p.byteOffset, p.length);
   const family = p[0];
   const a = attrsOf(p, 8, IFA_FLAGS + 1);
   const local = a[IFA_LOCAL] ?? a[IFA_ADDRESS];
   const flagsAttr = a[IFA_FLAGS];
   const flags = flagsAttr !== undefined ? u32(flagsAttr) : p[2]!;
-  const info: IpAddrInfo = {
+  const info: Address = {
     family: family === AF_INET ? 'inet' : 'inet6', local: local === undefined ? '' : ipText(local), prefixlen: p[1]!, scope: scopeName(p[3]!),
     ...(flags & IFA_F_TENTATIVE ? { tentative: true } : {}),
   };
@@ -383,7 +383,7 @@ function tableName(t: number): string {
  * which `ip route show` leaves out (but `route get` answers with one: `isGet`). `filtered`: ip
  * prints no `table` or `dev` it was asked for.
  */
-function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefined, filtered: { table: boolean; dev: boolean; isGet: boolean }): { route: IpRoute; table: number; oif: number | undefined } | undefined {
+function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefined, filtered: { table: boolean; dev: boolean; isGet: boolean }): { route: Route; table: number; oif: number | undefined } | undefined {
   const v = new DataView(p.buffer, p.byteOffset, p.length);
   const isCloned = (v.getUint32(8, true) & RTM_F_CLONED) !== 0;
   if (isCloned && !filtered.isGet) return undefined;
@@ -399,7 +399,7 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
   const dev = oif === undefined || filtered.dev ? undefined : nameOf(oif);
   const gateway = a[RTA_GATEWAY];
   const prefsrc = a[RTA_PREFSRC];
-  const route: IpRoute = {
+  const route: Route = {
     ...(type !== RTN_UNICAST ? { type: ROUTE_TYPES[type!] ?? String(type) } : {}),
     dst,
     ...(gateway !== undefined ? { gateway: ipText(gateway) } : {}),
@@ -414,17 +414,32 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
 }
 
 /** Decodes one RTM_NEWRULE payload (struct fib_rule_hdr + attributes). */
-function decodeRule(p: Uint8Array): IpRule {
-  const [family, , srcLen, , rtmTable] = p as unknown as number[];
-  const a = attrsOf(p, 12, FRA_TABLE + 1);
+function decodeRule(p: Uint8Array): Rule {
+  const [family, dstLen, srcLen, , rtmTable] = p as unknown as number[];
+  const a = attrsOf(p, 12, FRA_FWMASK + 1);
   const src = a[FRA_SRC];
+  const dst = a[FRA_DST];
   const hostLen = family === AF_INET ? 32 : 128;
   const tableAttr = a[FRA_TABLE];
   const table = tableAttr !== undefined ? u32(tableAttr) : rtmTable!;
   const priority = a[FRA_PRIORITY];
+  const iif = a[FRA_IIFNAME];
+  const mark = a[FRA_FWMARK];
+  const mask = a[FRA_FWMASK];
+  // iprule.c prints a mark as `%#llx` (0 as "0"), and the mask only when it is not all ones.
+  const hex = (v: number): string => (v === 0 ? '0' : `0x${v.toString(16)}`);
+  const markOf = (): Partial<Rule> => {
+    if (mark === undefined && mask === undefined) return {};
+    const m = mark === undefined ? 0 : u32(mark);
+    const k = mask === undefined ? 0xffffffff : u32(mask);
+    return k !== 0xffffffff ? { fwmark: hex(m), fwmask: hex(k) } : { fwmark: hex(m) };
+  };
   return {
     priority: priority !== undefined ? u32(priority) : 0,
     ...(src !== undefined ? { src: ipText(src), ...(srcLen !== hostLen ? { srclen: srcLen! } : {}) } : srcLen ? { src: '0', srclen: srcLen } : { src: 'all' }),
+    ...(dst !== undefined ? { dst: ipText(dst), ...(dstLen !== hostLen ? { dstlen: dstLen! } : {}) } : dstLen ? { dst: '0', dstlen: dstLen } : {}),
+    ...(iif !== undefined ? { iif: new TextDecoder().decode(iif).replace(/\0.*$/s, '') } : {}),
+    ...markOf(),
     ...(table ? { table: tableName(table) } : {}),
   };
 }

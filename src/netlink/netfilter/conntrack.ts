@@ -10,7 +10,7 @@
  * NAT pod that is being deleted (egress-agent/drain.ts), where one process per read costs nothing
  * that matters.
  */
-import type { IpRunner } from './ip-runner.js';
+import type { IpRunner } from '../iproute2/ip-runner.js';
 
 /** One direction of a conntrack entry. */
 export interface ConntrackTuple {

@@ -7,11 +7,11 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IpRunner, formatBatchLine, parseBatchFailures } from './ip-runner.js';
-import { NetlinkError } from './netlink-error.js';
-import { rt } from './rt-request.js';
-import { readLinks } from './link.js';
-import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
-import { prerequisite } from '../../test/support/prerequisite.js';
+import { NetlinkError } from '../netlink-error.js';
+import { rt } from '../rt-request.js';
+import { readLinks } from '../link.js';
+import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../../test/netns/test-netns.js';
+import { prerequisite } from '../../../test/support/prerequisite.js';
 
 describe('formatBatchLine / parseBatchFailures', () => {
   test('joins safe tokens with spaces', () => {
@@ -60,7 +60,7 @@ describe('IpRunner in real network namespaces', { skip: prerequisite(netnsSkipRe
     const err = await ip.batch([['link', 'set', 'dev', 'lo', 'up'], ['link', 'del', 'dev', 'nosuch0']], { netns: ns.path })
       .then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof NetlinkError);
-    assert.equal(err.failedLine, 2);
+    assert.equal(err.failedRequest, 2);
     assert.equal(err.errno, 'ENODEV');
     assert.equal(err.command, `ip -n ${ns.name} link del dev nosuch0`);
     assert.match((err.cause as Error).message, /Cannot find device "nosuch0"/);
@@ -72,7 +72,7 @@ describe('IpRunner in real network namespaces', { skip: prerequisite(netnsSkipRe
     await assert.rejects(ip.batch(lines, { netns: ns.path }), NetlinkError);
     assert.ok(!(await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 'rc0'));
     const err = await ip.batch(lines, { netns: ns.path, onError: 'continue' }).then(() => undefined, (e: unknown) => e);
-    assert.ok(err instanceof NetlinkError && err.failedLine === 1 && /line 3/.test(err.message));
+    assert.ok(err instanceof NetlinkError && err.failedRequest === 1 && /line 3/.test(err.message));
     assert.ok((await readLinks(ip, { netns: ns.path })).some((l) => l.ifname === 'rc0'));
   });
 

@@ -4,7 +4,7 @@
  * Usable only on the Bun runtime (`bun:ffi`); under Node it reports itself unusable and the
  * runner uses the netlink agent or `ip` instead.
  */
-import type { RtBackend, RtBatch, RtBatchResult, RtDumpCall, RtDumpResult } from './rt-request.js';
+import type { RtBackend, RtBatch, RtBatchResult, RtDumpCall, RtDumpResult } from '../rt-request.js';
 
 type Socket = typeof import('./rtnetlink-socket.js');
 

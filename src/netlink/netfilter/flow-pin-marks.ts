@@ -17,7 +17,7 @@
  * and one `-A OUTPUT -m connmark --mark <base>/<mask> -j CONNMARK --restore-mark`, synced by the
  * form `iptables-save` prints them in (the same for iptables-nft and iptables-legacy).
  */
-import type { IpRunner } from './ip-runner.js';
+import type { IpRunner } from '../iproute2/ip-runner.js';
 import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from './iptables.js';
 import { applyNftScript } from './nftables.js';
 

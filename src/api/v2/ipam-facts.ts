@@ -1,15 +1,15 @@
 /**
- * API objects → the facts {@link checkIpam} reads (ipam-check.ts). One conversion, used by
+ * API objects → the facts {@link checkIpam} reads (src/ipam/ipam-check.ts). One conversion, used by
  * `kubectl coil` on what it lists and by coil-controller on what it caches (a cached AddressBlock
  * is slimmed, but keeps everything read here: src/reconcilers/block-indexes.ts). Pure.
  */
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import type { AddressBlock } from '../api/v2/addressblock.js';
-import type { AddressPool } from '../api/v2/addresspool.js';
-import { isAnswered, type BlockRequest } from '../api/v2/blockrequest.js';
-import { LABEL_NODE, LABEL_POOL } from '../api/v2/keys.js';
-import type { AllocationFacts, BlockFacts, NodeBlockFacts, NodeViewFacts, OrphanAddressFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from './ipam-check.js';
-import { podAddresses } from './pod-ips.js';
+import type { AddressBlock } from './addressblock.js';
+import type { AddressPool } from './addresspool.js';
+import { isAnswered, type BlockRequest } from './blockrequest.js';
+import { LABEL_NODE, LABEL_POOL } from './keys.js';
+import type { AllocationFacts, BlockFacts, NodeBlockFacts, NodeViewFacts, OrphanAddressFacts, ObjectRef, PodFacts, PoolFacts, RequestFacts } from '../../ipam/ipam-check.js';
+import { podAddresses } from '../../ipam/pod-ips.js';
 
 interface Meta {
   readonly metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string; creationTimestamp?: Date | string; deletionTimestamp?: Date | string };
