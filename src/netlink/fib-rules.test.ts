@@ -43,7 +43,7 @@ describe('policy sync in a real network namespace', { skip: prerequisite(netnsSk
     assert.deepEqual(rules.map((r) => r.priority), [0, 1900, 2000, 3000, 32766, 32767]);
   });
 
-  test('rules sync the same through rtnetlink (no process) as through ip, both families, every selector', { skip: new NetlinkAgent().isUsable ? false : 'no netlink agent: run hack/build-cni.sh' }, async () => {
+  test('rules sync the same through rtnetlink (no process) as through ip, both families, every selector', { skip: prerequisite(new NetlinkAgent().isUsable ? undefined : 'no netlink agent: run hack/build-cni.sh') }, async () => {
     const spawned: string[][] = [];
     const counting: ProcessSpawner = (argv, input, t) => {
       spawned.push([...argv]);
