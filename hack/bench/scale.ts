@@ -434,6 +434,8 @@ class Cluster {
   kwok!: Kwok;
   controller!: Controller;
   client!: Client;
+  /** The census's lists of every AddressBlock (blockCensus): their own connection, a 180 s timeout. */
+  censusClient!: Client;
   transport!: ApiTransport;
   private podSeq = 0;
   /** Pods per node the churn hovers around: `--pods-per-node`, or fewer when the fill found the machine's memory short (fill). */
@@ -567,6 +569,7 @@ async function run(n: number, s: Settings): Promise<RunFigures> {
   const adminTransport = new ApiTransport(cp.kubeConfig);
   c.transport = adminTransport;
   c.client = new Client(adminTransport, 'scale-bench');
+  c.censusClient = new Client(new ApiTransport(cp.kubeConfig, { requestTimeoutMs: 180_000 }), 'scale-census');
   const client = c.client;
   const print = (title: string, rows: [string, string][]) => {
     console.log(`\n### N=${n}: ${title}`);
@@ -717,7 +720,9 @@ async function blockCensus(c: Cluster): Promise<{ byNode: Map<string, AddressBlo
   const byReq = new Map<string, number>();
   // A fresh list, not the benchmark's own watch: at 2,000 nodes the apiserver closes that watcher
   // too in the cold start, and its cache lagged by hundreds of blocks when read.
-  const all = await retried(() => c.client.list(Kinds.AddressBlock));
+  // Its own connection with a long timeout: at N=2,000 on a loaded machine one list of every
+  // block took the apiserver more than the transport's default 30 s, five times in a row.
+  const all = await retried(() => c.censusClient.list(Kinds.AddressBlock));
   for (const b of all) {
     const node = b.metadata?.labels?.[LABEL_NODE] ?? '';
     byNode.set(node, [...(byNode.get(node) ?? []), b]);

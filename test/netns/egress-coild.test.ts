@@ -84,6 +84,7 @@ describe('coild with an egress client pod', { skip: prerequisite(labSkipReason()
     const r = await lab.runCoil(node, 'ADD', pod);
     assert.equal(r.code, 0, r.stdout);
     const rules = await lab.ipJson<Array<{ priority: number }>>(pod.ns, ['-4', 'rule', 'show']);
-    assert.deepEqual(rules.map((x) => x.priority), [0, 1800, 1900, 2000, 2001, 2002, 2100, 32766, 32767]);
+    // 1700: the tunnel link's flow-pin slot (src/node-agent/egress/flow-pins.ts).
+    assert.deepEqual(rules.map((x) => x.priority), [0, 1700, 1800, 1900, 2000, 2001, 2002, 2100, 32766, 32767]);
   });
 });

@@ -4,8 +4,8 @@
  * without KVM (2 s of boot), most of it process starts, which are 20–70 times slower in the VM.
  *
  * Also runs, in the VM, the tests whose FoU steps skip (kernelLacks) or take their no-FoU branch on
- * this machine's kernel — fou.test.js and egress-dataplane.test.js, and egress-coild.test.js,
- * coild-egress-only.test.js and egress-agent.test.js with their node lab — so that every FoU
+ * this machine's kernel — fou.test.js and egress-dataplane.test.js, and egress-coild.test.js and
+ * coild-egress-only.test.js with their node lab — so that every FoU
  * branch of the netns tests runs somewhere on every CI run (test/skip-guard.test.ts checks that
  * each kernelLacks skip's file is listed here).
  *
@@ -39,11 +39,12 @@ describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
     assert.ok(count('pass') >= 10, `${count('pass')} tests passed`);
   });
 
-  // The netns tests whose FoU branch needs a node lab (a real API server and coild) or the real
-  // coil-egress: on this kernel they run their no-FoU branch, here their FoU one. The one skip
-  // allowed is the no-FoU case's (kernelHas: npm test runs it on this machine).
-  test('the FoU branches of egress-coild, coild-egress-only and egress-agent pass in the VM', { timeout: 900_000 }, async () => {
-    const files = ['egress-coild.test.js', 'coild-egress-only.test.js', 'egress-agent.test.js'].map((f) => join(here, f));
+  // The netns tests whose FoU branch needs a node lab (a real API server and coild): on this
+  // kernel they run their no-FoU branch, here their FoU one. The one skip allowed is the no-FoU
+  // case's (kernelHas: npm test runs it on this machine). (egress-agent.test.js's test without
+  // FoU only asserts less where there is FoU; its API servers are not worth the VM's minutes.)
+  test('the FoU branches of egress-coild and coild-egress-only pass in the VM', { timeout: 900_000 }, async () => {
+    const files = ['egress-coild.test.js', 'coild-egress-only.test.js'].map((f) => join(here, f));
     const { code, out, err } = await inVm([process.execPath, '--test', '--test-concurrency=1', '--test-reporter=tap', ...files], { timeoutS: 860, show: (l) => /^\s*(not )?ok |^# (tests|pass|fail|skipped) /.test(l) });
     const count = (what: string): number => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(out)?.[1] ?? NaN);
     assert.equal(code, 0, `tests failed in the VM (rc ${code}):\n${out}\n${err.slice(-2000)}`);
@@ -51,6 +52,6 @@ describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
     assert.deepEqual(skips, ['ADD of a pod naming an Egress fails clearly without FoU, with an Event, leaving nothing behind: this kernel has fou, ipip: npm test on a kernel without FoU runs this step']);
     assert.match(out, /^\s*ok \d+ - with FoU, ADD sets up the client rules and the tunnel to the ClusterIP$/m);
     assert.equal(count('fail'), 0);
-    assert.ok(count('pass') >= 10, `${count('pass')} tests passed`);
+    assert.ok(count('pass') >= 7, `${count('pass')} tests passed`);
   });
 });
