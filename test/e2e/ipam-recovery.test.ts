@@ -80,6 +80,26 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
   const family = (address: string): 'IPv4' | 'IPv6' => (address.includes(':') ? 'IPv6' : 'IPv4');
 
   /**
+   * `read` once the API server serves it after a restart. /readyz waits for the watch caches of
+   * built-in resources only (KEP-4568, resilient watch cache initialization): until a custom
+   * resource's cache is filled, its lists answer 429 "storage is (re)initializing", and
+   * @kubernetes/client-node, unlike kubectl (client-go), does not retry a 429. Only that answer is
+   * retried, every 500 ms for up to 60 s; any other error is thrown at once.
+   */
+  const whileInitializing = async <T>(read: () => Promise<T>): Promise<T> => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        return await read();
+      } catch (err) {
+        if (!(err instanceof k8s.ApiException && err.code === 429) || Date.now() > deadline) throw err;
+        console.log(`the API server answered 429 after its restart, retrying: ${String(err).split('\n')[0]}`);
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  };
+
+  /**
    * An AddressPool of 2-address blocks (so a few pods per node need a second block) and a
    * namespace that uses it; `n` picks 10.12n.0.0/24 and fd00:10:12n::/120 (both 8 host bits).
    */
@@ -203,6 +223,23 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
     }
   };
 
+  /**
+   * Why a pod started after a fault is not Ready, for the failure's message: the pod's events
+   * (kubelet's FailedCreatePodSandBox carries the CNI error), the last lines of coild on its node
+   * and of each coil-controller (BlockRequests, claims, leadership). A lab's logs go with it.
+   */
+  const whyNotReady = async (namespace: string, name: string, node: string): Promise<string> => {
+    const events = await cluster.kubectl(['get', 'events', '-n', namespace, '--field-selector', `involvedObject.name=${name}`, '-o', 'custom-columns=TIME:.lastTimestamp,TYPE:.type,REASON:.reason,MESSAGE:.message']).catch((err: unknown) => String(err));
+    const out = [`events of ${namespace}/${name}:\n${events.trim()}`];
+    const coil = (await core().listNamespacedPod({ namespace: 'kube-system', labelSelector: 'app.kubernetes.io/component in (coild,coil-controller)' })).items
+      .filter((p) => p.metadata?.labels?.['app.kubernetes.io/component'] === 'coil-controller' || p.spec?.nodeName === node);
+    for (const p of coil) {
+      const log = await cluster.kubectl(['logs', '-n', 'kube-system', p.metadata!.name!, '--all-containers', '--tail=60']).catch((err: unknown) => String(err));
+      out.push(`${p.metadata!.name} on ${p.spec?.nodeName}, its last 60 lines:\n${log.trim()}`);
+    }
+    return out.join('\n');
+  };
+
   const deleteNamespace = async (namespace: string): Promise<void> => {
     await cluster.kubectl(['delete', 'namespace', namespace, '--ignore-not-found', '--timeout=180s']).catch((err: unknown) => console.log(`deleting namespace ${namespace}: ${String(err)}`));
   };
@@ -289,8 +326,8 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       const byName = new Map(cluster.nodes.map((n) => [n.name, n]));
       const fresh: k8s.V1Pod[] = [];
       const newPod = async (name: string, node: string): Promise<k8s.V1Pod> => {
-        const [pod] = await podsOn(ns, byName.get(node)!, [name], 'new', 60_000).catch((err: unknown) => {
-          throw new Error(`variant (a): ${name} on ${node} was not Ready with an address within 60 s of its creation: ${String(err)}`);
+        const [pod] = await podsOn(ns, byName.get(node)!, [name], 'new', 60_000).catch(async (err: unknown) => {
+          throw new Error(`variant (a): ${name} on ${node} was not Ready with an address within 60 s of its creation: ${String(err)}\n${await whyNotReady(ns, name, node)}`);
         });
         fresh.push(pod!);
         return pod!;
@@ -368,13 +405,13 @@ describe('IPAM recovery on the real nodes (issue 25): blocks lost under running 
       await cluster.cp.startApiServer();
       console.log(`variant (b): deleted in etcd: ${newer.map((kv) => Buffer.from(kv.key, 'base64').toString().slice(coilPrefix.length)).join(' ')}`);
       const uids = new Set(later.map((b) => b.metadata.uid));
-      assert.ok(!(await blocks(pool)).some((b) => uids.has(b.metadata.uid)), 'the blocks made after the backup are gone');
+      assert.ok(!(await whileInitializing(() => blocks(pool))).some((b) => uids.has(b.metadata.uid)), 'the blocks made after the backup are gone');
 
       // One more pod per node, the nodes in the reverse order of the first blocks' requests.
       const fresh: k8s.V1Pod[] = [];
       for (const [i, node] of [...cluster.nodes].reverse().entries()) {
-        fresh.push(...await podsOn(ns, node, [`later-${i + 1}`], 'later', 60_000).catch((err: unknown) => {
-          throw new Error(`variant (b): later-${i + 1} on ${node.name} was not Ready with an address within 60 s of its creation: ${String(err)}`);
+        fresh.push(...await podsOn(ns, node, [`later-${i + 1}`], 'later', 60_000).catch(async (err: unknown) => {
+          throw new Error(`variant (b): later-${i + 1} on ${node.name} was not Ready with an address within 60 s of its creation: ${String(err)}\n${await whyNotReady(ns, `later-${i + 1}`, node.name)}`);
         }));
       }
       console.log(`variant (b): blocks now ${blockList(await blocks(pool))}`);
