@@ -251,11 +251,7 @@ export interface NatState {
   links: Record<string, number>;
   /** `ip fou show` lines. */
   fou: string[];
-  /**
-   * Established TCP connections of the clients through the NAT (source among `clients`) in
-   * conntrack, as `tcp src:sport > dst:dport`: entries that must outlive a restart. Not the
-   * entries of closed connections (TIME_WAIT) or idle UDP flows, which expire on their own.
-   */
+  /** Conntrack entries of the clients' flows through the NAT (source among `clients`), as `proto src sport dst dport`. */
   flows: string[];
 }
 
@@ -264,9 +260,10 @@ export async function natState(ip: IpRunner, ns: TestNetns, clients: readonly st
   const links = await ip.json<Array<{ ifname: string; ifindex: number }>>(['link', 'show'], { netns: ns.path });
   const fou = (await ip.exec([ip.ipPath, 'fou', 'show'], { netns: ns.path })).stdout.split('\n').filter(Boolean);
   const ct = (await ip.exec(['conntrack', '-L', '-f', family === 6 ? 'ipv6' : 'ipv4'], { netns: ns.path }).catch(() => ({ stdout: '' }))).stdout;
-  const flows = ct.split('\n').map((l) => /^tcp\s+\d+\s+\d+\s+ESTABLISHED\s+src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+)/.exec(l))
-    .filter((m): m is RegExpExecArray => !!m && clients.includes(m[1]!))
-    .map((m) => `tcp ${m[1]}:${m[3]} > ${m[2]}:${m[4]}`).sort();
+  // The clients' own flows (not the FoU datagrams to the pod's port 5555, which carry them).
+  const flows = ct.split('\n').map((l) => /^(\w+)\s.*?src=(\S+) dst=(\S+) sport=(\d+) dport=(\d+)/.exec(l))
+    .filter((m): m is RegExpExecArray => !!m && clients.includes(m[2]!) && m[5] !== '5555')
+    .map((m) => `${m[1]} ${m[2]}:${m[4]} > ${m[3]}:${m[5]}`).sort();
   return { links: Object.fromEntries(links.filter((l) => /^fou[46]_/.test(l.ifname)).map((l) => [l.ifname, l.ifindex])), fou, flows };
 }
 
@@ -278,5 +275,5 @@ export function natStateChange(before: NatState, after: NatState): string {
   if (before.fou.join() !== after.fou.join()) changes.push(`FoU ports ${before.fou.join('; ')} → ${after.fou.join('; ')}`);
   const gone = before.flows.filter((f) => !after.flows.includes(f));
   if (gone.length > 0) changes.push(`conntrack entries gone: ${gone.length} of ${before.flows.length}`);
-  return changes.length === 0 ? `kept (${Object.keys(before.links).length} peer links, FoU port, ${before.flows.length} established client connections in conntrack)` : changes.join('; ');
+  return changes.length === 0 ? `kept (${Object.keys(before.links).length} peer links, FoU port, ${before.flows.length} client flows in conntrack)` : changes.join('; ');
 }

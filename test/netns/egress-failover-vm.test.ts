@@ -20,8 +20,7 @@
  * hack/bench/egress-session-keeping.js's `option` mode: an Egress with a shared SNAT address keeps
  * its clients' streams across the loss of its active NAT pod, coild's own parts moving the tunnels
  * and routing the address to the next NAT pod.
- * About 4 min here without KVM, plus the real coil-egress's three starts and four restarts (10–18 s each
- * under TCG). Skipped, or failed under CI=true, as test/netns/fou-vm.ts says.
+ * About 4 min here without KVM. Skipped, or failed under CI=true, as test/netns/fou-vm.ts says.
  */
 import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
