@@ -4,7 +4,7 @@ import { silentLogger } from '../runtime/logging.js';
 import { CLIENT_POD_FIELD_SELECTOR, namesEgress, toClientPod, type ClientPod, type ClientPodSource } from './client-pod-source.js';
 import { ClientWatcher } from './client-watcher.js';
 import { EgressConfigError, parseEgressConfig } from './config.js';
-import { missingKernelFeatures } from './egress-agent.js';
+import { missingKernelFeatures, podSyncProblem } from './egress-agent.js';
 import { EgressMetrics } from './egress-metrics.js';
 import type { FouServer, FouSyncResult } from './fou-server.js';
 
@@ -132,5 +132,13 @@ describe('egress metrics and kernel features', () => {
     assert.equal(missingKernelFeatures(all, [4, 6]), undefined);
     assert.match(missingKernelFeatures({ ...all, fou: false, ipip: false }, [4]) ?? '', /^the kernel lacks fou, ipip:/);
     assert.equal(missingKernelFeatures({ ...all, ip6tnl: false }, [4]), undefined);
+  });
+});
+
+describe('coil-egress readiness', () => {
+  test('pod-sync: not ready until the watcher exists and synced its first list, ready after', () => {
+    assert.equal(podSyncProblem(undefined), 'client watcher not started');
+    assert.equal(podSyncProblem({ notReadyReason: () => 'client pods not listed yet' }), 'client pods not listed yet');
+    assert.equal(podSyncProblem({ notReadyReason: () => undefined }), undefined);
   });
 });

@@ -50,6 +50,16 @@ export function missingKernelFeatures(f: KernelFeatures, families: ReadonlyArray
   return missing.length === 0 ? undefined : `the kernel lacks ${missing.join(', ')}: FoU egress tunnels cannot be set up on this node (load the fou/ipip/ip6_tunnel modules or use a kernel with CONFIG_NET_FOU, CONFIG_NET_IPIP, CONFIG_IPV6_TUNNEL)`;
 }
 
+/**
+ * The readiness check `pod-sync`: why the client tunnels are not in the kernel yet, or undefined
+ * once the watcher synced its first complete list. (It read `watcher?.notReadyReason() ?? …`, which
+ * turned a synced watcher's undefined into "not started": no NAT pod on a FoU kernel ever turned
+ * ready; found running the real coil-egress in the failover bench, docs/egress-failover.md.)
+ */
+export function podSyncProblem(watcher: Pick<ClientWatcher, 'notReadyReason'> | undefined): string | undefined {
+  return watcher === undefined ? 'client watcher not started' : watcher.notReadyReason();
+}
+
 /** The coil-egress process. */
 export class EgressAgent {
   readonly metrics: EgressMetrics;
@@ -93,7 +103,7 @@ export class EgressAgent {
     this.endpoints.healthChecks.set('ping', () => undefined);
     this.endpoints.readyChecks.set('kernel', () => this.kernelProblem);
     this.endpoints.readyChecks.set('nat', () => this.natProblem);
-    this.endpoints.readyChecks.set('pod-sync', () => this.watcher?.notReadyReason() ?? 'client watcher not started');
+    this.endpoints.readyChecks.set('pod-sync', () => podSyncProblem(this.watcher));
     if (c.metricsAddr) this.ports.metrics = await this.endpoints.listen(c.metricsAddr, { metrics: true, probes: same(c.metricsAddr, c.healthAddr) });
     if (c.healthAddr && !same(c.metricsAddr, c.healthAddr)) this.ports.health = await this.endpoints.listen(c.healthAddr, { probes: true });
 
