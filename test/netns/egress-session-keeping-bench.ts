@@ -281,11 +281,11 @@ async function optionRun(ip: IpRunner, netns: TestNetnsSet, bed: EgressTestbed, 
     onChange: (e) => { watcher?.onSteeringChange(e); router?.trigger(); } });
   router = new SnatRouter({ cache: api.cache, activeOf: (ref, f) => steering.active(ref, f), hostedNatPods: () => steering.hostedSharedNatPods(), nodeName: OPTION_NODE, kernel, ip, podTableId: 254, protocolId: 30,
     logger: silentLogger(), registry, onExportChange: () => undefined });
-  const sync = router.sync.bind(router);
-  router.sync = async () => {
-    await sync();
+  // When S is routed to another NAT pod: the router's routes as last synced (set once the kernel
+  // took them), read every 5 ms — its syncs run inside its coalescing loop, not through sync().
+  const routeWatch = setInterval(() => {
     if (t0 && routeMs === undefined && router!.routes().some((r) => r.natPod !== lostAddress)) routeMs = Date.now() - t0;
-  };
+  }, 5).unref();
   const egressClient = new EgressClient({ ip, kernel, port: FOU_PORT });
   const retarget = egressClient.retarget.bind(egressClient);
   egressClient.retarget = async (...a) => {
@@ -329,6 +329,7 @@ async function optionRun(ip: IpRunner, netns: TestNetnsSet, bed: EgressTestbed, 
     o.log(`option run ${run}: moved +${moveMs} ms, S re-routed +${routeMs ?? '-'} ms: ${JSON.stringify(streams)}`);
     return { mode: 'option', run, streams, moveMs, ...(routeMs !== undefined ? { routeMs } : {}) };
   } finally {
+    clearInterval(routeWatch);
     ac.abort();
     await Promise.all(loops);
     for (const p of ps) await quit(p);
