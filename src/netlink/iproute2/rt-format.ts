@@ -21,7 +21,11 @@ export function formatRequest(r: RtRequest): RequestLine {
     }
     case 'link-set':
       return ['link', 'set', 'dev', r.dev, ...(r.alias !== undefined ? ['alias', r.alias] : []), ...(r.mtu !== undefined ? ['mtu', String(r.mtu)] : []),
-        ...(r.up === undefined ? [] : [r.up ? 'up' : 'down']), ...(r.group !== undefined ? ['group', String(r.group)] : [])];
+        ...(r.up === undefined ? [] : [r.up ? 'up' : 'down']), ...(r.group !== undefined ? ['group', String(r.group)] : []), ...(r.name !== undefined ? ['name', r.name] : [])];
+    case 'link-add-external':
+      return ['link', 'add', 'name', r.name, 'type', r.family === 4 ? 'ipip' : 'ip6tnl', 'external'];
+    case 'fou-port':
+      return ['fou', r.verb, 'port', String(r.port), 'ipproto', String(r.ipproto), ...(r.family === 6 ? ['-6'] : [])];
     case 'link-del':
       return r.dev !== undefined ? ['link', 'del', 'dev', r.dev] : ['link', 'del', 'group', String(r.group)];
     case 'link-add-fou': {
@@ -66,5 +70,7 @@ export function formatDump(d: RtDump): { args: string[]; family?: 4 | 6 } {
       return { args: ['rule', 'show'], family: d.family };
     case 'route-get':
       return { args: ['route', 'get', d.address] };
+    case 'fou-ports':
+      return { args: ['fou', 'show'] };
   }
 }

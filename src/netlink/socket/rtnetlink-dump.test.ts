@@ -26,6 +26,8 @@ const FIELDS: Record<RtDump['kind'], readonly string[]> = {
   routes: ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
   'route-get': ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
   rules: ['priority', 'src', 'srclen', 'dst', 'dstlen', 'iif', 'fwmark', 'fwmask', 'table'],
+  // Read over generic netlink; compared in the FoU VM (src/netlink/fou.test.ts).
+  'fou-ports': ['port', 'ipproto', 'gue', 'family'],
 };
 const ADDR_INFO_FIELDS = ['family', 'local', 'prefixlen', 'scope', 'tentative'];
 
@@ -34,7 +36,17 @@ function project(kind: RtDump['kind'], entries: readonly Record<string, unknown>
   const pick = (o: Record<string, unknown>, keys: readonly string[]) => Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]]));
   return entries.map((e) => {
     const p = pick(e, FIELDS[kind]);
-    if (kind === 'links' && p['linkinfo'] !== undefined) p['linkinfo'] = pick(p['linkinfo'] as Record<string, unknown>, ['info_kind']);
+    if (kind === 'links' && p['linkinfo'] !== undefined) {
+      const info = pick(p['linkinfo'] as Record<string, unknown>, ['info_kind', 'info_data']);
+      // Only a tunnel's data is decoded (link.ts TunnelInfo).
+      if (info['info_kind'] !== 'ipip' && info['info_kind'] !== 'ip6tnl') delete info['info_data'];
+      else if (info['info_data'] !== undefined) {
+        const data = pick(info['info_data'] as Record<string, unknown>, ['external', 'remote', 'local', 'encap']);
+        if (data['encap'] !== undefined) data['encap'] = pick(data['encap'] as Record<string, unknown>, ['type', 'sport', 'dport']);
+        info['info_data'] = data;
+      }
+      p['linkinfo'] = info;
+    }
     if (kind === 'addrs') p['addr_info'] = (p['addr_info'] as Record<string, unknown>[]).map((a) => pick(a, ADDR_INFO_FIELDS));
     return p;
   });

@@ -1,8 +1,9 @@
 /**
- * The kernel ABI numbers of rtnetlink that coil's encoder (rtnetlink.ts, writes), decoder
- * (rtnetlink-dump.ts, reads) and socket (rtnetlink-socket.ts) share: message types and flags,
- * attribute types and values, from include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,
- * fib_rules,if_tunnel,ip6_tunnel,in,in6}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
+ * The kernel ABI numbers of rtnetlink and of the generic netlink family `fou` that coil's
+ * encoders (rtnetlink.ts, genetlink.ts: writes), decoder (rtnetlink-dump.ts, reads) and socket
+ * (rtnetlink-socket.ts) share: message types and flags, attribute types and values, from
+ * include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,fib_rules,if_tunnel,ip6_tunnel,
+ * in,in6,genetlink,fou}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
  * on a number.
  */
 // netlink.h
@@ -115,3 +116,30 @@ export const FRA_FWMARK = 10;
 export const FRA_TABLE = 15;
 export const FRA_FWMASK = 16;
 export const FR_ACT_TO_TBL = 1;
+/** Zero-length flag attribute of an `external` (flow-based) ipip/ip6tnl link. */
+export const IFLA_IPTUN_COLLECT_METADATA = 19;
+// netlink.h: the generic netlink protocol (the socket of the `fou` family)
+export const NETLINK_GENERIC = 16;
+// genetlink.h: the controller family that resolves a family's name to its message type
+export const GENL_ID_CTRL = 0x10;
+/** Size of struct genlmsghdr (cmd, version, reserved), bytes. */
+export const GENL_HDRLEN = 4;
+export const CTRL_CMD_GETFAMILY = 3;
+export const CTRL_ATTR_FAMILY_ID = 1;
+export const CTRL_ATTR_FAMILY_NAME = 2;
+// fou.h: the `fou` generic netlink family (FoU receive ports)
+export const FOU_GENL_NAME = 'fou';
+export const FOU_GENL_VERSION = 1;
+export const FOU_CMD_ADD = 1;
+export const FOU_CMD_DEL = 2;
+export const FOU_CMD_GET = 3;
+/** u16 in network byte order. */
+export const FOU_ATTR_PORT = 1;
+/** u8: AF_INET or AF_INET6. */
+export const FOU_ATTR_AF = 2;
+/** u8: the protocol of the decapsulated payload (4 = IPIP, 41 = IPv6). */
+export const FOU_ATTR_IPPROTO = 3;
+/** u8: FOU_ENCAP_DIRECT or FOU_ENCAP_GUE. */
+export const FOU_ATTR_TYPE = 4;
+export const FOU_ENCAP_DIRECT = 1;
+export const FOU_ENCAP_GUE = 2;

@@ -27,7 +27,7 @@ import {
   IFLA_IPTUN_FLAGS, IFLA_IPTUN_PROTO, IFLA_IPTUN_PMTUDISC, IFLA_IPTUN_ENCAP_TYPE, IFLA_IPTUN_ENCAP_FLAGS,
   IFLA_IPTUN_ENCAP_SPORT, IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_FWMARK, TUNNEL_ENCAP_FOU, TUNNEL_ENCAP_FLAG_CSUM6,
   IP6_TNL_F_IGN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT, IPPROTO_IPV6, RTM_NEWRULE, RTM_DELRULE,
-  FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK, FR_ACT_TO_TBL,
+  FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK, FR_ACT_TO_TBL, IFLA_IPTUN_COLLECT_METADATA,
 } from './rtnetlink-uapi.js';
 
 const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
@@ -35,8 +35,9 @@ const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
 /** A request with its values decoded (addresses as numbers, MACs as bytes), ready to encode. */
 type RtOp =
   | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: Uint8Array; peer: { name: string; mtu?: number; mac?: Uint8Array; netnsPath?: string } }
-  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
+  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number; name?: string }
   | { kind: 'link-del'; dev?: string; group?: number }
+  | { kind: 'link-add-external'; name: string; family: 4 | 6 }
   | { kind: 'link-add-fou'; name: string; mtu?: number; remote: IpAddress; local: IpAddress; ttl: number; encapSport: number; encapDport: number }
   | { kind: 'addr'; verb: 'add' | 'del'; address: IpAddress; prefixBits: number; dev: string; scope?: keyof typeof RT_SCOPE; isNoDad: boolean }
   | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number }
@@ -126,7 +127,13 @@ function decode(r: RtRequest): RtOp {
     }
     case 'link-set':
       if (r.alias !== undefined && Buffer.byteLength(r.alias) >= 256) throw invalid('alias'); // IFALIASZ
-      return { kind: r.kind, dev: linkName(r.dev), ...opt('alias', r.alias), ...opt('mtu', u32(r.mtu, 'mtu')), ...opt('up', r.up), ...opt('group', u32(r.group, 'group')) };
+      return { kind: r.kind, dev: linkName(r.dev), ...opt('alias', r.alias), ...opt('mtu', u32(r.mtu, 'mtu')), ...opt('up', r.up), ...opt('group', u32(r.group, 'group')),
+        ...opt('name', r.name === undefined ? undefined : linkName(r.name)) };
+    case 'fou-port': // a generic netlink request: genetlink.ts builds it, on its own socket
+      throw invalid('request: fou-port is not an rtnetlink message');
+    case 'link-add-external':
+      if (r.family !== 4 && r.family !== 6) throw invalid(`family ${String(r.family)}`);
+      return { kind: r.kind, name: linkName(r.name), family: r.family };
     case 'link-del':
       if ((r.dev === undefined) === (r.group === undefined)) throw invalid('link-del: one of dev and group');
       return r.dev !== undefined ? { kind: r.kind, dev: linkName(r.dev) } : { kind: r.kind, group: u32(r.group, 'group')! };
@@ -276,6 +283,22 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       if (op.mtu !== undefined) w.attrU32(IFLA_MTU, op.mtu);
       if (op.alias !== undefined) w.attrString(IFLA_IFALIAS, op.alias, false);
       if (op.group !== undefined) w.attrU32(IFLA_GROUP, op.group);
+      if (op.name !== undefined) w.attrString(IFLA_IFNAME, op.name);
+      break;
+    }
+    case 'link-add-external': {
+      // As link_iptnl.c / link_ip6tnl.c send `type ipip|ip6tnl external`: proto 0 (any), then
+      // the metadata flag and nothing else.
+      header(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+      ifinfomsg(w, 0);
+      w.attrString(IFLA_IFNAME, op.name);
+      w.attr(IFLA_LINKINFO, () => {
+        w.attrString(IFLA_INFO_KIND, op.family === 4 ? 'ipip' : 'ip6tnl', false);
+        w.attr(IFLA_INFO_DATA, () => {
+          w.attrU8(IFLA_IPTUN_PROTO, 0);
+          w.attr(IFLA_IPTUN_COLLECT_METADATA, () => undefined);
+        });
+      });
       break;
     }
     case 'link-del': {
