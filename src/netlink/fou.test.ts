@@ -2,7 +2,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { probeFeatures } from './features.js';
 import { FALLBACK_RENAMES, FLOW_DEVICE, ensureFouPeer, fouIpproto, fouPeerLinkName, fouPeerRequest, initFou, isFouPeerLinkName, readFouPeers, type FouPeer } from './fou.js';
-import { IpRunner, spawnProcess, type ProcessSpawner } from './iproute2/ip-runner.js';
+import { IpRunner } from './iproute2/ip-runner.js';
 import { formatRequest } from './iproute2/rt-format.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkExecutor } from './netlink-executor.js';
@@ -12,6 +12,7 @@ import { rt, type FouPortEntry, type RtRequest } from './rt-request.js';
 const fouPeerAddLine = (p: FouPeer): string[] => formatRequest(fouPeerRequest(p));
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { kernelLacks, prerequisite } from '../../test/support/prerequisite.js';
+import { SpawnCounter } from '../../test/support/spawn-count.js';
 
 describe('FoU builders', () => {
   test('IPv4 peer links are named after the address bytes, as Coil names them', () => {
@@ -141,12 +142,8 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
   test('initFou, readFouPeers and ensureFouPeer by rtnetlink and genetlink (the netlink agent) equal ip\'s, start no ip; refused alike without FoU', async (t) => {
     const agent = new NetlinkAgent();
     if (!agent.isUsable) return t.skip(prerequisite(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
-    const spawned: string[][] = [];
-    const counting: ProcessSpawner = (argv, input, timeoutMs) => {
-      spawned.push([...argv]);
-      return spawnProcess(argv, input, timeoutMs);
-    };
-    const viaAgent = new NetlinkExecutor({ rtnetlink: agent, ip: new IpRunner({ spawner: counting }) });
+    const spawns = new SpawnCounter();
+    const viaAgent = new NetlinkExecutor({ rtnetlink: agent, ip: spawns.ip });
     const [a, b] = [await netns.create('init-ip'), await netns.create('init-rt')];
     try {
       const init = (kernel: typeof ip | NetlinkExecutor, ns: TestNetns) => initFou({ kernel, ip: kernel === ip ? ip : viaAgent.ip },
@@ -158,7 +155,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
           assert.ok(err instanceof NetlinkError, String(err));
           assert.match(err.message, /fou|talking to the kernel/i);
         }
-        assert.deepEqual(spawned.filter((argv) => argv.includes(viaAgent.ip.ipPath)), []);
+        assert.deepEqual(spawns.of('ip'), []);
         return;
       }
       for (const ns of [a, b]) {
@@ -193,7 +190,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
       assert.deepEqual(await readFouPeers(viaAgent, { netns: b.path }), await readFouPeers(ip, { netns: b.path }));
       assert.deepEqual((await readFouPeers(viaAgent, { netns: b.path })).map((l) => [l.name, l.remote, l.local, l.sourcePort]),
         [['fou4_0a090002', '10.9.0.2', '10.9.0.1', 5555], [fouPeerLinkName('fd09::2'), 'fd09::2', 'fd09::1', 0]]);
-      assert.deepEqual(spawned.filter((argv) => argv.includes(viaAgent.ip.ipPath)), [], 'no ip process on the typed path');
+      assert.deepEqual(spawns.of('ip'), [], 'no ip process on the typed path');
     } finally {
       agent.stop();
     }

@@ -48,9 +48,10 @@ export type RtRequest =
   /**
    * RTM_NEWROUTE / RTM_DELROUTE; `dst` is `<address>/<bits>`, or `default` (family from `via`).
    * `replace` creates the route or replaces the one of the same destination (NLM_F_CREATE |
-   * NLM_F_REPLACE), with `add`'s defaults.
+   * NLM_F_REPLACE), with `add`'s defaults. `prefsrc` (RTA_PREFSRC, a plain address), `metric`
+   * (RTA_PRIORITY) and `isOnlink` (RTNH_F_ONLINK) copy a route as the kernel holds it.
    */
-  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number; prefsrc?: string; metric?: number; isOnlink?: boolean }
   /**
    * RTM_NEWRULE / RTM_DELRULE: a FIB rule of `family` at `priority` looking up `table`, with the
    * selectors coil uses — destination prefix (`dst`, `<address>/<bits>`), input interface
@@ -58,6 +59,9 @@ export type RtRequest =
    * `del` removes the rule matching the selectors given.
    */
   | { kind: 'rule'; verb: 'add' | 'del'; family: 4 | 6; priority: number; table: number; dst?: string; iif?: string; fwmark?: number; fwmask?: number };
+
+/** What a route request names: see the `route` kind of {@link RtRequest}. */
+export type RouteRequest = Omit<Extract<RtRequest, { kind: 'route' }>, 'kind' | 'verb'>;
 
 /** What a rule request names: see the `rule` kind of {@link RtRequest}. */
 export type RuleSelectors = Omit<Extract<RtRequest, { kind: 'rule' }>, 'kind' | 'verb'>;
@@ -233,13 +237,13 @@ export const rt = {
   addrAdd(o: { cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }): RtRequest {
     return { kind: 'addr', verb: 'add', ...o };
   },
-  routeAdd(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+  routeAdd(o: RouteRequest): RtRequest {
     return { kind: 'route', verb: 'add', ...o };
   },
-  routeReplace(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+  routeReplace(o: RouteRequest): RtRequest {
     return { kind: 'route', verb: 'replace', ...o };
   },
-  routeDel(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+  routeDel(o: RouteRequest): RtRequest {
     return { kind: 'route', verb: 'del', ...o };
   },
   ruleAdd(o: RuleSelectors): RtRequest {

@@ -37,7 +37,8 @@ export function formatRequest(r: RtRequest): RequestLine {
       return ['addr', r.verb, r.cidr, 'dev', r.dev, ...(r.scope ? ['scope', r.scope] : []), ...(r.isNoDad ? ['nodad'] : [])];
     case 'route':
       return ['route', r.verb, r.dst, ...(r.via ? ['via', r.via] : []), ...(r.dev !== undefined ? ['dev', r.dev] : []), ...(r.scope ? ['scope', r.scope] : []),
-        ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
+        ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.prefsrc !== undefined ? ['src', r.prefsrc] : []),
+        ...(r.metric !== undefined ? ['metric', String(r.metric)] : []), ...(r.isOnlink ? ['onlink'] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
     case 'rule':
       // The family is the batch's (`ip -6 -batch -`): see IpRunner.apply.
       return ['rule', r.verb, 'prio', String(r.priority), ...(r.iif !== undefined ? ['iif', r.iif] : []), ...(r.dst !== undefined ? ['to', r.dst] : []),

@@ -14,7 +14,7 @@
 import { addressBytes, formatAddress, tryParseAddress } from '../../ipam/ip-address.js';
 import type { Address, LinkAddresses } from '../addr.js';
 import type { Link, TunnelInfo } from '../link.js';
-import type { Route } from '../route.js';
+import { ROUTE_PROTOCOLS, type Route } from '../route.js';
 import type { Rule } from '../rule.js';
 import type { RtDump } from '../rt-request.js';
 import {
@@ -26,7 +26,7 @@ import {
   RTEXT_FILTER_VF, RTEXT_FILTER_SKIP_STATS, IFA_FLAGS, IFA_F_TENTATIVE, RTA_PREFSRC, RTM_F_CLONED,
   RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK,
   IFLA_INFO_DATA, IFLA_IPTUN_LOCAL, IFLA_IPTUN_REMOTE, IFLA_IPTUN_ENCAP_TYPE, IFLA_IPTUN_ENCAP_SPORT,
-  IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_COLLECT_METADATA, TUNNEL_ENCAP_FOU,
+  IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_COLLECT_METADATA, TUNNEL_ENCAP_FOU, RTA_PRIORITY, RT_FLAG_NAMES,
 } from './rtnetlink-uapi.js';
 
 /** One answer message: its type and its payload (after struct nlmsghdr). */
@@ -398,12 +398,6 @@ function decodeAddr(p: Uint8Array): { index: number; info: Address } {
   return { index: v.getUint32(4, true), info };
 }
 
-/** Route protocols by number (iproute2's built-in names, lib/rt_names.c; others print as numbers). */
-const PROTOCOLS: Record<number, string> = {
-  0: 'unspec', 1: 'redirect', 2: 'kernel', 3: 'boot', 4: 'static', 8: 'gated', 9: 'ra', 10: 'mrt', 11: 'zebra', 12: 'bird',
-  13: 'dnrouted', 14: 'xorp', 15: 'ntk', 16: 'dhcp', 18: 'keepalived', 42: 'babel', 99: 'openr', 186: 'bgp', 187: 'isis',
-  188: 'ospf', 189: 'rip', 192: 'eigrp',
-};
 /** Route types (RTN_*) as ip names them. */
 const ROUTE_TYPES = ['none', 'unicast', 'local', 'broadcast', 'anycast', 'multicast', 'blackhole', 'unreachable', 'prohibit', 'throw', 'nat', 'xresolve'];
 
@@ -433,6 +427,8 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
   const dev = oif === undefined || filtered.dev ? undefined : nameOf(oif);
   const gateway = a[RTA_GATEWAY];
   const prefsrc = a[RTA_PREFSRC];
+  const metric = a[RTA_PRIORITY];
+  const rtmFlags = v.getUint32(8, true);
   const route: Route = {
     ...(type !== RTN_UNICAST ? { type: ROUTE_TYPES[type!] ?? String(type) } : {}),
     dst,
@@ -440,9 +436,11 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
     ...(dev !== undefined ? { dev } : {}),
     ...(table !== RT_TABLE_MAIN && !filtered.table ? { table: tableName(table) } : {}),
     // ip prints neither for a cached clone (what `route get` answers with).
-    ...(protocol !== RTPROT_BOOT && !isCloned ? { protocol: PROTOCOLS[protocol!] ?? String(protocol) } : {}),
+    ...(protocol !== RTPROT_BOOT && !isCloned ? { protocol: ROUTE_PROTOCOLS[protocol!] ?? String(protocol) } : {}),
     ...(scope !== 0 && !isCloned ? { scope: scopeName(scope!) } : {}),
     ...(prefsrc !== undefined ? { prefsrc: ipText(prefsrc) } : {}),
+    ...(metric !== undefined ? { metric: u32(metric) } : {}),
+    flags: RT_FLAG_NAMES.filter(([bit]) => rtmFlags & bit).map(([, name]) => name),
   };
   return { route, table, oif };
 }

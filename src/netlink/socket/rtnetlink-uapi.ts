@@ -48,6 +48,15 @@ export const RTM_GETRULE = 34;
 export const RTEXT_FILTER_VF = 1 << 0;
 export const RTEXT_FILTER_SKIP_STATS = 1 << 3;
 export const RTA_PREFSRC = 7;
+/** The route's metric (u32): `metric` / `priority` of `ip route`. */
+export const RTA_PRIORITY = 6;
+/** rtm_flags / rtnh_flags bits, in the order ip prints them (iproute.c print_rt_flags). */
+export const RT_FLAG_NAMES: ReadonlyArray<readonly [number, string]> = [
+  [0x1, 'dead'], [0x4, 'onlink'], [0x2, 'pervasive'], [0x8, 'offload'], [0x40, 'trap'], [0x100, 'notify'],
+  [0x10, 'linkdown'], [0x20, 'unresolved'], [0x2000, 'rt_offload'], [0x4000, 'rt_trap'], [0x20000000, 'rt_offload_failed'],
+];
+/** RTNH_F_ONLINK: the gateway is on the link even if no prefix says so. */
+export const RTNH_F_ONLINK = 0x4;
 export const RTM_F_CLONED = 0x200;
 export const RTM_F_LOOKUP_TABLE = 0x1000;
 // socket.h

@@ -28,6 +28,7 @@ import {
   IFLA_IPTUN_ENCAP_SPORT, IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_FWMARK, TUNNEL_ENCAP_FOU, TUNNEL_ENCAP_FLAG_CSUM6,
   IP6_TNL_F_IGN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT, IPPROTO_IPV6, RTM_NEWRULE, RTM_DELRULE,
   FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK, FR_ACT_TO_TBL, IFLA_IPTUN_COLLECT_METADATA,
+  RTA_PRIORITY, RTA_PREFSRC, RTNH_F_ONLINK,
 } from './rtnetlink-uapi.js';
 
 const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
@@ -40,7 +41,7 @@ type RtOp =
   | { kind: 'link-add-external'; name: string; family: 4 | 6 }
   | { kind: 'link-add-fou'; name: string; mtu?: number; remote: IpAddress; local: IpAddress; ttl: number; encapSport: number; encapDport: number }
   | { kind: 'addr'; verb: 'add' | 'del'; address: IpAddress; prefixBits: number; dev: string; scope?: keyof typeof RT_SCOPE; isNoDad: boolean }
-  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number }
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number; prefsrc?: IpAddress; metric?: number; isOnlink: boolean }
   | { kind: 'rule'; verb: 'add' | 'del'; family: 4 | 6; priority: number; table: number; dst?: IpAddress; dstBits: number; iif?: string; fwmark?: number; fwmask?: number };
 
 /** What a request needs from the netns it runs in. */
@@ -169,10 +170,13 @@ function decode(r: RtRequest): RtOp {
       if (via !== undefined && via.address.family !== family) throw invalid('gateway of another family'); // RTA_VIA: not ours
       const protocol = u32(r.protocol, 'protocol');
       if (protocol !== undefined && protocol > 255) throw invalid(`protocol ${protocol}`);
+      const prefsrc = r.prefsrc === undefined ? undefined : plainAddress(r.prefsrc);
+      if (prefsrc !== undefined && prefsrc.family !== family) throw invalid(`source ${r.prefsrc ?? ''} of another family`);
       return {
         kind: r.kind, verb: r.verb, family, dstBits, ...opt('dst', dst), ...opt('via', via?.address),
         ...opt('dev', r.dev === undefined ? undefined : linkName(r.dev)), ...opt('scope', scopeOf(r.scope)),
-        ...opt('protocol', protocol), ...opt('table', u32(r.table, 'table')),
+        ...opt('protocol', protocol), ...opt('table', u32(r.table, 'table')), ...opt('prefsrc', prefsrc),
+        ...opt('metric', u32(r.metric, 'metric')), isOnlink: r.isOnlink === true,
       };
     }
     case 'rule': {
@@ -347,9 +351,11 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       w.u8(op.protocol ?? (isAdd ? RTPROT_BOOT : 0));
       w.u8(scope);
       w.u8(isAdd ? RTN_UNICAST : 0);
-      w.u32(0); // flags
+      w.u32(op.isOnlink ? RTNH_F_ONLINK : 0); // rtm_flags
       if (table >= 256) w.attrU32(RTA_TABLE, table);
       if (op.dst) w.attrBytes(RTA_DST, addressBytes(op.dst));
+      if (op.metric !== undefined) w.attrU32(RTA_PRIORITY, op.metric);
+      if (op.prefsrc) w.attrBytes(RTA_PREFSRC, addressBytes(op.prefsrc));
       if (op.via) w.attrBytes(RTA_GATEWAY, addressBytes(op.via));
       if (op.dev !== undefined) w.attrU32(RTA_OIF, ifindexOf(ctx, op.dev));
       break;
