@@ -1,5 +1,5 @@
-/** `ip addr`: batch-line builders and the read. */
-import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
+/** Addresses: the kernel's shape of a link's addresses, and the read. */
+import type { RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 
 /**
@@ -22,32 +22,6 @@ export interface LinkAddresses {
   address?: string;
   addr_info: Address[];
 }
-
-/** Options of {@link addr.add}. */
-export interface AddrAddOptions {
-  /** `10.0.0.5/32` or `fd00::5/128` (CIDR string). */
-  cidr: string;
-  dev: string;
-  /** Default: universe (link-local addresses get link scope from the kernel anyway). */
-  scope?: 'host' | 'link' | 'global';
-  /**
-   * Skip IPv6 duplicate address detection: the address is usable at once instead of after ≈ 1 s
-   * of "tentative". Only for addresses known unique on the link.
-   */
-  isNoDad?: boolean;
-}
-
-/** Builders of `ip addr` batch lines. */
-export const addr = {
-  /** `addr add <cidr> dev <dev> [scope S] [nodad]` */
-  add(o: AddrAddOptions): BatchLine {
-    return ['addr', 'add', o.cidr, 'dev', o.dev, ...(o.scope ? ['scope', o.scope] : []), ...(o.isNoDad ? ['nodad'] : [])];
-  },
-  /** `addr del <cidr> dev <dev>` */
-  del(o: { cidr: string; dev: string }): BatchLine {
-    return ['addr', 'del', o.cidr, 'dev', o.dev];
-  },
-} as const;
 
 /**
  * Reads links with their addresses of both families, as `ip -json addr show [dev <name>]` prints

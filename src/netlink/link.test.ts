@@ -1,20 +1,22 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { addr, readAddrs } from './addr.js';
+import { readAddrs } from './addr.js';
 import { IpRunner } from './iproute2/ip-runner.js';
-import { link, readLinks } from './link.js';
+import { formatRequest } from './iproute2/rt-format.js';
+import { readLinks } from './link.js';
+import { rt } from './rt-request.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
-describe('link and addr builders', () => {
-  test('addVeth puts MTU and MAC on each end and the peer netns last', () => {
-    assert.deepEqual(link.addVeth({ name: 'h0', peerName: 'eth0', peerNetns: '/run/netns/p', mtuBytes: 1400, mac: '02:00:00:00:00:01', peerMac: '02:00:00:00:00:02' }),
+describe('link and address requests as the fallback\'s ip lines', () => {
+  test('a veth pair: MTU and MAC on each end and the peer netns last', () => {
+    assert.deepEqual(formatRequest(rt.veth({ name: 'h0', peerName: 'eth0', peerNetns: '/run/netns/p', mtuBytes: 1400, mac: '02:00:00:00:00:01', peerMac: '02:00:00:00:00:02' })),
       ['link', 'add', 'h0', 'mtu', '1400', 'address', '02:00:00:00:00:01', 'type', 'veth', 'peer', 'name', 'eth0', 'mtu', '1400', 'address', '02:00:00:00:00:02', 'netns', '/run/netns/p']);
-    assert.deepEqual(link.addVeth({ name: 'h0', peerName: 'p0' }), ['link', 'add', 'h0', 'type', 'veth', 'peer', 'name', 'p0']);
+    assert.deepEqual(formatRequest(rt.veth({ name: 'h0', peerName: 'p0' })), ['link', 'add', 'h0', 'type', 'veth', 'peer', 'name', 'p0']);
   });
-  test('set and addr.add emit only the options given', () => {
-    assert.deepEqual(link.set('h0', { alias: 'COIL:a:b:c', state: 'up' }), ['link', 'set', 'dev', 'h0', 'alias', 'COIL:a:b:c', 'up']);
-    assert.deepEqual(addr.add({ cidr: 'fe80::1/64', dev: 'h0', isNoDad: true }), ['addr', 'add', 'fe80::1/64', 'dev', 'h0', 'nodad']);
+  test('link set and address add emit only the options given', () => {
+    assert.deepEqual(formatRequest(rt.linkSet('h0', { alias: 'COIL:a:b:c', up: true })), ['link', 'set', 'dev', 'h0', 'alias', 'COIL:a:b:c', 'up']);
+    assert.deepEqual(formatRequest(rt.addrAdd({ cidr: 'fe80::1/64', dev: 'h0', isNoDad: true })), ['addr', 'add', 'fe80::1/64', 'dev', 'h0', 'nodad']);
   });
 });
 
@@ -26,11 +28,11 @@ describe('link and addr in a real network namespace', { skip: prerequisite(netns
   before(async () => { a = await netns.create('link'); b = await netns.create('link'); });
   after(() => netns.cleanup());
 
-  test('a veth made with addVeth has its peer in the other netns, alias and addresses readable', async () => {
-    await ip.batch([
-      link.addVeth({ name: 'h0', peerName: 'p0', peerNetns: b.path, mac: '02:00:00:00:00:0a', peerMac: '02:00:00:00:00:0b', mtuBytes: 1300 }),
-      link.set('h0', { alias: 'COIL:x:y:p0', state: 'up' }),
-      addr.add({ cidr: 'fd00:1::1/128', dev: 'h0', isNoDad: true }),
+  test('a veth pair has its peer in the other netns, alias and addresses readable', async () => {
+    await ip.apply([
+      rt.veth({ name: 'h0', peerName: 'p0', peerNetns: b.path, mac: '02:00:00:00:00:0a', peerMac: '02:00:00:00:00:0b', mtuBytes: 1300 }),
+      rt.linkSet('h0', { alias: 'COIL:x:y:p0', up: true }),
+      rt.addrAdd({ cidr: 'fd00:1::1/128', dev: 'h0', isNoDad: true }),
     ], { netns: a.path });
     const [h0] = await readLinks(ip, { netns: a.path, dev: 'h0' });
     const [p0] = await readLinks(ip, { netns: b.path, dev: 'p0' });
@@ -42,7 +44,7 @@ describe('link and addr in a real network namespace', { skip: prerequisite(netns
   });
 
   test('del removes both ends', async () => {
-    await ip.batch([link.del('h0')], { netns: a.path });
+    await ip.apply([rt.linkDel('h0')], { netns: a.path });
     assert.deepEqual((await readLinks(ip, { netns: b.path })).map((l) => l.ifname), ['lo']);
   });
 });

@@ -1,9 +1,6 @@
-/**
- * `ip link`: batch-line builders and the read. Builders are pure; they return argv tokens for
- * IpRunner.batch.
- */
-import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
-import type { RtReader, VethRequest } from './rt-request.js';
+/** Links: the kernel's shape of a link (and of a tunnel's data), and the read. */
+import type { RunTarget } from './iproute2/ip-runner.js';
+import type { RtReader } from './rt-request.js';
 
 /**
  * A link (RTM_NEWLINK), the fields coil reads, named as `ip -json -d link show` prints them so
@@ -42,37 +39,6 @@ export interface TunnelInfo {
   /** The UDP encapsulation, absent for none. `sport` 0 = chosen per flow (`auto`). */
   encap?: { type: 'fou' | 'gue' | null; sport: number; dport: number };
 }
-
-/** Options of {@link link.addVeth}: the typed path's veth request, one definition for both. */
-export type VethOptions = VethRequest;
-
-/** Options of {@link link.set}. */
-export interface LinkSetOptions {
-  /** Interface alias (IFLA_IFALIAS), max 255 bytes; no whitespace (batch tokens). */
-  alias?: string;
-  state?: 'up' | 'down';
-  mtuBytes?: number;
-}
-
-/** Builders of `ip link` batch lines. */
-export const link = {
-  /** `link add <name> … type veth peer name <peerName> … [netns <path>]` */
-  addVeth(o: VethOptions): BatchLine {
-    const own = [...(o.mtuBytes ? ['mtu', String(o.mtuBytes)] : []), ...(o.mac ? ['address', o.mac] : [])];
-    const peer = [...(o.mtuBytes ? ['mtu', String(o.mtuBytes)] : []), ...(o.peerMac ? ['address', o.peerMac] : [])];
-    return ['link', 'add', o.name, ...own, 'type', 'veth', 'peer', 'name', o.peerName, ...peer,
-      ...(o.peerNetns ? ['netns', o.peerNetns] : [])];
-  },
-  /** `link set dev <name> [alias A] [mtu N] [up|down]` */
-  set(name: string, o: LinkSetOptions): BatchLine {
-    return ['link', 'set', 'dev', name, ...(o.alias !== undefined ? ['alias', o.alias] : []),
-      ...(o.mtuBytes ? ['mtu', String(o.mtuBytes)] : []), ...(o.state ? [o.state] : [])];
-  },
-  /** `link del dev <name>`; a veth's peer goes with it, and so do routes through it. */
-  del(name: string): BatchLine {
-    return ['link', 'del', 'dev', name];
-  },
-} as const;
 
 /**
  * Reads links, as `ip -json -d link show [dev <name>]` prints them: an rtnetlink dump through a

@@ -1,5 +1,5 @@
-/** `ip route`: batch-line builders and reads. */
-import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
+/** Routes: the kernel's shape of a route, its protocols, and the reads. */
+import type { RunTarget } from './iproute2/ip-runner.js';
 import { NetlinkError } from './netlink-error.js';
 import type { RtReader } from './rt-request.js';
 
@@ -40,39 +40,6 @@ export function routeProtocolNumber(protocol: string): number | undefined {
   const hit = Object.entries(ROUTE_PROTOCOLS).find(([, name]) => name === protocol);
   return hit === undefined ? undefined : Number(hit[0]);
 }
-
-/** Options of {@link route.add}, {@link route.replace} and {@link route.del}. */
-export interface RouteOptions {
-  /** Destination CIDR string (`10.0.0.5/32`, `fd00::/64`) or `default` (IPv4 only; use `::/0`). */
-  dst: string;
-  dev?: string;
-  /** Gateway address (not CIDR). */
-  via?: string;
-  /** Routing table id; undefined = main. */
-  table?: number;
-  /** Route protocol (author) id, e.g. coil's 30. */
-  protocol?: number;
-  scope?: 'link' | 'host' | 'global';
-}
-
-function routeArgs(verb: 'add' | 'replace' | 'del', o: RouteOptions): BatchLine {
-  return ['route', verb, o.dst, ...(o.via ? ['via', o.via] : []), ...(o.dev ? ['dev', o.dev] : []),
-    ...(o.scope ? ['scope', o.scope] : []), ...(o.protocol !== undefined ? ['proto', String(o.protocol)] : []),
-    ...(o.table !== undefined ? ['table', String(o.table)] : [])];
-}
-
-/**
- * Builders of `ip route` batch lines. The family follows from `dst`, because `ip -batch` lines
- * cannot carry `-6` (use `::/0`, not `default`, for an IPv6 default route).
- */
-export const route = {
-  /** `route add …`: fails with EEXIST when the route is there. */
-  add: (o: RouteOptions): BatchLine => routeArgs('add', o),
-  /** `route replace …`: idempotent add. */
-  replace: (o: RouteOptions): BatchLine => routeArgs('replace', o),
-  /** `route del …`: fails with ESRCH when the route is missing. */
-  del: (o: RouteOptions): BatchLine => routeArgs('del', o),
-} as const;
 
 /**
  * Reads one family's routes of table `table` (default main), as `ip -<family> -json route show

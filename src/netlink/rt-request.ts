@@ -185,7 +185,7 @@ export interface RtBackend {
   dumps?(list: readonly RtDumpCall[]): Promise<RtDumpResult[] | undefined>;
 }
 
-/** Options of {@link rt.veth} (and of link.addVeth, the iproute2 form of the same request). */
+/** Options of {@link rt.veth}. */
 export interface VethRequest {
   /** Name of the end created in the executor's netns (≤ 15 bytes). */
   name: string;

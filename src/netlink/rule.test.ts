@@ -1,7 +1,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { IpRunner } from './iproute2/ip-runner.js';
-import { readRules, rule } from './rule.js';
+import { rt } from './rt-request.js';
+import { readRules } from './rule.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { prerequisite } from '../../test/support/prerequisite.js';
 
@@ -12,8 +13,8 @@ describe('rule in a real network namespace', { skip: prerequisite(netnsSkipReaso
   before(async () => { ns = await netns.create('rule'); });
   after(() => netns.cleanup());
 
-  test('the batch family decides the rule family', async () => {
-    await ip.batch([rule.add({ priority: 2000, table: 116 })], { netns: ns.path, family: 6 });
+  test('a rule request of family 6 makes an IPv6 rule only', async () => {
+    await ip.apply([rt.ruleAdd({ family: 6, priority: 2000, table: 116 })], { netns: ns.path });
     const v6 = await readRules(ip, { netns: ns.path, family: 6 });
     const v4 = await readRules(ip, { netns: ns.path, family: 4 });
     assert.deepEqual(v6.filter((r) => r.priority === 2000), [{ priority: 2000, src: 'all', table: '116' }]);
@@ -21,7 +22,7 @@ describe('rule in a real network namespace', { skip: prerequisite(netnsSkipReaso
   });
 
   test('del removes it', async () => {
-    await ip.batch([rule.del({ priority: 2000, table: 116 })], { netns: ns.path, family: 6 });
+    await ip.apply([rt.ruleDel({ family: 6, priority: 2000, table: 116 })], { netns: ns.path });
     assert.ok(!(await readRules(ip, { netns: ns.path, family: 6 })).some((r) => r.priority === 2000));
   });
 });

@@ -1,5 +1,5 @@
-/** `ip rule`: batch-line builders and the read. */
-import type { BatchLine, RunTarget } from './iproute2/ip-runner.js';
+/** FIB rules: the kernel's shape of a rule, and the read. */
+import type { RunTarget } from './iproute2/ip-runner.js';
 import type { RtReader } from './rt-request.js';
 
 /**
@@ -24,27 +24,6 @@ export interface Rule {
   /** Table name (`main`, `local`) or number as a string (`"116"`). */
   table?: string;
 }
-
-/** Options of {@link rule.add}. */
-export interface RuleOptions {
-  priority: number;
-  table: number;
-}
-
-/** Builders of `ip rule` batch lines. */
-export const rule = {
-  /**
-   * `rule add prio P lookup T`. The family is the batch's (`family` of {@link IpRunner.batch}):
-   * iproute2 ignores the family of a zero-length `from ::/0`, so it cannot be given per line.
-   */
-  add(o: RuleOptions): BatchLine {
-    return ['rule', 'add', 'prio', String(o.priority), 'lookup', String(o.table)];
-  },
-  /** `rule del prio P lookup T` (family: the batch's). */
-  del(o: RuleOptions): BatchLine {
-    return ['rule', 'del', 'prio', String(o.priority), 'lookup', String(o.table)];
-  },
-} as const;
 
 /**
  * Reads one family's policy rules, as `ip -<family> -json rule show` prints them: an rtnetlink
