@@ -142,13 +142,14 @@ export function fouIpproto(family: 4 | 6): number {
 }
 
 /**
- * Modules this process has loaded already: they are node-wide, so one `modprobe` per process
- * suffices (a pod ADD after the first starts none).
+ * Modules this process has asked `modprobe` for: modules are node-wide, so one try per process
+ * suffices (a pod ADD after the first starts none). A failed try is not repeated either: FoU
+ * built in has no module, and a real absence shows in the receive ports, which name it.
  */
-const loadedModules = new Set<string>();
+const triedModules = new Set<string>();
 
 /**
- * Prepares a netns for FoU, idempotently: loads fou/fou6 (once per process), sets rp_filter 0
+ * Prepares a netns for FoU, idempotently: loads fou/fou6 (tried once per process), sets rp_filter 0
  * (decapsulated packets arrive on a device their source is not routed through) and forwarding 1,
  * adds the missing receive ports (generic netlink `fou`), renames the fallback devices and creates
  * the flow-based receive devices — reads and writes as typed requests through `o.kernel`
@@ -159,10 +160,11 @@ const loadedModules = new Set<string>();
 export async function initFou(k: FouKernel, o: FouInitOptions): Promise<void> {
   const { kernel, ip } = k;
   const t = { netns: o.netns };
-  const modules = o.modprobePath === null ? [] : o.families.map((f) => (f === 4 ? 'fou' : 'fou6')).filter((m) => !loadedModules.has(m));
+  const modules = o.modprobePath === null ? [] : o.families.map((f) => (f === 4 ? 'fou' : 'fou6')).filter((m) => !triedModules.has(m));
   if (modules.length > 0) {
+    for (const m of modules) triedModules.add(m);
     // Best effort: built-in FoU has no module, and a real absence shows in the ports below.
-    await ip.exec([o.modprobePath ?? 'modprobe', '-a', ...modules]).then(() => { for (const m of modules) loadedModules.add(m); }, () => undefined);
+    await ip.exec([o.modprobePath ?? 'modprobe', '-a', ...modules]).catch(() => undefined);
   }
   const sysctls: [string, string][] = [];
   if (o.families.includes(4)) sysctls.push(['net.ipv4.conf.default.rp_filter', '0'], ['net.ipv4.conf.all.rp_filter', '0'], ['net.ipv4.ip_forward', '1']);
