@@ -149,7 +149,12 @@ require('net').connect(+process.argv[1],'198.51.100.2').on('error',()=>{});setIm
   });
 
   test('mode on: exactly the table, rule and connmark rules of each family, idempotently', async () => {
-    for (let i = 0; i < 2; i++) assert.deepEqual((await oo.apply(c.path, [4, 6]))[4], [{ name: 'eth0', index: eth0Index }]);
+    for (let i = 0; i < 2; i++) {
+      spawns.reset();
+      assert.deepEqual((await oo.apply(c.path, [4, 6]))[4], [{ name: 'eth0', index: eth0Index }]);
+      // On the typed path an apply of both families is one ruleset read and one nft -f - (before: a read and a write per family, and `ip` for the tables and rules).
+      if (variant.viaAgent) assert.deepEqual(spawns.argvs.map((a) => a.slice(a.indexOf('--') + 1).join(' ')), ['nft -j list ruleset', 'nft -f -']);
+    }
     const t = 1000 + eth0Index;
     const hex = `0x${eth0Index.toString(16)}`;
     const nftHex = `0x${eth0Index.toString(16).padStart(8, '0')}`;

@@ -49,6 +49,7 @@ describe('egress paths start no ip process and one nft per sync (real FoU, real 
   const kernel = new NetlinkExecutor({ rtnetlink: agent, ip: spawns.ip });
   let fouSkip: string | undefined;
   let c: TestNetns;
+  let c2: TestNetns;
   let e: TestNetns;
 
   before(async () => {
@@ -56,10 +57,13 @@ describe('egress paths start no ip process and one nft per sync (real FoU, real 
     fouSkip = kernelLacks((['fou', 'ipip', 'ip6tnl'] as const).filter((k) => !f[k]), 'test/netns/egress-fou-vm.test.ts');
     if (fouSkip) return;
     c = await netns.create('spawn-client');
+    c2 = await netns.create('spawn-client-ip');
     e = await netns.create('spawn-egress');
     // The pod's eth0 with its addresses (the tunnels' local ends); the egress pod's likewise.
     await ip.batch([['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', e.path], ['addr', 'add', `${CLIENT[0]}/24`, 'dev', 'eth0'],
       ['addr', 'add', `${CLIENT[1]}/64`, 'dev', 'eth0', 'nodad'], ['link', 'set', 'eth0', 'up']], { netns: c.path });
+    await ip.batch([['link', 'add', 'eth0', 'type', 'dummy'], ['addr', 'add', `${CLIENT[0]}/24`, 'dev', 'eth0'],
+      ['addr', 'add', `${CLIENT[1]}/64`, 'dev', 'eth0', 'nodad'], ['link', 'set', 'eth0', 'up']], { netns: c2.path });
     await ip.batch([['addr', 'add', `${NAT_A[0]}/24`, 'dev', 'eth0'], ['addr', 'add', `${NAT_A[1]}/64`, 'dev', 'eth0', 'nodad'], ['link', 'set', 'eth0', 'up']], { netns: e.path });
   });
   after(async () => {
@@ -107,12 +111,25 @@ describe('egress paths start no ip process and one nft per sync (real FoU, real 
     assert.equal((await server.sync(new Set(CLIENT))).links.size, 2);
   });
 
-  test('the counter counts: the same ADD through the iproute2 fallback starts ip processes', async (t) => {
+  test('the counter counts, and the typed path leaves what ip leaves: the same ADD through the iproute2 fallback starts ip processes and makes the same links, ports, routes and rules', async (t) => {
     if (fouSkip) return t.skip(fouSkip);
+    const plan = planEgressClient({ podIps: CLIENT, port: 5555, linkMtuBytes: 1500, gateways: gateways(NAT_A) });
     const fallback = new SpawnCounter();
-    const client = new EgressClient({ ip: fallback.ip, port: 5555 });
-    await client.apply(c.path, planEgressClient({ podIps: CLIENT, port: 5555, gateways: gateways(NAT_A) }));
+    const viaIp = new EgressClient({ ip: fallback.ip, port: 5555 });
+    await viaIp.apply(c2.path, plan);
     assert.ok(fallback.of('ip').length >= 5, `ip processes on the fallback: ${fallback.programs().join(', ')}`);
-    await client.remove(c.path);
+    await new EgressClient({ ip: spawns.ip, kernel, port: 5555 }).apply(c.path, plan);
+    // What differs by nature: indexes, counters, the kernel's random addresses, and eth0 (a veth there, a dummy here).
+    const strip = (x: unknown): unknown => JSON.parse(JSON.stringify(x, (k, v: unknown) => (['ifindex', 'link_index', 'operstate', 'stats64', 'permaddr', 'address', 'broadcast', 'addr_info', 'link_netnsid', 'link', 'qdisc', 'txqlen'].includes(k) ? undefined : v)));
+    const state = async (ns: TestNetns) => ({
+      ports: await ip.json(['fou', 'show'], { netns: ns.path }),
+      links: strip((await ip.json<Array<{ ifname: string }>>(['-d', 'link', 'show'], { netns: ns.path })).filter((l) => l.ifname !== 'eth0')),
+      rules: await Promise.all(([4, 6] as const).map((family) => ip.json(['rule', 'show'], { netns: ns.path, family }))),
+      routes: await Promise.all((['-4', '-6'] as const).flatMap((f) => ['117', '118'].map((tb) => ip.json([f, 'route', 'show', 'table', tb], { netns: ns.path }).catch(() => [])))),
+    });
+    const [typed, iproute2] = [await state(c), await state(c2)];
+    assert.deepEqual(typed, iproute2);
+    assert.match(JSON.stringify(typed.routes), /fou4_0a010064/);
+    await viaIp.remove(c2.path);
   });
 });

@@ -7,7 +7,7 @@
  *
  * Coil owns that whole table in a pod's netns and deletes it when the mode is off. Here only what
  * this shape consists of — the chains `input` and `output` and the `ifname` sets — is replaced or
- * deleted, in one `nft -f` transaction; the table goes only when nothing else is left in it (so
+ * deleted, in one `nft -f` transaction for both families after one read of the ruleset; the table goes only when nothing else is left in it (so
  * rules another program put there, e.g. iptables-nft's `INPUT`/`OUTPUT` chains, survive).
  * Rules are tagged with comments `coil-input-<link>` / `coil-output-<link>` (Coil tags the same
  * names as raw rule user data).
@@ -41,31 +41,33 @@ function fam(family: 4 | 6): 'ip' | 'ip6' {
 }
 
 /**
- * Reads `table <ip|ip6> mangle` with `nft -j list table`.
- * @returns undefined when the table does not exist
- * @throws NetlinkError when nft fails otherwise or prints unparsable JSON
+ * Reads the tables `ip mangle` and `ip6 mangle` in one process, `nft -j list ruleset` (a pod's
+ * ruleset is a few tables).
+ * @returns each family's table, undefined where it does not exist
+ * @throws NetlinkError when nft fails or prints unparsable JSON
  */
-export async function readMangleTable(ip: IpRunner, family: 4 | 6, netns: string | undefined): Promise<MangleTable | undefined> {
-  let stdout: string;
-  try {
-    ({ stdout } = await ip.exec(['nft', '-j', 'list', 'table', fam(family), 'mangle'], netns ? { netns } : {}));
-  } catch (err) {
-    if (err instanceof NetlinkError && /No such file or directory/.test(err.stderr)) return undefined;
-    throw err;
-  }
-  let doc: { nftables?: Array<{ chain?: { name: string }; set?: { name: string; type: string | string[] } }> };
+export async function readMangleTables(ip: IpRunner, netns: string | undefined): Promise<Record<4 | 6, MangleTable | undefined>> {
+  const { stdout } = await ip.exec(['nft', '-j', 'list', 'ruleset'], netns ? { netns } : {});
+  type Item = { table?: { family: string; name: string }; chain?: { family: string; table: string; name: string }; set?: { family: string; table: string; name: string; type: string | string[] } };
+  let doc: { nftables?: Item[] };
   try {
     doc = JSON.parse(stdout) as typeof doc;
   } catch (err) {
-    throw new NetlinkError('unparsable nft -j output', { argv: ['nft', '-j'], command: 'nft -j list table', stderr: '', exitCode: 0, cause: err });
+    throw new NetlinkError('unparsable nft -j output', { argv: ['nft', '-j'], command: 'nft -j list ruleset', stderr: '', exitCode: 0, cause: err });
   }
   const items = doc.nftables ?? [];
-  const sets = items.flatMap((i) => (i.set ? [i.set] : []));
-  return {
-    chains: items.flatMap((i) => (i.chain ? [i.chain.name] : [])),
-    ifnameSets: sets.filter((s) => s.type === 'ifname').map((s) => s.name),
-    otherSets: sets.filter((s) => s.type !== 'ifname').map((s) => s.name),
+  const tableOf = (family: 4 | 6): MangleTable | undefined => {
+    const f = fam(family);
+    if (!items.some((i) => i.table?.family === f && i.table.name === 'mangle')) return undefined;
+    const chains = items.flatMap((i) => (i.chain?.family === f && i.chain.table === 'mangle' ? [i.chain.name] : []));
+    const sets = items.flatMap((i) => (i.set?.family === f && i.set.table === 'mangle' ? [i.set] : []));
+    return {
+      chains,
+      ifnameSets: sets.filter((x) => x.type === 'ifname').map((x) => x.name),
+      otherSets: sets.filter((x) => x.type !== 'ifname').map((x) => x.name),
+    };
   };
+  return { 4: tableOf(4), 6: tableOf(6) };
 }
 
 /**
@@ -110,13 +112,17 @@ export function connmarkRemovalScript(family: 4 | 6, current: MangleTable): stri
 }
 
 /**
- * Makes the shape of `family` hold exactly `links`; with none, removes it.
+ * Makes the shape of each family given hold exactly its links; with none, removes it: one read of
+ * both families' tables and one `nft -f -` transaction for all (none when nothing is to change).
  * @throws NetlinkError when nft refuses
  */
-export async function syncConnmarkNft(ip: IpRunner, family: 4 | 6, links: readonly ConnmarkLink[], netns: string | undefined): Promise<void> {
-  const current = await readMangleTable(ip, family, netns);
-  const target = netns ? { netns } : {};
-  if (links.length > 0) return applyNftScript(ip, connmarkScript(family, links, current), target);
-  const script = current && connmarkRemovalScript(family, current);
-  if (script) await applyNftScript(ip, script, target);
+export async function syncConnmarkNft(ip: IpRunner, shapes: ReadonlyArray<readonly [4 | 6, readonly ConnmarkLink[]]>, netns: string | undefined): Promise<void> {
+  if (shapes.length === 0) return;
+  const current = await readMangleTables(ip, netns);
+  const script = shapes.map(([family, links]) => {
+    if (links.length > 0) return connmarkScript(family, links, current[family]);
+    const table = current[family];
+    return table ? connmarkRemovalScript(family, table) : '';
+  }).join('');
+  if (script) await applyNftScript(ip, script, netns ? { netns } : {});
 }

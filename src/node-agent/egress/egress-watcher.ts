@@ -237,9 +237,9 @@ export class EgressWatcher implements Runnable {
 
   /**
    * The flow pins of an attachment moved by a retarget (docs/egress-failover.md#draining), once no
-   * move waits and beside the loop, so that no move of another pod is held up by their ip, nft or
-   * iptables processes (under TCG in the VM one sync took ~2 s, and held the drain's end back that
-   * long while it ran in the loop). On failure the attachment is resynced in full.
+   * move waits and beside the loop, so that no move of another pod is held up by their nft or
+   * iptables process (under TCG in the VM one sync, then ~6 processes, took ~2 s, and held the
+   * drain's end back that long while it ran in the loop). On failure the attachment is resynced in full.
    */
   private async syncPins(key: string): Promise<void> {
     this.pinsDue.delete(key);

@@ -58,16 +58,24 @@ export class OriginatingOnly {
    */
   async apply(netns: string, families: ReadonlyArray<4 | 6>): Promise<Record<4 | 6, ConnmarkLink[]>> {
     const out: Record<4 | 6, ConnmarkLink[]> = { 4: [], 6: [] };
+    const connmark: Array<readonly [4 | 6, ConnmarkLink[]]> = [];
     for (const family of [4, 6] as const) {
-      if (families.includes(family)) out[family] = await this.applyFamily(netns, family);
-      else await this.removeFamily(netns, family);
+      if (families.includes(family)) {
+        out[family] = await this.applyFamily(netns, family);
+        connmark.push([family, out[family]]);
+      } else if (await this.removeFamily(netns, family)) {
+        connmark.push([family, []]);
+      }
     }
+    await this.syncConnmark(netns, connmark);
     return out;
   }
 
   /** Removes the mode from both families. @throws NetlinkError */
   async remove(netns: string): Promise<void> {
-    for (const family of [4, 6] as const) await this.removeFamily(netns, family);
+    const connmark: Array<readonly [4 | 6, ConnmarkLink[]]> = [];
+    for (const family of [4, 6] as const) if (await this.removeFamily(netns, family)) connmark.push([family, []]);
+    await this.syncConnmark(netns, connmark);
   }
 
   /** Where typed requests and dumps go: `kernel`, else the IpRunner (iproute2). */
@@ -98,19 +106,22 @@ export class OriginatingOnly {
     if (requests.length > 0) await kernel.apply(requests, { netns });
     await syncPolicyRules(kernel, { netns, family, minPriority: ORIGINATING_ONLY_RULE_PRIO, maxPriority: ORIGINATING_ONLY_RULE_PRIO,
       desired: links.map((l) => ({ priority: ORIGINATING_ONLY_RULE_PRIO, fwmark: l.index, table: originatingOnlyTable(l.index) })) });
-    await this.syncConnmark(netns, family, links);
     return links;
   }
 
-  private async removeFamily(netns: string, family: 4 | 6): Promise<void> {
+  /**
+   * The kernel half of removing the mode from `family` (rules, then tables).
+   * @returns whether the family had the mode (then its netfilter shape is to go too)
+   */
+  private async removeFamily(netns: string, family: 4 | 6): Promise<boolean> {
     const tables = await this.currentTables(netns, family);
-    if (tables.length === 0) return;
+    if (tables.length === 0) return false;
     const kernel = this.kernel;
     // Rules first: from then on marked packets are routed as without the mode.
     await syncPolicyRules(kernel, { netns, family, minPriority: ORIGINATING_ONLY_RULE_PRIO, maxPriority: ORIGINATING_ONLY_RULE_PRIO, desired: [] });
     const requests = (await Promise.all(tables.map((t) => this.flushRequests(netns, family, t)))).flat();
     if (requests.length > 0) await kernel.apply(requests, { netns, onError: 'continue' }).catch(() => undefined);
-    await this.syncConnmark(netns, family, []);
+    return true;
   }
 
   /** Tables named by our rules (prio 1000, `fwmark N lookup 1000+N`). */
@@ -128,10 +139,13 @@ export class OriginatingOnly {
     return (await readRoutes(this.kernel, { netns, family, table })).map((r) => routeRequest('del', r, family, table));
   }
 
-  private syncConnmark(netns: string, family: 4 | 6, links: readonly ConnmarkLink[]): Promise<void> {
-    return this.o.backend === 'iptables'
-      ? syncConnmarkIptables(this.o.ip, family, links, { netns, ...(this.o.iptables ? { commands: this.o.iptables } : {}) })
-      : syncConnmarkNft(this.o.ip, family, links, netns);
+  /**
+   * The netfilter half, after the kernel half of both families: nftables in one read and one
+   * `nft -f -` for both; iptables one `-save` and at most one `-restore` per family's program.
+   */
+  private async syncConnmark(netns: string, shapes: ReadonlyArray<readonly [4 | 6, ConnmarkLink[]]>): Promise<void> {
+    if (this.o.backend !== 'iptables') return syncConnmarkNft(this.o.ip, shapes, netns);
+    for (const [family, links] of shapes) await syncConnmarkIptables(this.o.ip, family, links, { netns, ...(this.o.iptables ? { commands: this.o.iptables } : {}) });
   }
 }
 
