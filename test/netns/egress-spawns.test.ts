@@ -8,7 +8,8 @@
  *   after it (syncFlowPins);
  * - a client add on coil-egress (FouServer.sync with one client more).
  * Each starts no `ip` process (every link, address, route, rule and FoU port goes as a typed
- * request through the netlink agent: rtnetlink and generic netlink) and at most one `nft` per sync.
+ * request through the netlink agent: rtnetlink and generic netlink) and at most one `nft -f -` per
+ * sync (with iptables: at most one `iptables-restore` per family's program, no single-rule process).
  * The same ADD through the iproute2 fallback starts `ip` processes: the counter counts.
  *
  * FoU is missing from this machine's kernel: the test says so and skips here, and
@@ -28,8 +29,8 @@ import { kernelLacks, prerequisite } from '../support/prerequisite.js';
 import { SpawnCounter } from '../support/spawn-count.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 
-const agent = new NetlinkAgent();
-const skip = prerequisite(netnsSkipReason() ?? (agent.isUsable ? undefined : `${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
+const probe = new NetlinkAgent();
+const skip = prerequisite(netnsSkipReason() ?? (probe.isUsable ? undefined : `${probe.runtimePath} or ${probe.scriptPath} missing: run hack/build-cni.sh`));
 
 const CLIENT = ['10.1.0.2', 'fd01::2'];
 const NAT_A = ['10.1.0.100', 'fd01::100'];
@@ -42,9 +43,10 @@ function gateways(nat: readonly string[]): EgressGateway[] {
   ];
 }
 
-describe('egress paths start no ip process and one nft per sync (real FoU, real netns)', { skip }, () => {
+for (const backend of ['nftables', 'iptables'] as const) describe(`egress paths start no ip process and one netfilter batch per sync (${backend}; real FoU, real netns)`, { skip }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
+  const agent = new NetlinkAgent();
   const spawns = new SpawnCounter();
   const kernel = new NetlinkExecutor({ rtnetlink: agent, ip: spawns.ip });
   let fouSkip: string | undefined;
@@ -71,22 +73,32 @@ describe('egress paths start no ip process and one nft per sync (real FoU, real 
     await netns.cleanup();
   });
 
-  /** What `run` started, checked: no ip, at most `nftMax` nft (each a whole `nft -f -` batch). */
-  async function counted(what: string, run: () => Promise<unknown>, nftMax: number): Promise<string[]> {
+  /**
+   * What `run` started, checked: no ip; with nftables at most `batches` nft, each a whole `nft -f -`;
+   * with iptables no single-rule iptables process, at most `batches` restore per family's program.
+   */
+  async function counted(what: string, run: () => Promise<unknown>, batches: number): Promise<string[]> {
     spawns.reset();
     await run();
     const programs = spawns.programs();
     assert.deepEqual(spawns.of('ip'), [], `${what}: no ip process (started: ${programs.join(', ') || 'none'})`);
     const nft = spawns.of('nft');
-    assert.ok(nft.length <= nftMax, `${what}: at most ${nftMax} nft per sync (started: ${programs.join(', ')})`);
-    for (const argv of nft) assert.deepEqual(argv.slice(argv.indexOf('nft') + 1), ['-f', '-'], `${what}: nft as one batch`);
-    console.log(`# ${what}: ${programs.join(', ') || 'no process'}`);
+    if (backend === 'nftables') {
+      assert.ok(nft.length <= batches, `${what}: at most ${batches} nft per sync (started: ${programs.join(', ')})`);
+      for (const argv of nft) assert.deepEqual(argv.slice(argv.indexOf('nft') + 1), ['-f', '-'], `${what}: nft as one batch`);
+    } else {
+      assert.deepEqual([nft, spawns.of('iptables'), spawns.of('ip6tables')], [[], [], []], `${what}: no single-rule process (started: ${programs.join(', ')})`);
+      for (const restore of ['iptables-restore', 'ip6tables-restore']) {
+        assert.ok(spawns.of(restore).length <= batches, `${what}: at most ${batches} ${restore} per sync (started: ${programs.join(', ')})`);
+      }
+    }
+    console.log(`# ${backend}, ${what}: ${programs.join(', ') || 'no process'}`);
     return programs;
   }
 
   test('client ADD, NAT pod failover (move and pin sync), DEL; coil-egress client add', async (t) => {
     if (fouSkip) return t.skip(fouSkip);
-    const pins = new FlowPins({ ip: spawns.ip, kernel, backend: 'nftables' });
+    const pins = new FlowPins({ ip: spawns.ip, kernel, backend });
     const client = new EgressClient({ ip: spawns.ip, kernel, port: 5555, flowPins: { enabled: true, applier: pins } });
     const planA = planEgressClient({ podIps: CLIENT, port: 5555, linkMtuBytes: 1500, gateways: gateways(NAT_A) });
     const planB = planEgressClient({ podIps: CLIENT, port: 5555, linkMtuBytes: 1500, gateways: gateways(NAT_B) });
@@ -111,7 +123,7 @@ describe('egress paths start no ip process and one nft per sync (real FoU, real 
     assert.equal((await server.sync(new Set(CLIENT))).links.size, 2);
   });
 
-  test('the counter counts, and the typed path leaves what ip leaves: the same ADD through the iproute2 fallback starts ip processes and makes the same links, ports, routes and rules', async (t) => {
+  if (backend === 'nftables') test('the counter counts, and the typed path leaves what ip leaves: the same ADD through the iproute2 fallback starts ip processes and makes the same links, ports, routes and rules', async (t) => {
     if (fouSkip) return t.skip(fouSkip);
     const plan = planEgressClient({ podIps: CLIENT, port: 5555, linkMtuBytes: 1500, gateways: gateways(NAT_A) });
     const fallback = new SpawnCounter();
