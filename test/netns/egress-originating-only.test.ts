@@ -109,12 +109,13 @@ for (const variant of VARIANTS) describe(`originating-only egress: ${variant.nam
     eth0Index = (await ip.json<Array<{ ifindex: number }>>(['link', 'show', 'dev', 'eth0'], { netns: c.path }))[0]!.ifindex;
   });
   after(async () => {
+    // Cleanup first: a failed check below must not leave the namespaces behind.
+    await netns.cleanup();
     if (variant.viaAgent) {
       agent.stop();
       assert.deepEqual(spawns.of('ip'), [], 'no ip process on the typed path');
       assert.ok(spawns.of('nft').length > 0, `the counter sees the nft processes: ${spawns.programs().join(', ')}`);
     }
-    await netns.cleanup();
   });
 
   /** Opens a connection with `peerSeenBy` on a fresh port whose packets into the tunnels are counted. */
