@@ -32,7 +32,7 @@ import type { Server } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { ControlPlane, KCM_CONTROLLERS, REPO_ROOT, eventually } from '../../test/envtest/control-plane.js';
+import { ControlPlane, KCM_CONTROLLERS, REPO_ROOT, buildEnv, eventually, kubernetesVersion } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { kubectl, toolPath } from '../../test/envtest/tools.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
@@ -90,6 +90,11 @@ export interface ClusterOptions extends LabPlace {
   readonly dualStack?: boolean;
   /** Progress messages. */
   readonly log?: (message: string) => void;
+  /**
+   * The Kubernetes release of the control plane and the nodes: a minor listed in
+   * hack/kubernetes-versions (`1.33`). Default: `$COIL_KUBERNETES`, else the table's newest.
+   */
+  readonly kubernetes?: string;
 }
 
 /** An image build-image.sh built, as imported into the nodes. */
@@ -156,7 +161,9 @@ export class Cluster {
     const egressSocket = join(dir, 'egress.sock');
     const egressConfig = join(dir, 'egress-selector.yaml');
     await writeFile(egressConfig, egressSelectorConfig(egressSocket));
+    const kubernetes = options.kubernetes ?? kubernetesVersion();
     const cp = await ControlPlane.start({
+      kubernetes,
       controllerManager: true,
       dir: join(dir, 'control-plane'),
       apiServerArgs: [
@@ -173,7 +180,7 @@ export class Cluster {
     });
     const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
     try {
-      await cluster.start(options, built, egressSocket);
+      await cluster.start({ ...options, kubernetes }, built, egressSocket);
       return cluster;
     } catch (err) {
       await cluster.stop();
@@ -187,7 +194,7 @@ export class Cluster {
       const oci = await readOciArchive(b.archive);
       this.images.set(b.ref, { ...b, manifestDigest: oci.manifestDigest, configDigest: oci.configDigest });
     }
-    const binDir = await nodeBinDir();
+    const binDir = await nodeBinDir(options.kubernetes);
     this.log('starting kube-scheduler');
     this.scheduler = await ManagedProcess.start({
       name: 'kube-scheduler', command: join(binDir, 'kube-scheduler'), logFile: join(this.cp.dir, 'kube-scheduler.log'),
@@ -553,9 +560,12 @@ async function buildImages(): Promise<{ ref: string; archive: string }[]> {
   });
 }
 
-/** Directory of kubelet, kube-proxy and kube-scheduler: what hack/build-node.sh prints (it builds on first use). */
-async function nodeBinDir(): Promise<string> {
+/**
+ * Directory of kubelet, kube-proxy and kube-scheduler of release `kubernetes` (undefined: the
+ * newest of hack/kubernetes-versions): what hack/build-node.sh prints (it builds on first use).
+ */
+async function nodeBinDir(kubernetes: string | undefined): Promise<string> {
   if (process.env.COIL_NODE_BIN) return process.env.COIL_NODE_BIN;
-  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-node.sh')], { maxBuffer: 64 << 20 });
+  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-node.sh')], { maxBuffer: 64 << 20, env: buildEnv(kubernetes) });
   return stdout.trim().split('\n').pop()!;
 }
