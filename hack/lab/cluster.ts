@@ -63,6 +63,8 @@ export const POD_RANGE_V6 = 'fd00:10:120::/112';
 export const BGP_RANGES: readonly string[] = ['10.120.0.0/13', 'fd00:10::/32'];
 /** Namespace of the chart's release. */
 export const RELEASE_NAMESPACE = 'kube-system';
+/** This tree's chart. */
+const CHART = join(REPO_ROOT, 'charts/coil');
 /** The workload image build-image.sh makes (busybox). */
 export const WORKLOAD_IMAGE = 'coil.local/busybox:1';
 
@@ -237,14 +239,16 @@ export class Cluster {
    * and no `--wait`; then waits for coil-controller, coild on every node and the nodes to be Ready.
    * @param options.dualStack the default pool's IPv6 subnet; default: the lab's. `false` in a
    *   dual-stack lab is the README's first (IPv4-only) example over pods that have IPv6 too.
+   * @param options.chart another chart directory (a previous release's: hack/lab/release-build.ts);
+   *   default this tree's charts/coil
    */
-  async installCoil(values: readonly string[] = [], options: { dualStack?: boolean } = {}): Promise<void> {
+  async installCoil(values: readonly string[] = [], options: { dualStack?: boolean; chart?: string } = {}): Promise<void> {
     this.log('helm install coil charts/coil -n kube-system --set defaultPool.create=true');
     await this.installChart([
       'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
       ...(options.dualStack ?? this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
       ...labChartValues(this.nodes.length), ...values,
-    ], { wait: false });
+    ], { wait: false, ...(options.chart ? { chart: options.chart } : {}) });
     await this.waitRollout('deployment/coil-controller');
     await this.waitRollout('daemonset/coild');
     await this.waitNodesReady();
@@ -325,15 +329,21 @@ export class Cluster {
     }
   }
 
-  /** `helm install coil charts/coil -n kube-system` with `values` as --set (and `--wait` unless `wait: false`). */
-  async installChart(values: readonly string[] = [], options: { wait?: boolean } = {}): Promise<string> {
+  /**
+   * `helm install coil charts/coil -n kube-system` with `values` as --set (and `--wait` unless
+   * `wait: false`); `chart` installs another chart directory.
+   */
+  async installChart(values: readonly string[] = [], options: { wait?: boolean; chart?: string } = {}): Promise<string> {
     const wait = options.wait ?? true ? ['--wait', '--timeout', '10m'] : [];
-    return this.helm(['install', 'coil', join(REPO_ROOT, 'charts/coil'), '-n', RELEASE_NAMESPACE, ...wait, ...values.flatMap((v) => ['--set', v])]);
+    return this.helm(['install', 'coil', options.chart ?? CHART, '-n', RELEASE_NAMESPACE, ...wait, ...values.flatMap((v) => ['--set', v])]);
   }
 
-  /** `helm upgrade coil charts/coil --wait` with `values` as --set (--reuse-values unless `reset`). */
+  /**
+   * `helm upgrade coil charts/coil --wait` with `values` as --set: `--reset-then-reuse-values`
+   * (the values set before, the chart's defaults for the rest: README, "Upgrade") unless `reset`.
+   */
   async upgradeChart(values: readonly string[] = [], options: { reset?: boolean } = {}): Promise<string> {
-    return this.helm(['upgrade', 'coil', join(REPO_ROOT, 'charts/coil'), '-n', RELEASE_NAMESPACE, '--wait', '--timeout', '10m', ...(options.reset ? [] : ['--reuse-values']), ...values.flatMap((v) => ['--set', v])]);
+    return this.helm(['upgrade', 'coil', CHART, '-n', RELEASE_NAMESPACE, '--wait', '--timeout', '10m', ...(options.reset ? [] : ['--reset-then-reuse-values']), ...values.flatMap((v) => ['--set', v])]);
   }
 
   /** `helm uninstall coil --wait`. */

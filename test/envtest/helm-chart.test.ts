@@ -79,7 +79,7 @@ describe('Helm chart charts/coil', () => {
   });
 
   test('the CRDs are templates that helm uninstall keeps, not crds/ (which helm upgrade never updates)', async () => {
-    const docs = parseAllDocuments(await helm(['template', 'coil', CHART, '--namespace', 'kube-system', '--set', 'ipam.enabled=false', '--set', 'egress.enabled=false']))
+    const docs = parseAllDocuments(await helm(['template', 'coil', CHART, '--namespace', 'kube-system', '--set', 'ipam.enabled=false', '--set', 'egress.enabled=false', '--set-json', 'cni.netconf.plugins=[{"type":"ptp"},{"type":"coil"}]']))
       .map((d) => d.toJS() as { kind?: string; metadata: { name: string; annotations?: Record<string, string> } } | null)
       .filter((o) => o?.kind === 'CustomResourceDefinition');
     assert.deepEqual(docs.map((d) => d!.metadata.name).sort(), [...CRDS].sort(), 'all four, whatever is enabled');
