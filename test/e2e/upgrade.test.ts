@@ -7,6 +7,10 @@
  * chart and image. Every pod keeps its UID, its address and its node, none restarts or is evicted,
  * pods still reach each other across nodes, and `spec.snatAddresses` — new in 0.2.0, silently
  * dropped by 0.1.0's CRD — is stored and served after the upgrade.
+ *
+ * The lab runs the oldest Kubernetes coil supports unless `$COIL_KUBERNETES` says otherwise: an
+ * older cluster is the one being upgraded, and so CI's one run of this file is also its real-node
+ * e2e on the other end of the range (docs/real-nodes.md#kubernetes-versions-and-runtimes-in-ci).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -17,7 +21,7 @@ import { after, before, describe, test } from 'node:test';
 import * as k8s from '@kubernetes/client-node';
 import { Cluster, POD_RANGE, RELEASE_NAMESPACE, type Leftovers } from '../../hack/lab/cluster.js';
 import { buildRelease, type ReleaseBuild } from '../../hack/lab/release-build.js';
-import { REPO_ROOT, eventually } from '../envtest/control-plane.js';
+import { REPO_ROOT, eventually, kubernetesReleases, kubernetesVersion } from '../envtest/control-plane.js';
 import { toolPath } from '../envtest/tools.js';
 import { prerequisite } from '../support/prerequisite.js';
 import { cidrContainsAddress, parseAddress, parseCidr } from '../../src/ipam/cidr.js';
@@ -42,7 +46,9 @@ describe('upgrade from the previous release on the real-node lab (e2e)', { skip:
 
   before(async () => {
     previous = await buildRelease(PREVIOUS, log);
-    cluster = await Cluster.up({ nodes: 2, installChart: false, log });
+    const kubernetes = kubernetesVersion() ?? kubernetesReleases().at(-1)!;
+    log(`Kubernetes ${kubernetes}`);
+    cluster = await Cluster.up({ nodes: 2, installChart: false, log, kubernetes });
     for (const node of cluster.nodes) await node.importImage(previous.image.archive, previous.image.ref);
     await cluster.installCoil([], { chart: previous.chart });
   });

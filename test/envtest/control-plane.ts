@@ -13,6 +13,7 @@
  *   after(() => cp.stop());
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -57,6 +58,15 @@ export interface ControlPlaneOptions {
    * version (`v1.33.6`). Default: {@link kubernetesVersion}.
    */
   readonly kubernetes?: string;
+}
+
+/**
+ * The minors of hack/kubernetes-versions, newest first: the Kubernetes releases coil supports and
+ * tests (README, "Prerequisites").
+ */
+export function kubernetesReleases(): string[] {
+  return readFileSync(join(REPO_ROOT, 'hack/kubernetes-versions'), 'utf8').split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => l.trim().split(/\s+/)[0]!);
 }
 
 /**
