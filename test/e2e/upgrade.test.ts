@@ -96,7 +96,10 @@ describe('upgrade from the previous release on the real-node lab (e2e)', { skip:
     ].join('\n'));
     // What the issue found: under 0.1.0's CRD the API server drops the new field without an error
     // for a client that does not ask for strict field validation (kubectl asks, and is refused).
-    await cluster.kubectl(['patch', 'egress', '-n', EGRESS_NS, 'nat', '--type=merge', '--validate=false', '-p', JSON.stringify({ spec: { snatAddresses: [SNAT] } })]);
+    await cluster.kubectl(['apply', '--validate=ignore', '-f', '-'], JSON.stringify({
+      apiVersion: 'coil.cybozu.com/v2', kind: 'Egress', metadata: { name: 'nat', namespace: EGRESS_NS },
+      spec: { replicas: 1, destinations: ['0.0.0.0/0'], snatAddresses: [SNAT] },
+    }));
     assert.equal((await egress()).spec.snatAddresses, undefined, "0.1.0's CRD prunes spec.snatAddresses");
 
     before_ = await workload();
