@@ -3,6 +3,7 @@
 # folder keyed by version, and skips the build when the binaries are already there.
 #
 #   hack/build-control-plane.sh            # prints the bin dir on its last line
+#   K8S_VERSION=1.33 hack/build-control-plane.sh    # a line of hack/kubernetes-versions
 #   K8S_VERSION=v1.36.3 ETCD_VERSION=v3.6.16 COIL_CACHE_DIR=/somewhere hack/build-control-plane.sh
 #
 # Why build: no npm or Debian package ships kube-apiserver
@@ -11,8 +12,9 @@
 # $HOME/.cache survives the clone.
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
-ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+# shellcheck source=lib/k8s-versions.sh
+. "$(dirname "$0")/lib/k8s-versions.sh"
+k8s_versions
 CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}
 OUT="$CACHE/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 WORK="$CACHE/control-plane/build"

@@ -5,13 +5,16 @@
 # lab is of one release.
 #
 #   hack/build-node.sh                     # prints the bin dir on its last line
+#   K8S_VERSION=1.33 hack/build-node.sh    # a line of hack/kubernetes-versions
 #   K8S_VERSION=v1.36.3 COIL_CACHE_DIR=/somewhere hack/build-node.sh
 #
 # Why build: neither npm nor Debian ships a kubelet of a current release. The container runtime
 # (containerd, runc) and the CNI reference plugins come from Debian (hack/setup.sh).
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
+# shellcheck source=lib/k8s-versions.sh
+. "$(dirname "$0")/lib/k8s-versions.sh"
+k8s_versions
 CACHE=${COIL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/coil}
 OUT="$CACHE/node/k8s-$K8S_VERSION"
 WORK="$CACHE/node/build"

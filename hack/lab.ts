@@ -9,6 +9,7 @@
  *   npm run lab -- --once         # up, workload, status, ping, down (exit 1 if the ping failed)
  *   npm run lab -- --nodes=5      # another node count
  *   npm run lab -- --ipv4-only    # an IPv4-only default pool (the default is dual stack)
+ *   npm run lab -- --kubernetes=1.33   # another Kubernetes release of hack/kubernetes-versions
  *   npm run lab -- down           # remove what a killed lab left behind
  *
  * COIL_LAB_PREFIX and COIL_LAB_DIR (default coillab- and /tmp/coil-lab) let a second lab run
@@ -32,7 +33,8 @@ async function main(argv: readonly string[]): Promise<number> {
   const t0 = performance.now();
   const log = (m: string) => console.log(`lab: ${m} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   const dualStack = !argv.includes('--ipv4-only');
-  const cluster = await Cluster.up({ nodes, log, dualStack });
+  const kubernetes = argv.find((a) => a.startsWith('--kubernetes='))?.split('=')[1];
+  const cluster = await Cluster.up({ nodes, log, dualStack, ...(kubernetes ? { kubernetes } : {}) });
   let stopping = false;
   const down = async (code: number) => {
     if (stopping) return;

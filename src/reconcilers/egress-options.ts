@@ -35,7 +35,7 @@ export interface EgressOptions {
  * Image used when neither `--egress-image` nor the controller's own Pod names one (a controller run
  * outside a Pod, as in tests and the lab): the chart's image at the chart's appVersion.
  */
-export const FALLBACK_EGRESS_IMAGE = 'ghcr.io/coil-ts/coil:0.1.0';
+export const FALLBACK_EGRESS_IMAGE = 'ghcr.io/coil-ts/coil:0.2.0';
 
 /** The defaults documented on {@link EgressOptions}. */
 export const DEFAULT_EGRESS_OPTIONS: EgressOptions = Object.freeze({

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
-import { ControlPlane, REPO_ROOT, eventually } from './control-plane.js';
+import { ControlPlane, REPO_ROOT, buildEnv, eventually, kubernetesVersion } from './control-plane.js';
 
 const run = promisify(execFile);
 
@@ -38,7 +38,8 @@ describe('envtest control plane', () => {
   after(() => cp?.stop());
 
   test('the control-plane build is skipped when the binaries are cached', async () => {
-    const { stderr, stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-control-plane.sh')]);
+    // The release this run uses ($COIL_KUBERNETES), as controlPlaneBinDir asks for it.
+    const { stderr, stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-control-plane.sh')], { env: buildEnv(kubernetesVersion()) });
     assert.match(stderr, /control plane cached/);
     assert.equal(stdout.trim(), cp.binDir);
   });

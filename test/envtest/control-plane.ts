@@ -13,6 +13,7 @@
  *   after(() => cp.stop());
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -52,6 +53,36 @@ export interface ControlPlaneOptions {
   readonly controllerManagerArgs?: readonly string[];
   /** Directory for certificates, data and logs (created; removed by stop). Default: a new temp dir. */
   readonly dir?: string;
+  /**
+   * The Kubernetes release: a minor listed in hack/kubernetes-versions (`1.33`) or a full
+   * version (`v1.33.6`). Default: {@link kubernetesVersion}.
+   */
+  readonly kubernetes?: string;
+}
+
+/**
+ * The minors of hack/kubernetes-versions, newest first: the Kubernetes releases coil supports and
+ * tests (README, "Prerequisites").
+ */
+export function kubernetesReleases(): string[] {
+  return readFileSync(join(REPO_ROOT, 'hack/kubernetes-versions'), 'utf8').split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('#')).map((l) => l.trim().split(/\s+/)[0]!);
+}
+
+/**
+ * The Kubernetes release the suites and the lab run unless told otherwise: `$COIL_KUBERNETES`
+ * (`1.33`: a line of hack/kubernetes-versions), or undefined for the table's newest line.
+ */
+export function kubernetesVersion(): string | undefined {
+  return process.env.COIL_KUBERNETES || undefined;
+}
+
+/**
+ * The environment of hack/build-control-plane.sh and hack/build-node.sh for release `kubernetes`
+ * (their K8S_VERSION; ETCD_VERSION follows it unless the caller's environment sets one). Pure.
+ */
+export function buildEnv(kubernetes: string | undefined, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return kubernetes ? { ...env, K8S_VERSION: kubernetes } : env;
 }
 
 /**
@@ -107,12 +138,13 @@ function canBind(port: number): Promise<boolean> {
 
 /**
  * Directory holding kube-apiserver, kube-controller-manager and etcd: `$COIL_CONTROL_PLANE_BIN`
- * if set, else whatever `hack/build-control-plane.sh` prints (it builds on first use).
+ * if set, else whatever `hack/build-control-plane.sh` prints for release `kubernetes` (default
+ * {@link kubernetesVersion}; it builds on first use).
  */
-export async function controlPlaneBinDir(): Promise<string> {
+export async function controlPlaneBinDir(kubernetes = kubernetesVersion()): Promise<string> {
   if (process.env.COIL_CONTROL_PLANE_BIN) return process.env.COIL_CONTROL_PLANE_BIN;
   const { stdout } = await run('bash', [join(REPO_ROOT, 'hack/build-control-plane.sh')], {
-    maxBuffer: 64 << 20,
+    maxBuffer: 64 << 20, env: buildEnv(kubernetes),
   });
   const lines = stdout.trim().split('\n');
   return lines[lines.length - 1]!;
@@ -163,7 +195,7 @@ export class ControlPlane {
    * @throws Error with the failing process's log tail.
    */
   static async start(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
-    const binDir = await controlPlaneBinDir();
+    const binDir = await controlPlaneBinDir(options.kubernetes ?? kubernetesVersion());
     const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'coil-envtest-')));
     await mkdir(dir, { recursive: true });
     const ca = await TestCA.create(join(dir, 'pki'));

@@ -1,6 +1,6 @@
 /**
  * Builds apiextensions.k8s.io/v1 CustomResourceDefinitions from the kind definitions of this
- * folder: the one source of truth for `charts/coil/crds/` (written by hack/generate.ts) and for
+ * folder: the one source of truth for `charts/coil/templates/crds/` (written by hack/generate.ts) and for
  * the CRDs that tests install.
  */
 import { AddressBlockKind } from './addressblock.js';
