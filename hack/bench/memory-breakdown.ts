@@ -46,7 +46,7 @@ interface Report {
 async function probe(pid: number, out: string): Promise<Report> {
   const dir = join(out, '..');
   const base = out.slice(dir.length + 1);
-  const count = async (): Promise<number> => (await readdir(dir)).filter((f) => f.startsWith(`${base}.`)).length;
+  const count = async (): Promise<number> => (await readdir(dir)).filter((f) => f.startsWith(`${base}.`) && f.endsWith('.json')).length;
   const n = await count();
   process.kill(pid, 'SIGUSR2');
   for (let i = 0; i < 200 && (await count()) === n; i++) await sleep(50);
@@ -127,7 +127,32 @@ const FLAGS = defineFlags('memory-breakdown', {
   pods: { kind: 'int', default: 110, min: 1, help: 'Pods bound to the node for the per-Pod cost' },
   namespaces: { kind: 'int', default: 100, min: 1, help: 'Namespaces for the per-Namespace cost' },
   settle: { kind: 'int', default: 10, min: 0, help: 'seconds before each report' },
+  churns: { kind: 'int', default: 0, min: 0, help: 'churns of --adds ADD + DEL after the cache figures, a report after each (growth: a leak)' },
+  adds: { kind: 'int', default: 1000, min: 1, help: 'ADDs (and DELs) of each churn, at most 110 pods attached' },
 });
+
+/** `adds` ADDs and DELs on `node`, one at a time, at most `live` attached (oldest deleted first). */
+async function churn(lab: NodeLab, node: Parameters<NodeLab['runCoil']>[0], round: number, adds: number, live = 110): Promise<void> {
+  const up: Awaited<ReturnType<NodeLab['createPod']>>[] = [];
+  const del = async (): Promise<void> => {
+    const pod = up.shift()!;
+    const r = await lab.runCoil(node, 'DEL', pod);
+    if (r.code !== 0) throw new Error(`DEL ${pod.name} failed: ${r.stdout}`);
+    await lab.dropPod(pod);
+    // No kubelet confirms the graceful delete of a Pod bound to this node: without this the Pod
+    // stays Terminating, in the API and in coild's cache, and a churn looks like a leak.
+    const res = await lab.cp.request('DELETE', `/api/v1/namespaces/${pod.namespace}/pods/${pod.name}?gracePeriodSeconds=0`);
+    if (res.status !== 200 && res.status !== 404) throw new Error(`delete ${pod.name}: ${res.status} ${res.body}`);
+  };
+  for (let i = 0; i < adds; i++) {
+    if (up.length >= live) await del();
+    const pod = await lab.createPod(node, 'bench', `churn-${round}-${i}`);
+    const r = await lab.runCoil(node, 'ADD', pod);
+    if (r.code !== 0) throw new Error(`ADD ${pod.name} failed: ${r.stdout}`);
+    up.push(pod);
+  }
+  while (up.length > 0) await del();
+}
 
 async function main(v: FlagValues<typeof FLAGS.specs>): Promise<void> {
   const skip = labSkipReason();
@@ -176,9 +201,18 @@ async function main(v: FlagValues<typeof FLAGS.specs>): Promise<void> {
       .reduce((sum, [k, c]) => sum + Math.max(0, c.bytes - (b.afterGc?.bytesByClass?.[k]?.bytes ?? 0)), 0);
     const perPod = grown(idle, withPods) / Number(v.pods);
     const perNs = grown(withPods, withNs) / Number(v.namespaces);
+    const churned: [string, Report][] = [];
+    for (let c = 1; c <= Number(v.churns); c++) {
+      await churn(lab, node, c, Number(v.adds));
+      await settle();
+      churned.push([`after churn ${c}`, await probe(pid, out)]);
+      process.stderr.write(`memory-breakdown: churn ${c} done\n`);
+    }
+    const churnTables = churned.map(([label, r], i) => growthTable(`${label} against ${i === 0 ? 'the Namespaces step' : `churn ${i}`}`, i === 0 ? withNs : churned[i - 1]![1], r, 1, 12)).join('\n\n');
     const load = (await readFile('/proc/loadavg', 'utf8')).trim();
     process.stdout.write(`### memory-breakdown, ${new Date().toISOString()}, loadavg ${load}\n\n`
-      + `${smapsTable([['empty program (floor)', floor], ['coild at its preload', preload], ['coild idle', idle], [`coild, ${v.pods} Pods on the node`, withPods], [`coild, + ${v.namespaces} Namespaces`, withNs]])}\n\n`
+      + `${smapsTable([['empty program (floor)', floor], ['coild at its preload', preload], ['coild idle', idle], [`coild, ${v.pods} Pods on the node`, withPods], [`coild, + ${v.namespaces} Namespaces`, withNs], ...churned])}\n\n`
+      + `${churnTables ? `${churnTables}\n\n` : ''}`
       + `${typesTable('coild idle', idle, floor)}\n\n`
       + `${growthTable(`${v.pods} Pods`, idle, withPods, Number(v.pods))}\n\n${growthTable(`${v.namespaces} Namespaces`, withPods, withNs, Number(v.namespaces))}\n\n`
       + `- heap growth per cached Pod (after GC, the classes that grew): ${Math.round(perPod)} bytes; per Namespace: ${Math.round(perNs)} bytes\n`

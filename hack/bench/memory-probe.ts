@@ -21,6 +21,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 interface Jsc {
   heapStats(): { heapSize: number; heapCapacity: number; extraMemorySize: number; objectCount: number; protectedObjectCount: number; objectTypeCounts: Record<string, number>; protectedObjectTypeCounts: Record<string, number> };
   memoryUsage(): { current: number; peak: number; currentCommit: number; peakCommit: number; pageFaults: number };
+  /** JSC's "GCDebugging" heap snapshot: nodes, edges, and the roots with the reason each is one. */
+  generateHeapSnapshotForDebugging(): unknown;
 }
 
 /** smaps of this process summed by kind, KiB. Pure over the smaps text. */
@@ -96,5 +98,10 @@ if (out && bun) {
     }));
   };
   report('preload: the runtime and this probe, before the program');
+  // With COIL_MEMORY_PROBE_SNAPSHOT=1 each report also writes the whole heap snapshot (after the
+  // report's GCs), for finding what holds objects that grow (hack/bench/memory-breakdown.ts --snapshots).
+  if (process.env.COIL_MEMORY_PROBE_SNAPSHOT === '1') {
+    process.on('SIGUSR2', () => writeFileSync(`${out}.${n - 1}.heapsnapshot`, JSON.stringify(jsc.generateHeapSnapshotForDebugging())));
+  }
   process.on('SIGUSR2', () => report('SIGUSR2'));
 }
