@@ -30,6 +30,17 @@ describe('coil-install-cni', () => {
     assert.deepEqual(JSON.parse(await readFile(join(confDir, '10-coil.conflist'), 'utf8')), JSON.parse(NETCONF));
   });
 
+  test("leaves none of the installed executable's pages in the page cache (they would be charged to coild's pod)", async () => {
+    // A file of 4 MiB on a disk file system (fincore: resident pages of a file).
+    const big = join(dir, 'coil-big');
+    await writeFile(big, Buffer.alloc(4 << 20, 7));
+    const binDir = join(dir, 'cache/bin');
+    await install({ binDir, confDir: join(dir, 'cache/net.d'), confName: '10-coil.conflist', coilPath: big, netconf: NETCONF });
+    const resident = (await run('fincore', ['--bytes', '--noheadings', '--output', 'RES', join(binDir, 'coil')])).stdout.trim();
+    assert.equal(resident, '0', `resident bytes of the installed coil: ${resident}`);
+    assert.deepEqual(await readFile(join(binDir, 'coil')), await readFile(big));
+  });
+
   test("never deletes or changes other CNIs' files (Coil deletes every *conflist*)", async () => {
     const confDir = join(dir, 'b/net.d');
     await mkdir(confDir, { recursive: true });

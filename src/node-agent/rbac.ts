@@ -24,6 +24,8 @@ import { EgressOnlyCniService } from './rpc/egress-only-cni-service.js';
 import { Kinds } from '../api/v2/kinds.js';
 import { EgressWatcher } from './egress/egress-watcher.js';
 import { EGRESS_SLICE_SELECTOR } from './egress/nat-endpoints.js';
+import { coildObject, coildPod } from './cached-objects.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
 
 /** The chart's switches (`ipam.enabled` → `--enable-ipam`, `egress.enabled` → `--enable-egress`); `common` is always on. */
 export type CoildFeature = 'common' | 'ipam' | 'egress';
@@ -32,6 +34,8 @@ export type CoildFeature = 'common' | 'ipam' | 'egress';
 export interface CachedKind {
   readonly kind: KindDescriptor;
   readonly options?: (config: CoildConfig) => CacheKindOptions;
+  /** What is kept of each object (cached-objects.ts); default: all but `managedFields`. */
+  readonly transform?: (obj: KubernetesObject) => KubernetesObject;
 }
 
 /** What coild does in the API for one feature. */
@@ -56,7 +60,8 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
       { kind: Kinds.Node, options: (config) => ({ fieldSelector: `metadata.name=${config.nodeName}` }) },
       // This node's Pods: their pool (IPAM) and the Egresses they name (egress); also coild's own
       // Pod, whose owner tells an uninstall from a restart (uninstall.ts).
-      { kind: Kinds.Pod, options: (config) => ({ fieldSelector: `spec.nodeName=${config.nodeName}` }) },
+      // Only the fields coild reads (cached-objects.ts).
+      { kind: Kinds.Pod, options: (config) => ({ fieldSelector: `spec.nodeName=${config.nodeName}` }), transform: coildPod },
       // The DaemonSets of coild's namespace: its own gone or deleting means an uninstall, and coild
       // then takes coil off the node as it stops (uninstall.ts).
       { kind: Kinds.DaemonSet, options: (config) => (config.pod ? { namespace: config.pod.namespace } : {}) },
@@ -97,7 +102,7 @@ export const COILD_ACCESS: Readonly<Record<CoildFeature, CoildAccess>> = Object.
  */
 export function declareCoildCache(cache: Cache, config: CoildConfig): void {
   for (const feature of coildFeatures(config)) {
-    for (const c of COILD_ACCESS[feature].caches) cache.ensure(c.kind, c.options?.(config));
+    for (const c of COILD_ACCESS[feature].caches) cache.ensure(c.kind, { transform: c.transform ?? coildObject, ...c.options?.(config) });
   }
   if (config.enableIpam) cache.addIndex(Kinds.AddressBlock, INDEX_BLOCK_BY_REQUEST, blockRequestUidOf);
 }
