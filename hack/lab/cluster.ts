@@ -39,6 +39,7 @@ import { checkInvariants, type ClusterView, type Violation } from '../../test/in
 import { collectView, libcniCache } from '../../test/invariants/collect.js';
 import { readOciArchive } from '../image/oci.js';
 import { cgroupsWithPrefix, hierarchies } from './cgroups.js';
+import { DEFAULT_CONTAINERD, parseContainerdLine, type ContainerdLine, type ContainerdRuntime } from './containerd.js';
 import { KubeNode, NODE_APISERVER_PORT } from './kube-node.js';
 import { NodeHost, pinDir, unpinDir } from './node-host.js';
 import { unixToTcp } from './relay.js';
@@ -88,6 +89,12 @@ export interface ClusterOptions extends LabPlace {
    * blocks either way; false gives an IPv4-only pool.
    */
   readonly dualStack?: boolean;
+  /**
+   * The nodes' containerd (default: COIL_LAB_CONTAINERD, else {@link DEFAULT_CONTAINERD} —
+   * containerd 2 built here; `1.6`: Debian's). The chart's conflist version follows
+   * ({@link labChartValues}).
+   */
+  readonly containerd?: ContainerdLine;
   /** Progress messages. */
   readonly log?: (message: string) => void;
 }
@@ -127,6 +134,8 @@ export class Cluster {
     private readonly log: (message: string) => void,
     /** The default pool has an IPv6 subnet ({@link ClusterOptions.dualStack}). */
     readonly dualStack: boolean,
+    /** The nodes' containerd ({@link ClusterOptions.containerd}). */
+    readonly runtime: ContainerdRuntime,
   ) {
     this.helmEnv = { ...process.env, HELM_CACHE_HOME: join(dir, 'helm/cache'), HELM_CONFIG_HOME: join(dir, 'helm/config'), HELM_DATA_HOME: join(dir, 'helm/data') };
   }
@@ -152,6 +161,8 @@ export class Cluster {
 
     log('building the images (hack/build-image.sh)');
     const built = await buildImages();
+    const runtime = await containerdRuntime(options.containerd ?? parseContainerdLine(process.env.COIL_LAB_CONTAINERD));
+    log(`containerd ${runtime.line}: ${runtime.binDir ?? 'Debian\'s'}; CNI plugins from ${runtime.cniPluginDir}`);
     log('starting etcd, kube-apiserver, kube-controller-manager');
     const egressSocket = join(dir, 'egress.sock');
     const egressConfig = join(dir, 'egress-selector.yaml');
@@ -171,7 +182,7 @@ export class Cluster {
       controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`,
         `--service-account-private-key-file=${join(dir, 'control-plane/pki/sa.key')}`],
     });
-    const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
+    const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true, runtime);
     try {
       await cluster.start(options, built, egressSocket);
       return cluster;
@@ -209,7 +220,7 @@ export class Cluster {
     await Promise.all(this.labNodes.map(async (node) => {
       const kube = await KubeNode.create({
         node, peers: this.labNodes, dir: join(this.dir, node.name), cgroup: `/${node.name}`, pinDir: join(this.dir, 'ns'),
-        apiserverSocket: Cluster.apiserverSocket(this.dir), binDir, sandboxImage, bgpRanges: BGP_RANGES, maxPods: options.maxPods ?? 250,
+        apiserverSocket: Cluster.apiserverSocket(this.dir), binDir, sandboxImage, runtime: this.runtime, bgpRanges: BGP_RANGES, maxPods: options.maxPods ?? 250,
       }, this.cp);
       this.nodes.push(kube);
       await kube.start('relay');
@@ -236,7 +247,7 @@ export class Cluster {
     await this.installChart([
       'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
       ...(options.dualStack ?? this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
-      ...labChartValues(this.nodes.length), ...values,
+      ...labChartValues(this.nodes.length, this.runtime), ...values,
     ], { wait: false });
     await this.waitRollout('deployment/coil-controller');
     await this.waitRollout('daemonset/coild');
@@ -490,12 +501,13 @@ export class Cluster {
 }
 
 /**
- * `helm --set` values the lab's size needs (pure): coil-controller is hostNetwork with fixed
- * ports, so a node runs at most one replica; with one node the chart's 2 replicas would leave one
- * Pending forever (and the rollout never completes).
+ * `helm --set` values the lab's size and runtime need (pure): coil-controller is hostNetwork with
+ * fixed ports, so a node runs at most one replica; with one node the chart's 2 replicas would
+ * leave one Pending forever (and the rollout never completes). A runtime that cannot take the
+ * chart's default conflist version gets its own (`cni.netconf.cniVersion`; containerd 1.6: 1.0.0).
  */
-export function labChartValues(nodes: number): string[] {
-  return nodes < 2 ? ['controller.replicas=1'] : [];
+export function labChartValues(nodes: number, runtime?: Pick<ContainerdRuntime, 'cniVersion'>): string[] {
+  return [...(nodes < 2 ? ['controller.replicas=1'] : []), ...(runtime?.cniVersion ? [`cni.netconf.cniVersion=${runtime.cniVersion}`] : [])];
 }
 
 /** Controllers the nodes need beyond envtest's set (KCM_CONTROLLERS). */
@@ -551,6 +563,17 @@ async function buildImages(): Promise<{ ref: string; archive: string }[]> {
     const [, ref, archive] = l.split(' ');
     return { ref: ref!, archive: archive! };
   });
+}
+
+/**
+ * The nodes' containerd of `line`: containerd 2 and the CNI plugins built (once, cached) by
+ * hack/build-containerd.sh and hack/build-cni-plugins.sh; 1.6 is Debian's with Debian's plugins.
+ * COIL_CONTAINERD_BIN and COIL_CNI_PLUGINS_BIN name prebuilt directories instead.
+ */
+export async function containerdRuntime(line: ContainerdLine): Promise<ContainerdRuntime> {
+  if (line === '1.6') return { line, cniPluginDir: '/usr/lib/cni', cniVersion: '1.0.0' };
+  const built = async (script: string, env: string | undefined) => env ?? (await run('bash', [join(REPO_ROOT, 'hack', script)], { maxBuffer: 64 << 20 })).stdout.trim().split('\n').pop()!;
+  return { line, binDir: await built('build-containerd.sh', process.env.COIL_CONTAINERD_BIN), cniPluginDir: await built('build-cni-plugins.sh', process.env.COIL_CNI_PLUGINS_BIN) };
 }
 
 /** Directory of kubelet, kube-proxy and kube-scheduler: what hack/build-node.sh prints (it builds on first use). */
