@@ -572,8 +572,22 @@ async function buildImages(): Promise<{ ref: string; archive: string }[]> {
  */
 export async function containerdRuntime(line: ContainerdLine): Promise<ContainerdRuntime> {
   if (line === '1.6') return { line, cniPluginDir: '/usr/lib/cni', cniVersion: '1.0.0' };
-  const built = async (script: string, env: string | undefined) => env ?? (await run('bash', [join(REPO_ROOT, 'hack', script)], { maxBuffer: 64 << 20 })).stdout.trim().split('\n').pop()!;
-  return { line, binDir: await built('build-containerd.sh', process.env.COIL_CONTAINERD_BIN), cniPluginDir: await built('build-cni-plugins.sh', process.env.COIL_CNI_PLUGINS_BIN) };
+  return { line, binDir: await builtDir('build-containerd.sh', process.env.COIL_CONTAINERD_BIN), cniPluginDir: await cniPluginsDir() };
+}
+
+/**
+ * The CNI reference plugins that take a cniVersion 1.1.0 conflist (portmap, loopback), built once
+ * by hack/build-cni-plugins.sh; COIL_CNI_PLUGINS_BIN names a prebuilt directory instead.
+ */
+export function cniPluginsDir(): Promise<string> {
+  return builtDir('build-cni-plugins.sh', process.env.COIL_CNI_PLUGINS_BIN);
+}
+
+/** `override`, or the directory hack/`script` prints on its last line (it builds on first use). */
+async function builtDir(script: string, override: string | undefined): Promise<string> {
+  if (override) return override;
+  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack', script)], { maxBuffer: 64 << 20 });
+  return stdout.trim().split('\n').pop()!;
 }
 
 /** Directory of kubelet, kube-proxy and kube-scheduler: what hack/build-node.sh prints (it builds on first use). */
