@@ -16,18 +16,12 @@ import { Cluster, RELEASE_NAMESPACE } from '../../hack/lab/cluster.js';
 import type { KubeNode } from '../../hack/lab/kube-node.js';
 import { eventually } from '../envtest/control-plane.js';
 import { prerequisite } from '../support/prerequisite.js';
+import { tolerates } from '../support/tolerations.js';
 
 const isRoot = process.getuid?.() === 0;
 const NS = 'e2e-cni';
 /** The label that takes coild off a node (the DaemonSet's node affinity, patched in by the test). */
 const NO_COILD = 'e2e.coil/no-coild';
-
-/** True when `toleration` tolerates `taint` (Kubernetes' rule: key, operator, value, effect). */
-function tolerates(toleration: k8s.V1Toleration, taint: k8s.V1Taint): boolean {
-  if (toleration.effect && toleration.effect !== taint.effect) return false;
-  if (toleration.operator === 'Exists') return !toleration.key || toleration.key === taint.key;
-  return toleration.key === taint.key && (toleration.value ?? '') === (taint.value ?? '');
-}
 
 /** The values of coild's `grpc_server_handled_total` by method and code (`Status/OK` → 12). */
 function handledCounts(metrics: string): Map<string, number> {
