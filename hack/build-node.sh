@@ -8,8 +8,9 @@
 #   K8S_VERSION=1.33 hack/build-node.sh    # a line of hack/kubernetes-versions
 #   K8S_VERSION=v1.36.3 COIL_CACHE_DIR=/somewhere hack/build-node.sh
 #
-# Why build: neither npm nor Debian ships a kubelet of a current release. The container runtime
-# (containerd, runc) and the CNI reference plugins come from Debian (hack/setup.sh).
+# Why build: neither npm nor Debian ships a kubelet of a current release. containerd 2 and the CNI
+# reference plugins are built by hack/build-containerd.sh and hack/build-cni-plugins.sh; runc (and
+# containerd 1.6, the lab's other runtime) come from Debian (hack/setup.sh).
 set -euo pipefail
 
 # shellcheck source=lib/k8s-versions.sh

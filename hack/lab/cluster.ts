@@ -39,6 +39,7 @@ import { checkInvariants, type ClusterView, type Violation } from '../../test/in
 import { collectView, libcniCache } from '../../test/invariants/collect.js';
 import { readOciArchive } from '../image/oci.js';
 import { cgroupsWithPrefix, hierarchies } from './cgroups.js';
+import { DEFAULT_CONTAINERD, parseContainerdLine, type ContainerdLine, type ContainerdRuntime } from './containerd.js';
 import { KubeNode, NODE_APISERVER_PORT } from './kube-node.js';
 import { NodeHost, pinDir, unpinDir } from './node-host.js';
 import { unixToTcp } from './relay.js';
@@ -90,6 +91,12 @@ export interface ClusterOptions extends LabPlace {
    * blocks either way; false gives an IPv4-only pool.
    */
   readonly dualStack?: boolean;
+  /**
+   * The nodes' containerd (default: COIL_LAB_CONTAINERD, else {@link DEFAULT_CONTAINERD} —
+   * containerd 2 built here; `1.6`: Debian's). The chart's conflist version follows
+   * ({@link labChartValues}).
+   */
+  readonly containerd?: ContainerdLine;
   /** Progress messages. */
   readonly log?: (message: string) => void;
   /**
@@ -134,6 +141,8 @@ export class Cluster {
     private readonly log: (message: string) => void,
     /** The default pool has an IPv6 subnet ({@link ClusterOptions.dualStack}). */
     readonly dualStack: boolean,
+    /** The nodes' containerd ({@link ClusterOptions.containerd}). */
+    readonly runtime: ContainerdRuntime,
   ) {
     this.helmEnv = { ...process.env, HELM_CACHE_HOME: join(dir, 'helm/cache'), HELM_CONFIG_HOME: join(dir, 'helm/config'), HELM_DATA_HOME: join(dir, 'helm/data') };
   }
@@ -159,6 +168,8 @@ export class Cluster {
 
     log('building the images (hack/build-image.sh)');
     const built = await buildImages();
+    const runtime = await containerdRuntime(options.containerd ?? parseContainerdLine(process.env.COIL_LAB_CONTAINERD));
+    log(`containerd ${runtime.line}: ${runtime.binDir ?? 'Debian\'s'}; CNI plugins from ${runtime.cniPluginDir}`);
     log('starting etcd, kube-apiserver, kube-controller-manager');
     const egressSocket = join(dir, 'egress.sock');
     const egressConfig = join(dir, 'egress-selector.yaml');
@@ -180,7 +191,7 @@ export class Cluster {
       controllerManagerArgs: [`--controllers=${[...KCM_CONTROLLERS, ...NODE_CONTROLLERS].join(',')}`, `--root-ca-file=${join(dir, 'control-plane/pki/ca.crt')}`,
         `--service-account-private-key-file=${join(dir, 'control-plane/pki/sa.key')}`],
     });
-    const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true);
+    const cluster = new Cluster(cp, prefix, dir, nodes, log, options.dualStack ?? true, runtime);
     try {
       await cluster.start({ ...options, kubernetes }, built, egressSocket);
       return cluster;
@@ -218,7 +229,7 @@ export class Cluster {
     await Promise.all(this.labNodes.map(async (node) => {
       const kube = await KubeNode.create({
         node, peers: this.labNodes, dir: join(this.dir, node.name), cgroup: `/${node.name}`, pinDir: join(this.dir, 'ns'),
-        apiserverSocket: Cluster.apiserverSocket(this.dir), binDir, sandboxImage, bgpRanges: BGP_RANGES, maxPods: options.maxPods ?? 250,
+        apiserverSocket: Cluster.apiserverSocket(this.dir), binDir, sandboxImage, runtime: this.runtime, bgpRanges: BGP_RANGES, maxPods: options.maxPods ?? 250,
       }, this.cp);
       this.nodes.push(kube);
       await kube.start('relay');
@@ -247,7 +258,7 @@ export class Cluster {
     await this.installChart([
       'defaultPool.create=true', `defaultPool.subnets[0].ipv4=${POD_RANGE}`,
       ...(options.dualStack ?? this.dualStack ? [`defaultPool.subnets[0].ipv6=${POD_RANGE_V6}`] : []),
-      ...labChartValues(this.nodes.length), ...values,
+      ...labChartValues(this.nodes.length, this.runtime), ...values,
     ], { wait: false, ...(options.chart ? { chart: options.chart } : {}) });
     await this.waitRollout('deployment/coil-controller');
     await this.waitRollout('daemonset/coild');
@@ -507,12 +518,13 @@ export class Cluster {
 }
 
 /**
- * `helm --set` values the lab's size needs (pure): coil-controller is hostNetwork with fixed
- * ports, so a node runs at most one replica; with one node the chart's 2 replicas would leave one
- * Pending forever (and the rollout never completes).
+ * `helm --set` values the lab's size and runtime need (pure): coil-controller is hostNetwork with
+ * fixed ports, so a node runs at most one replica; with one node the chart's 2 replicas would
+ * leave one Pending forever (and the rollout never completes). A runtime that cannot take the
+ * chart's default conflist version gets its own (`cni.netconf.cniVersion`; containerd 1.6: 1.0.0).
  */
-export function labChartValues(nodes: number): string[] {
-  return nodes < 2 ? ['controller.replicas=1'] : [];
+export function labChartValues(nodes: number, runtime?: Pick<ContainerdRuntime, 'cniVersion'>): string[] {
+  return [...(nodes < 2 ? ['controller.replicas=1'] : []), ...(runtime?.cniVersion ? [`cni.netconf.cniVersion=${runtime.cniVersion}`] : [])];
 }
 
 /** Controllers the nodes need beyond envtest's set (KCM_CONTROLLERS). */
@@ -568,6 +580,31 @@ async function buildImages(): Promise<{ ref: string; archive: string }[]> {
     const [, ref, archive] = l.split(' ');
     return { ref: ref!, archive: archive! };
   });
+}
+
+/**
+ * The nodes' containerd of `line`: containerd 2 and the CNI plugins built (once, cached) by
+ * hack/build-containerd.sh and hack/build-cni-plugins.sh; 1.6 is Debian's with Debian's plugins.
+ * COIL_CONTAINERD_BIN and COIL_CNI_PLUGINS_BIN name prebuilt directories instead.
+ */
+export async function containerdRuntime(line: ContainerdLine): Promise<ContainerdRuntime> {
+  if (line === '1.6') return { line, cniPluginDir: '/usr/lib/cni', cniVersion: '1.0.0' };
+  return { line, binDir: await builtDir('build-containerd.sh', process.env.COIL_CONTAINERD_BIN), cniPluginDir: await cniPluginsDir() };
+}
+
+/**
+ * The CNI reference plugins that take a cniVersion 1.1.0 conflist (portmap, loopback), built once
+ * by hack/build-cni-plugins.sh; COIL_CNI_PLUGINS_BIN names a prebuilt directory instead.
+ */
+export function cniPluginsDir(): Promise<string> {
+  return builtDir('build-cni-plugins.sh', process.env.COIL_CNI_PLUGINS_BIN);
+}
+
+/** `override`, or the directory hack/`script` prints on its last line (it builds on first use). */
+async function builtDir(script: string, override: string | undefined): Promise<string> {
+  if (override) return override;
+  const { stdout } = await run('bash', [join(REPO_ROOT, 'hack', script)], { maxBuffer: 64 << 20 });
+  return stdout.trim().split('\n').pop()!;
 }
 
 /**

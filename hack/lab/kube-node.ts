@@ -23,7 +23,7 @@ import { REPO_ROOT } from '../../test/envtest/control-plane.js';
 import { waitFor, type ManagedProcess } from '../../test/envtest/process.js';
 import { prepareBird } from './bird.js';
 import { setFrozen } from './cgroups.js';
-import { CONTAINERD_SOCKET, CRI_NAMESPACE, containerdConfig, criContainers, ctr } from './containerd.js';
+import { CONTAINERD_SOCKET, CRI_NAMESPACE, containerdConfig, criContainers, ctr, ctrBinary, type ContainerdRuntime } from './containerd.js';
 import { kubeletArgv, kubeletConfig, kubeProxyArgv } from './kubelet.js';
 import { NodeHost } from './node-host.js';
 import type { LabNode } from './topology.js';
@@ -51,6 +51,8 @@ export interface KubeNodeSpec {
   /** Directory holding kubelet and kube-proxy (hack/build-node.sh). */
   readonly binDir: string;
   readonly sandboxImage: string;
+  /** The node's containerd and CNI plugins (containerd.ts). */
+  readonly runtime: ContainerdRuntime;
   /** What BGP may carry (BIRD's import filter, bird.ts). */
   readonly bgpRanges: readonly string[];
   readonly maxPods: number;
@@ -108,12 +110,13 @@ export class KubeNode {
       nodeName: node.name, nodeIp: node.ipv4, cgroupRoot: this.spec.cgroup, clientCaFile: cp.ca.caFile,
       tlsCertFile: join(conf, 'kubelet.crt'), tlsKeyFile: join(conf, 'kubelet.key'), maxPods: this.spec.maxPods,
     }), null, 2));
-    await writeFile(join(conf, 'containerd.toml'), containerdConfig({ sandboxImage: this.spec.sandboxImage }));
+    const runtime = this.spec.runtime;
+    await writeFile(join(conf, 'containerd.toml'), containerdConfig({ sandboxImage: this.spec.sandboxImage, line: runtime.line }));
     // containerd runs the loopback plugin itself; the chart's conflist chains portmap after coil.
-    for (const plugin of ['loopback', 'portmap']) await run('cp', [`/usr/lib/cni/${plugin}`, this.host.hostPath(`/opt/cni/bin/${plugin}`)]);
+    for (const plugin of ['loopback', 'portmap']) await run('cp', [join(runtime.cniPluginDir, plugin), this.host.hostPath(`/opt/cni/bin/${plugin}`)]);
 
     this.argvs.set('relay', [process.execPath, join(REPO_ROOT, 'dist/hack/lab/relay.js'), 'tcp-to-unix', `0.0.0.0:${NODE_APISERVER_PORT}`, this.spec.apiserverSocket]);
-    this.argvs.set('containerd', ['containerd', '--config', join(conf, 'containerd.toml')]);
+    this.argvs.set('containerd', [runtime.binDir ? join(runtime.binDir, 'containerd') : 'containerd', '--config', join(conf, 'containerd.toml')]);
     this.argvs.set('kubelet', kubeletArgv(join(this.spec.binDir, 'kubelet'), { nodeName: node.name, nodeIp: node.ipv4, configFile: join(conf, 'kubelet.yaml'), kubeconfig: join(conf, 'kubelet.kubeconfig') }));
     this.argvs.set('kube-proxy', kubeProxyArgv(join(this.spec.binDir, 'kube-proxy'), { nodeName: node.name, kubeconfig: join(conf, 'kube-proxy.kubeconfig') }));
     this.argvs.set('bird', await prepareBird(node, this.spec.peers, this.spec.bgpRanges, dir));
@@ -122,10 +125,12 @@ export class KubeNode {
   /** Starts `daemon` (no-op when running) and waits until it serves, where that can be seen. */
   async start(daemon: NodeDaemon): Promise<void> {
     if (this.running.get(daemon)?.running) return;
-    const proc = await this.host.spawn(daemon, this.argvs.get(daemon)!);
+    // containerd finds its shim on PATH first: the one of its own build.
+    const binDir = daemon === 'containerd' ? this.spec.runtime.binDir : undefined;
+    const proc = await this.host.spawn(daemon, this.argvs.get(daemon)!, binDir ? { ...process.env, PATH: `${binDir}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}` } : undefined);
     this.running.set(daemon, proc);
     if (daemon === 'containerd') {
-      await waitFor(`containerd on ${this.name}`, async () => (await run('ctr', ['--address', this.containerdSocket, 'version']).then(() => true, () => false)), { process: proc, timeoutMs: 60_000, intervalMs: 200 });
+      await waitFor(`containerd on ${this.name}`, async () => (await run(this.ctrBin, ['--address', this.containerdSocket, 'version']).then(() => true, () => false)), { process: proc, timeoutMs: 60_000, intervalMs: 200 });
     } else if (daemon === 'relay') {
       // relay.js prints its line once it listens.
       await waitFor(`relay on ${this.name}`, async () => (await proc.logTail()).includes(`relay 0.0.0.0:${NODE_APISERVER_PORT}`), { process: proc, timeoutMs: 30_000 });
@@ -159,6 +164,11 @@ export class KubeNode {
     return this.running.get(daemon)?.running ?? false;
   }
 
+  /** The `ctr` of the node's containerd (its build's, or Debian's). */
+  get ctrBin(): string {
+    return ctrBinary(this.spec.runtime);
+  }
+
   /** containerd's socket as the machine sees it (for `ctr` outside the node). */
   get containerdSocket(): string {
     return this.host.hostPath(CONTAINERD_SOCKET);
@@ -170,7 +180,7 @@ export class KubeNode {
    * @throws Error when the import fails or `ref` is not there afterwards.
    */
   async importImage(archive: string, ref: string): Promise<string> {
-    await run('ctr', ['--address', this.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'import', archive], { maxBuffer: 16 << 20 });
+    await run(this.ctrBin, ['--address', this.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'import', archive], { maxBuffer: 16 << 20 });
     const digest = await this.imageDigest(ref);
     if (!digest) throw new Error(`${ref} is not in containerd on ${this.name} after importing ${archive}`);
     return digest;
@@ -178,7 +188,7 @@ export class KubeNode {
 
   /** The digest containerd records for image `ref` (its manifest's), or undefined. */
   async imageDigest(ref: string): Promise<string | undefined> {
-    const { stdout } = await run('ctr', ['--address', this.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'ls', `name==${ref}`]);
+    const { stdout } = await run(this.ctrBin, ['--address', this.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'ls', `name==${ref}`]);
     return stdout.split('\n').slice(1).map((l) => l.split(/\s+/)).find((f) => f[0] === ref)?.[2];
   }
 
@@ -188,9 +198,9 @@ export class KubeNode {
    * @throws Error when the node runs no such container.
    */
   async killContainer(namespace: string, pod: string, container: string): Promise<void> {
-    const found = (await criContainers(this.host)).filter((c) => c.namespace === namespace && c.pod === pod && c.container === container);
+    const found = (await criContainers(this.host, this.ctrBin)).filter((c) => c.namespace === namespace && c.pod === pod && c.container === container);
     if (found.length === 0) throw new Error(`no container ${container} of ${namespace}/${pod} on ${this.name}`);
-    for (const c of found) await ctr(this.host, ['tasks', 'kill', '--signal', 'SIGKILL', c.id]).catch(() => undefined);
+    for (const c of found) await ctr(this.host, ['tasks', 'kill', '--signal', 'SIGKILL', c.id], { bin: this.ctrBin }).catch(() => undefined);
   }
 
   /**

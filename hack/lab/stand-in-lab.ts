@@ -32,7 +32,7 @@ import { StandInKubelet, type LabPod, type PluginObserver } from './stand-in-kub
 import { unixToTcp } from './relay.js';
 import { checkInvariants, type ClusterView, type Violation } from '../../test/invariants/check.js';
 import { collectView, standInCniCache } from '../../test/invariants/collect.js';
-import { Cluster } from './cluster.js';
+import { Cluster, cniPluginsDir } from './cluster.js';
 import { createTopology, ip, LAB_PREFIX, labNodes, type LabNode } from './topology.js';
 
 /** Where the lab keeps its files (kubeconfigs, sockets, logs, BIRD configs). */
@@ -424,10 +424,16 @@ async function chartCrds(): Promise<object[]> {
   return out;
 }
 
-/** A CNI_PATH dir: our `coil` plus the system's reference plugins (portmap) when installed. */
+/**
+ * A CNI_PATH dir: our `coil`, the reference plugins built here that take the chart's cniVersion
+ * 1.1.0 conflist (portmap, loopback: hack/build-cni-plugins.sh), and the system's other reference
+ * plugins when installed.
+ */
 async function linkCniExecutables(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
   await symlink(COIL, join(dir, 'coil'));
+  const built = await cniPluginsDir();
+  for (const name of await readdir(built)) await symlink(join(built, name), join(dir, name));
   for (const name of await readdir(SYSTEM_CNI_DIR).catch(() => [] as string[])) {
     if (name !== 'coil') await symlink(join(SYSTEM_CNI_DIR, name), join(dir, name)).catch(() => undefined);
   }

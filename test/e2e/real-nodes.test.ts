@@ -570,7 +570,7 @@ describe('the real-node lab (e2e)', { skip: prerequisite(isRoot ? undefined : 't
     const tag = 'upgraded';
     const upgraded = `${ref.slice(0, ref.lastIndexOf(':'))}:${tag}`;
     for (const node of cluster.nodes) {
-      await runFile('ctr', ['--address', node.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'tag', '--force', ref, upgraded]);
+      await runFile(node.ctrBin, ['--address', node.containerdSocket, '--namespace', CRI_NAMESPACE, 'images', 'tag', '--force', ref, upgraded]);
     }
     await cluster.upgradeChart([`image.tag=${tag}`]);
     // helm's --wait is satisfied once all but maxUnavailable replicas are ready (1 for both

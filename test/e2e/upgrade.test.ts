@@ -8,9 +8,10 @@
  * pods still reach each other across nodes, and `spec.snatAddresses` — new in 0.2.0, silently
  * dropped by 0.1.0's CRD — is stored and served after the upgrade.
  *
- * The lab runs the oldest Kubernetes coil supports unless `$COIL_KUBERNETES` says otherwise: an
- * older cluster is the one being upgraded, and so CI's one run of this file is also its real-node
- * e2e on the other end of the range (docs/real-nodes.md#kubernetes-versions-and-runtimes-in-ci).
+ * The lab runs the oldest Kubernetes coil supports unless `$COIL_KUBERNETES` says otherwise, on
+ * containerd 1.6 unless `$COIL_LAB_CONTAINERD` says otherwise: an older cluster is the one being
+ * upgraded, and so CI's one run of this file is also its real-node e2e on the other end of the
+ * Kubernetes range and on the other runtime (docs/real-nodes.md#kubernetes-versions-and-runtimes-in-ci).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -47,8 +48,9 @@ describe('upgrade from the previous release on the real-node lab (e2e)', { skip:
   before(async () => {
     previous = await buildRelease(PREVIOUS, log);
     const kubernetes = kubernetesVersion() ?? kubernetesReleases().at(-1)!;
-    log(`Kubernetes ${kubernetes}`);
-    cluster = await Cluster.up({ nodes: 2, installChart: false, log, kubernetes });
+    const containerd = process.env.COIL_LAB_CONTAINERD ? undefined : '1.6';
+    log(`Kubernetes ${kubernetes}, containerd ${containerd ?? process.env.COIL_LAB_CONTAINERD}`);
+    cluster = await Cluster.up({ nodes: 2, installChart: false, log, kubernetes, ...(containerd ? { containerd } : {}) });
     for (const node of cluster.nodes) await node.importImage(previous.image.archive, previous.image.ref);
     await cluster.installCoil([], { chart: previous.chart });
   });
