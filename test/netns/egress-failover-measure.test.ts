@@ -57,6 +57,31 @@ describe('the failover bench reads a client once its path drained', () => {
     assert.equal(lost.lost, 114);
   });
 
+  it('a stream whose echoes a stall at the window\'s end held up is kept, judged with its echoes up to the read: on the window\'s echoes alone it was "hung"', () => {
+    // From 1.3 s before the end on, every answer and echo takes 1.35 s: none comes back before the end.
+    const rtt = (t: number) => (t >= END - 1_300 ? 1_350 : 5);
+    const readAt = END + 10 + 1_350;
+    const d = record(readAt, rtt);
+    // Written every 50 ms, echoed as the probes are answered.
+    const echo: number[] = [];
+    for (let t = T0 - 2_000; t <= readAt; t += 50) if (t + rtt(t) <= readAt) echo.push(t + rtt(t));
+    d.streams = [{ echo: echo.sort((a, b) => a - b), err: '', errAt: 0, closedAt: 0 }];
+    assert.equal(drained(d, END), true);
+    assert.deepEqual(measure(d, T0, WINDOW_MS).streams, ['kept']);
+    const windowOnly = { ...d, streams: [{ ...d.streams[0]!, echo: echo.filter((t) => t <= END) }] };
+    assert.match(measure(windowOnly, T0, WINDOW_MS).streams[0]!, /^hung/, 'the window\'s echoes alone end more than 1 s before the end');
+  });
+
+  it('a stream through a drained NAT pod that went on until the pod stopped and whose reset had not come by the read is "hung" with its last echo', () => {
+    const d = record(END + 20, () => 5);
+    const echo: number[] = [];
+    for (let t = T0 - 2_000; t <= T0 + 1_150; t += 50) echo.push(t + 5);
+    d.streams = [{ echo, err: '', errAt: 0, closedAt: 0 }];
+    assert.deepEqual(measure(d, T0, WINDOW_MS).streams, ['hung (last echo +1155 ms)']);
+    d.late = [{ echo: [], err: '', errAt: 0, closedAt: 0, via: '10.2.3.2', openedAt: T0 + 500 }];
+    assert.deepEqual(measure(d, T0, WINDOW_MS).late, ['new +500 ms via 10.2.3.2: hung (no echo)']);
+  });
+
   it('a path that never recovered never drains (the bench reads it at its deadline) and its outage has no end', () => {
     const dead = (t: number) => (t >= T0 ? undefined : 5);
     assert.equal(drained(record(END + 3_000, dead), END), false);

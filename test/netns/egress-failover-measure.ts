@@ -49,8 +49,16 @@ export interface Seen {
  * The outage is the longest run of unanswered probes, from the send time of the last answered
  * probe before it to that of the first answered after it (nothing got through in between), 0 when
  * every probe was answered, Infinity when the window ends unanswered. A stream is `kept` (echoes
- * never paused over 300 ms), `reset +N ms` (an error N ms after t0), `closed +N ms`, `paused N ms`
- * or `hung` (no echo in the window's last second).
+ * never paused over 300 ms plus the longest stall seen), `reset +N ms` (an error N ms after t0,
+ * also one after the window's end that came before the read), `closed +N ms`, `paused N ms` or
+ * `hung (last echo +N ms)` (no echo from the window's last second on).
+ *
+ * A stream's echoes are read past the window's end, up to the read: the record is read once the
+ * path drained ({@link drained}), so the echoes a VM stall at the window's end held up have come
+ * by then. Judged on the window's echoes alone, such a stall made a stream of a client that lost
+ * nothing `hung` (the runs of docs/egress-failover.md#measured where the other clients' streams
+ * were judged disturbed); the gap it leaves before the first echo after the end is judged as any
+ * other, against the stall the probes saw.
  */
 export function measure(d: Dump, t0: number, windowMs: number): Seen {
   const end = t0 + windowMs;
@@ -74,8 +82,9 @@ export function measure(d: Dump, t0: number, windowMs: number): Seen {
     if (st.errAt && st.errAt >= t0) return `reset +${st.errAt - t0} ms (${st.err})`;
     if (st.closedAt && st.closedAt >= t0) return `closed +${st.closedAt - t0} ms`;
     if (st.errAt || st.closedAt) return 'failed before the loss';
-    const echoes = [t0, ...st.echo.filter((t) => t >= t0 && t <= end)];
-    if (echoes[echoes.length - 1]! < end - 1_000) return 'hung';
+    const after = st.echo.find((t) => t > end);
+    const echoes = [t0, ...st.echo.filter((t) => t >= t0 && t <= end), ...(after !== undefined ? [after] : [])];
+    if (echoes[echoes.length - 1]! < end - 1_000) return hung(st.echo, t0);
     let maxGap = 0;
     for (let i = 1; i < echoes.length; i++) maxGap = Math.max(maxGap, echoes[i]! - echoes[i - 1]!);
     // An echo gap that a stall of the client, of X or of the VM explains (seen as the client's
@@ -84,11 +93,23 @@ export function measure(d: Dump, t0: number, windowMs: number): Seen {
   });
   const late = (d.late ?? []).map((st) => {
     const what = st.errAt ? `reset +${st.errAt - t0} ms (${st.err})` : st.closedAt ? `closed +${st.closedAt - t0} ms`
-      : (st.echo[st.echo.length - 1] ?? 0) < end - 1_000 ? 'hung' : 'kept';
+      : (st.echo[st.echo.length - 1] ?? 0) < end - 1_000 ? hung(st.echo, t0) : 'kept';
     return `new +${st.openedAt - t0} ms via ${st.via || '?'}: ${what}`;
   });
   const lateAnswers = inWindow.filter(([s]) => (d.got[s] ?? 0) > end + FORMER_SETTLE_MS).length;
   return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore, late, lateAnswers };
+}
+
+/**
+ * A stream that stopped echoing: `hung (last echo +N ms)`, N after t0 (negative: before it), or
+ * `hung (no echo)`. When it stopped tells a stream cut before its NAT pod ended from one that went
+ * on until then and whose reset had not come by the read (the graceful kind: coild deletes the
+ * drained link only once the pod stopped serving, and TCP's retransmission back-off delays the
+ * packet that meets the new NAT pod and brings the reset; under TCG beyond the window).
+ */
+function hung(echo: readonly number[], t0: number): string {
+  const last = echo[echo.length - 1];
+  return last === undefined ? 'hung (no echo)' : `hung (last echo +${last - t0} ms)`;
 }
 
 /**
