@@ -82,6 +82,15 @@ describe('the failover bench reads a client once its path drained', () => {
     assert.deepEqual(measure(d, T0, WINDOW_MS).late, ['new +500 ms via 10.2.3.2: hung (no echo)']);
   });
 
+  it('an outage that outlasts the window ends at the first answer after it (a move after the window is not "no answer")', () => {
+    const moveAfter = (t: number) => (t >= T0 && t < END + 800 ? undefined : 5);
+    const d = record(END + 2_000, moveAfter);
+    assert.equal(drained(d, END), true);
+    const seen = measure(d, T0, WINDOW_MS);
+    assert.equal(seen.outageMs, WINDOW_MS + 800 + 10, 'from the last answered probe before the loss to the first answered after the move');
+    assert.equal(seen.lost, 401, 'every probe of the window (t0 to its end, 10 ms apart) is lost');
+  });
+
   it('a path that never recovered never drains (the bench reads it at its deadline) and its outage has no end', () => {
     const dead = (t: number) => (t >= T0 ? undefined : 5);
     assert.equal(drained(record(END + 3_000, dead), END), false);

@@ -48,7 +48,10 @@ export interface Seen {
 /**
  * The outage is the longest run of unanswered probes, from the send time of the last answered
  * probe before it to that of the first answered after it (nothing got through in between), 0 when
- * every probe was answered, Infinity when the window ends unanswered. A stream is `kept` (echoes
+ * every probe was answered. A run still unanswered at the window's end ends at the first answered
+ * probe sent after the window, Infinity when none was answered by the read: on a machine loaded
+ * enough to starve the VM a move came 4.8 s after the loss (2026-12-07, load average 14), after
+ * the 4 s window, and read as "no answer" although the client was answered again. A stream is `kept` (echoes
  * never paused over 300 ms plus the longest stall seen), `reset +N ms` (an error N ms after t0,
  * also one after the window's end that came before the read), `closed +N ms`, `paused N ms` or
  * `hung (last echo +N ms)` (no echo from the window's last second on).
@@ -73,7 +76,12 @@ export function measure(d: Dump, t0: number, windowMs: number): Seen {
     gap = false;
     lastOk = t;
   }
-  if (gap) outageMs = Infinity;
+  if (gap) {
+    // The outage does not end with the window: its end is the first answered probe sent after it
+    // (the record is read once the path drained, so that answer is in it when the path recovered).
+    const next = d.sent.find(([s, t]) => t > end && s in d.got);
+    outageMs = next && lastOk !== undefined ? Math.max(outageMs, next[1] - lastOk) : Infinity;
+  }
   let stallMs = 0;
   for (let i = 1; i < inWindow.length; i++) stallMs = Math.max(stallMs, inWindow[i]![1] - inWindow[i - 1]![1]);
   const maxRttMs = Math.max(0, ...inWindow.filter(([s]) => s in d.got).map(([s, t]) => d.got[s]! - t));
