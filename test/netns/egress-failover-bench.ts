@@ -89,6 +89,7 @@ import type { Egress } from '../../src/api/v2/egress.js';
 import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
+import { rt } from '../../src/netlink/rt-request.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { EgressWatcher } from '../../src/node-agent/egress/egress-watcher.js';
@@ -103,7 +104,7 @@ import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
 import { ApiStandIn, ask, inNetns, type ClientPod } from './egress-testbed.js';
-import { drained, DRAIN_TIMEOUT_MS, measure, type Dump, type Seen } from './egress-failover-measure.js';
+import { drained, DRAIN_TIMEOUT_MS, measure, STARVED_SHARE, type Dump, type Seen } from './egress-failover-measure.js';
 import { CoilEgressProcess, natState, natStateChange, playKubelet, PodListStandIn, writeKubeconfig, type ContainerEvents, type KubeletTimings, type NatState } from './egress-agent-process.js';
 
 const { values: args } = parseArgs({ options: {
@@ -176,6 +177,17 @@ const coildIp = new IpRunner({ timeoutMs: 60_000, spawner: helper.spawner });
 const agent = new NetlinkAgent();
 const coildKernel = new NetlinkExecutor({ ip: coildIp, ...(args.move === 'rtnetlink' ? { rtnetlink: agent } : {}) });
 const netns = new TestNetnsSet({ ip });
+/**
+ * The bench's own kernel writes at a loss (a NAT pod's node link down, and up after the run): one
+ * rtnetlink round trip through a netlink agent of its own, warmed before the first loss, so the
+ * loss comes when t0 says. An `ip` process, as before, took seconds to start on a VM starved by a
+ * loaded machine (2026-12-07, load average 14): the link went down seconds after t0, and a run
+ * read an outage of 0 for a client whose NAT pod was lost after the window had begun.
+ */
+const faultAgent = new NetlinkAgent();
+const faults = new NetlinkExecutor({ ip, rtnetlink: faultAgent });
+/** Sets NAT pod `idx`'s (1-based) link on the node up or down. */
+const natLink = (n: TestNetns, idx: number, up: boolean) => faults.apply([rt.linkSet(`n-e${idx}`, { up })], { netns: n.path });
 /** The addresses of the family: NAT pod k's and its node side's, client k's and its node side's, with their prefix length. */
 const A = V6
   ? { clusterIp: 'fd96::100', target: '2001:db8:100::2', targetGw: '2001:db8:100::1', targetNet: '2001:db8:100::/64', natNet: 'fd02::/16', bits: 64, any: '::/0',
@@ -234,6 +246,12 @@ interface Row {
   falseDowns?: string[];
   /** `sigkill`/`sigstop`: kubelet's steps (ms after the signal) and what the restart of coil-egress changed in its netns. */
   restart?: string;
+  /**
+   * coil's `graceful`: when the pod stopped serving and its link went down, and when coild ended
+   * the drain (deleted the drained peer link), ms after t0: `not serving +N, link down +N, drain
+   * ended +N ms` (`drain not ended` when coild had not by the read).
+   */
+  drain?: string;
   /** coild's failovers (a NAT pod declared down while its slice said serving) and its probes' round trips. */
   probes?: ProbeStats;
 }
@@ -309,6 +327,7 @@ async function main(): Promise<Row[]> {
     p.start();
     await p.waitReady(NAT_READY_TIMEOUT_MS);
   }
+  await faults.dump({ kind: 'links' }, { netns: n.path });
   log(`topology up; clients ${clients.map((c) => c.address).join(', ')}`);
 
   const echo = await inNetns(x, ECHO);
@@ -441,6 +460,8 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
   let t0 = 0;
   let detectMs: number | undefined;
   let movedMs: number | undefined;
+  /** When a retarget deleted the drained link (its plan had drains, the next has none), ms after t0. */
+  let drainEndedMs: number | undefined;
   const steering = new NatSteering({ cache: api.cache, port: 5555, logger: steeringLogger, registry, onChange: (e) => watcher?.onSteeringChange(e), ...(FAIL_AFTER ? { probeFailAfter: FAIL_AFTER } : {}) });
   // coild's flow pinning, on the nftables backend (docs/egress-failover.md#draining).
   const egressClient = new EgressClient({ ip: coildIp, kernel: coildKernel, port: 5555, flowPins: { enabled: true, applier: new FlowPins({ ip: coildIp, backend: 'nftables' }) } });
@@ -448,6 +469,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
   egressClient.retarget = async (...a) => {
     const moved = await retarget(...a);
     if (t0 && movedMs === undefined) movedMs = Date.now() - t0;
+    if (t0 && drainEndedMs === undefined && a[1].drains.length > 0 && a[2].drains.length === 0) drainEndedMs = Date.now() - t0;
     if (t0) log(`coil ${kind}: retarget ${a[1].peers.map((p) => p.remote).join()} → ${a[2].peers.map((p) => p.remote).join()}${a[2].drains.length > 0 ? ` draining ${a[2].drains.map((p) => p.remote).join()}` : ''} done +${Date.now() - t0} ms`);
     return moved;
   };
@@ -496,6 +518,7 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
       log(`coil scale-up: added ${lost}, ${JSON.stringify(seenUp)}`);
       return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp, probes: await probeStats(registry), falseDowns: falseDowns(t0, undefined) };
     }
+    let notServingMs: number | undefined;
     if (kind === 'graceful') {
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: true, terminating: true } }));
       // A connection opened during the drain: it should go to another NAT pod and outlive this one.
@@ -503,20 +526,24 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
       for (const p of ps) p.stdin!.write('open\n');
       await sleep(500);
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: true } }));
-      log(`coil graceful: ${lost} not serving +${Date.now() - t0} ms`);
+      notServingMs = Date.now() - t0;
+      log(`coil graceful: ${lost} not serving +${notServingMs} ms`);
       // The sandbox (and its netns) goes some time after the containers stopped and the endpoint
       // turned not serving: kubelet's teardown, the CNI DEL. 200 ms here, a lower bound.
       await sleep(200);
     }
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
+    await natLink(n, idx, false);
+    const linkDownMs = Date.now() - t0;
     const m = (await readDrained(ps, t0 + WINDOW_MS)).map((d) => measure(d, t0, WINDOW_MS));
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
+    const drain = notServingMs === undefined ? undefined
+      : `not serving +${notServingMs}, link down +${linkDownMs}, ${drainEndedMs === undefined ? 'drain not ended' : `drain ended +${drainEndedMs} ms`}`;
+    await natLink(n, idx, true);
     m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`coil: client ${clients[i]!.address} got no answer through NAT pod ${on[i]} before the loss`); });
     // Detected: when the prober declared the lost NAT pod down (not any change: another pod's false failover is not a detection).
     const down = healthChanges.find((h) => h.at >= t0 && h.natPod === lost && h.health === 'down');
     if (kind === 'node-lost' && down) detectMs = down.at - t0;
     log(`coil ${kind}: lost ${lost}, detect ${detectMs} ms, moved ${movedMs} ms, ${JSON.stringify(m)}`);
-    return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), ...(detectMs !== undefined ? { detectMs } : {}), ...(movedMs !== undefined ? { movedMs } : {}), probes: await probeStats(registry), falseDowns: falseDowns(t0, lost) };
+    return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), ...(detectMs !== undefined ? { detectMs } : {}), ...(movedMs !== undefined ? { movedMs } : {}), probes: await probeStats(registry), falseDowns: falseDowns(t0, lost), ...(drain ? { drain } : {}) };
   } finally {
     await stopClients(ps);
     ac.abort();
@@ -579,16 +606,16 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
       await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
       log(`Coil graceful: ${lost} not serving +${Date.now() - t0} ms`);
       await sleep(200);
-      await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
+      await natLink(n, idx, false);
     } else {
-      await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
+      await natLink(n, idx, false);
       await sleep(COIL_DELAY_MS);
       // kube-proxy: the endpoint leaves the DNAT, and UDP conntrack entries towards it are flushed.
       await setDnat(n, NAT.filter((a) => a !== lost));
       await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
     }
     const m = (await readDrained(ps, t0 + WINDOW_MS)).map((d) => measure(d, t0, WINDOW_MS));
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
+    await natLink(n, idx, true);
     m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`Coil: client ${clients[i]!.address} got no answer through the ClusterIP before the loss`); });
     log(`Coil ${kind}: lost ${lost}, ${JSON.stringify(m)}`);
     const path = kind === 'graceful' ? 'Coil (kube-proxy: terminating, then not serving)' : `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`;
@@ -602,23 +629,28 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
 /** The detail table's header (and the run's settings above it). */
 function printDetailHeader(): void {
   console.log(`IPv${args.family}; move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}, liveness ${LIVENESS_FAIL_MS}, grace period ${GRACE_MS}`);
-  console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms); answered late (lost to the former read) | coild: failovers, probe RTT > 25/100/250 ms of answered | NAT process hit: kubelet steps (ms), its netns across the restart of coil-egress |');
+  console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms); answered late (lost to the former read); probes sent of due (fewest) | coild: failovers, probe RTT > 25/100/250 ms of answered | NAT pod: kubelet steps (ms) and its netns across the restart of coil-egress, or the steps of its drain |');
   console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|---|');
 }
 
 /** One run's row of the detail table. */
 function printDetail(r: Row): void {
   const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
-  console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))}; ${[...r.onLost, ...r.others].reduce((a, s) => a + s.lateAnswers, 0)} | ${r.probes ? `${r.probes.failovers}${r.falseDowns?.length ? ` (not lost: ${r.falseDowns.join(', ')})` : ''}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} | ${r.restart ?? '-'} |`);
+  console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))}; ${[...r.onLost, ...r.others].reduce((a, s) => a + s.lateAnswers, 0)}; ${Math.round(100 * sentOfDue(r))} %${starved(r) ? ' (starved)' : ''} | ${r.probes ? `${r.probes.failovers}${r.falseDowns?.length ? ` (not lost: ${r.falseDowns.join(', ')})` : ''}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} | ${r.restart ?? r.drain ?? '-'} |`);
 }
+
+/** The fewest probes a client of the run sent, as a share of those due. */
+const sentOfDue = (r: Row) => Math.min(1, ...r.onLost.map((s) => s.sentOfDue), ...r.others.map((s) => s.sentOfDue));
+/** A run whose VM was starved ({@link STARVED_SHARE}): its figures say how little CPU the VM got, not what coild does. */
+const starved = (r: Row) => sentOfDue(r) < STARVED_SHARE;
 
 const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 
 main().then(
   async (rows) => {
     console.log('');
-    console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) |');
-    console.log('|---|---|---:|---:|---:|---:|---|---:|---:|');
+    console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) | starved runs (a client sent < ${100 * STARVED_SHARE} % of its probes) |');
+    console.log('|---|---|---:|---:|---:|---:|---|---:|---:|---:|');
     const groups = new Map<string, Row[]>();
     for (const r of rows) groups.set(`${r.path}|${r.kind}`, [...(groups.get(`${r.path}|${r.kind}`) ?? []), r]);
     for (const [k, rs] of groups) {
@@ -627,11 +659,12 @@ main().then(
       const o = rs.filter((r) => r.onLost.length > 0).map((r) => Math.max(...r.onLost.map((s) => s.outageMs))).sort((a, b) => a - b);
       const [path, kind] = k.split('|');
       const onLost = ['node-lost', 'graceful', 'sigkill', 'sigstop'].includes(kind!) ? String(Math.min(...rs.map((r) => r.onLost.length))) : '-';
-      console.log(`| ${path} | ${kind} | ${rs.length} | ${o.length > 0 ? fmt(o[Math.floor((o.length - 1) / 2)]!) : '-'} | ${o.length > 0 ? fmt(o[o.length - 1]!) : '-'} | ${rs.reduce((a, r) => a + r.onLost.reduce((b, s) => b + s.lost, 0), 0)} | ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.lost, 0), 0)}, ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.disturbed, 0), 0)} | ${rs[0]!.falseDowns ? rs.reduce((a, r) => a + (r.falseDowns?.length ?? 0), 0) : '-'} | ${onLost} |`);
+      console.log(`| ${path} | ${kind} | ${rs.length} | ${o.length > 0 ? fmt(o[Math.floor((o.length - 1) / 2)]!) : '-'} | ${o.length > 0 ? fmt(o[o.length - 1]!) : '-'} | ${rs.reduce((a, r) => a + r.onLost.reduce((b, s) => b + s.lost, 0), 0)} | ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.lost, 0), 0)}, ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.disturbed, 0), 0)} | ${rs[0]!.falseDowns ? rs.reduce((a, r) => a + (r.falseDowns?.length ?? 0), 0) : '-'} | ${onLost} | ${rs.filter(starved).length} |`);
     }
     console.log(`load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}, wall ${((Date.now() - started) / 1000).toFixed(1)} s`);
     helper.stop();
     agent.stop();
+    faultAgent.stop();
     for (const p of natPods) { p.signal('SIGCONT'); p.signal('SIGKILL'); }
     await podList?.stop();
     if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
@@ -643,6 +676,7 @@ main().then(
     console.error(`FAIL ${err instanceof Error ? err.stack : String(err)}`);
     helper.stop();
     agent.stop();
+    faultAgent.stop();
     for (const p of natPods) { p.signal('SIGCONT'); p.signal('SIGKILL'); }
     await podList?.stop();
     if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });

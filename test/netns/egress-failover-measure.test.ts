@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { drained, FORMER_SETTLE_MS, measure, type Dump } from './egress-failover-measure.js';
+import { drained, FORMER_SETTLE_MS, measure, STARVED_SHARE, type Dump } from './egress-failover-measure.js';
 
 const T0 = 1_000_000;
 const WINDOW_MS = 4_000;
@@ -89,6 +89,14 @@ describe('the failover bench reads a client once its path drained', () => {
     const seen = measure(d, T0, WINDOW_MS);
     assert.equal(seen.outageMs, WINDOW_MS + 800 + 10, 'from the last answered probe before the loss to the first answered after the move');
     assert.equal(seen.lost, 401, 'every probe of the window (t0 to its end, 10 ms apart) is lost');
+  });
+
+  it('a client that sent few of its probes (a starved VM) says so', () => {
+    const full = measure(record(END + 20, () => 5), T0, WINDOW_MS);
+    assert.equal(full.sentOfDue, 1);
+    const sparse = record(END + 20, () => 5);
+    sparse.sent = sparse.sent.filter((_, i) => i % 10 === 0);
+    assert.ok(measure(sparse, T0, WINDOW_MS).sentOfDue < STARVED_SHARE);
   });
 
   it('a path that never recovered never drains (the bench reads it at its deadline) and its outage has no end', () => {

@@ -17,6 +17,16 @@ export const FORMER_SETTLE_MS = 300;
 /** How long after the window's end a record waits for its path to drain before it is read anyway (a path that never recovered). */
 export const DRAIN_TIMEOUT_MS = 3_000;
 
+/** A client sends a probe every 10 ms (its program's timer). */
+export const PROBE_INTERVAL_MS = 10;
+/**
+ * A run where a client sent less than this share of the probes due in the window is starved: its
+ * VM got too little CPU for what the run measures (coild's timers, the clients' probes) to mean
+ * anything. On 2026-12-07, with the machine at a load average of 14–21 on its 2 cores, clients sent
+ * 8–30 % of their probes and coild took 2–5 s to notice a loss its timers bound to 0.3 s.
+ */
+export const STARVED_SHARE = 0.5;
+
 /** The record of one client (its program's `dump`). */
 export interface Dump {
   sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }>;
@@ -36,6 +46,8 @@ export interface Seen {
   maxRttMs: number;
   /** Probes answered in the 2 s before the loss (0: the path never worked). */
   answeredBefore: number;
+  /** The probes sent in the window as a share of those due (one every {@link PROBE_INTERVAL_MS}): below {@link STARVED_SHARE} the run was starved. */
+  sentOfDue: number;
   /** Streams opened during the window: `new +N ms via <NAT pod>: kept | reset +M ms (…) | closed +M ms | hung`. */
   late: string[];
   /**
@@ -105,7 +117,8 @@ export function measure(d: Dump, t0: number, windowMs: number): Seen {
     return `new +${st.openedAt - t0} ms via ${st.via || '?'}: ${what}`;
   });
   const lateAnswers = inWindow.filter(([s]) => (d.got[s] ?? 0) > end + FORMER_SETTLE_MS).length;
-  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore, late, lateAnswers };
+  const sentOfDue = inWindow.length / (Math.floor(windowMs / PROBE_INTERVAL_MS) + 1);
+  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore, sentOfDue, late, lateAnswers };
 }
 
 /**

@@ -60,8 +60,8 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     const { code, out, err } = await inVm([process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1',
       '-k', 'node-lost,graceful,scale-up,sigkill,sigstop', '--k8s-readiness-fail-ms', '2000', '--k8s-grace-ms', '1000'], { timeoutS: 900 });
     assert.equal(code, 0, `bench failed (rc ${code}):\n${out}\n${err.slice(-3000)}`);
-    // | path | loss | runs | outage p50 | outage max | probes lost on the lost NAT pod | other clients: probes lost, streams disturbed | coild false failovers | clients on the lost NAT pod |
-    const summary = new Map(out.split('\n').filter((l) => /^\| (coil|Coil) /.test(l) && l.split('|').length === 11)
+    // | path | loss | runs | outage p50 | outage max | probes lost on the lost NAT pod | other clients: probes lost, streams disturbed | coild false failovers | clients on the lost NAT pod | starved runs |
+    const summary = new Map(out.split('\n').filter((l) => /^\| (coil|Coil) /.test(l) && l.split('|').length === 12)
       .map((l) => l.split('|').map((c) => c.trim())).map((c) => [`${c[1]!.startsWith('coil') ? 'coil' : 'Coil'} ${c[2]}`, c]));
     const row = (key: string): string[] => {
       const r = summary.get(key);
@@ -73,6 +73,9 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     for (const key of ['coil node-lost', 'Coil node-lost', 'coil graceful', 'Coil graceful', 'coil sigkill', 'Coil sigkill', 'coil sigstop', 'Coil sigstop']) {
       assert.ok(Number(row(key)[9]) >= 1, `${key}: no client was on the lost NAT pod, so nothing was judged:\n${out}`);
     }
+    // A starved VM (its clients sent under half their probes: the machine gave it too little CPU)
+    // measures the machine's load, not coild: said as such rather than as a slow failover.
+    for (const key of summary.keys()) assert.equal(row(key)[10], '0', `${key}: the VM was starved (load average ${/load average (\S+)/.exec(out)?.[1]}), the run measured nothing:\n${out}`);
     const coilLost = row('coil node-lost');
     assert.ok(Number(coilLost[5]) <= OUTAGE_BOUND_MS, `coil's outage for a lost NAT pod: ${coilLost[5]} ms`);
     assert.equal(coilLost[7], '0, 0', 'clients of the other NAT pods lost probes or had streams disturbed');
@@ -80,8 +83,8 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     assert.equal(coilLost[8], '0', `coild declared a NAT pod down that was not lost:\n${out}`);
     assert.equal(row('coil graceful')[6], '0', 'a graceful deletion lost probes');
     // Per-flow drain (docs/egress-failover.md#draining): the streams through the draining NAT pod
-    // go on until it ends (1 s after the drain began), and a stream opened during the drain goes
-    // through another NAT pod and outlives the drained one.
+    // go on until it stops serving (1 s after the drain began), and a stream opened during the
+    // drain goes through another NAT pod and outlives the drained one.
     const detail = out.split('\n').filter((l) => /^\| coil \| graceful \|/.test(l) && l.split('|').length === 14);
     assert.equal(detail.length, 1, `the graceful run's detail row:\n${out}`);
     for (const line of detail) {
@@ -92,9 +95,23 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
       assert.equal(late.length, 1, `one stream opened during the drain: ${line}`);
       const m = /^new \+\d+ ms via (\S+): (.*)$/.exec(late[0]!);
       assert.ok(m && m[1] !== lost && m[1] !== '?' && m[2] === 'kept', `the stream opened during the drain went through the draining NAT pod or did not outlive it: ${late[0]}`);
+      // When the pod stopped serving, as the bench did it; a stream that went on until then is
+      // reset once coild deleted the drained link and TCP's next retransmission meets the new NAT
+      // pod — under TCG that can come after the read (coild's pin sync of the drain's start holds
+      // the pod's lock for seconds there, and the retransmissions back off), so a stream whose
+      // last echo came when the pod stopped serving went on until it ended. Allowance: 300 ms plus
+      // the longest stall the clients saw, as for a pause.
+      const drain = /^not serving \+(\d+), link down \+(\d+), /.exec(cells[12]!);
+      assert.ok(drain, `the graceful run's drain steps: ${line}`);
+      const notServing = Number(drain[1]);
+      const stall = /^(\d+) \/ (\d+);/.exec(cells[10]!);
+      assert.ok(stall, `the graceful run's stall: ${line}`);
+      const allowance = 300 + Math.max(Number(stall[1]), Number(stall[2]));
       for (const x of streams.filter((y) => !y.startsWith('new '))) {
         const reset = /^reset \+(\d+) ms/.exec(x);
-        assert.ok(x === 'kept' || (reset && Number(reset[1]) >= 1_000), `a stream through the draining NAT pod ended before the pod did: ${x}`);
+        const hung = /^hung \(last echo \+(\d+) ms\)$/.exec(x);
+        assert.ok(x === 'kept' || (reset && Number(reset[1]) >= notServing) || (hung && Number(hung[1]) >= notServing - allowance),
+          `a stream through the draining NAT pod ended before the pod stopped serving (+${notServing} ms, allowance ${allowance} ms): ${x}; ${line}`);
       }
     }
     assert.deepEqual([row('coil scale-up')[6], row('coil scale-up')[7]], ['0', '0, 0'], 'adding a NAT pod lost probes or disturbed streams');
