@@ -14,6 +14,9 @@ import type Logger from 'bunyan';
 import { addressFamily } from '../netlink/cidr.js';
 import { probeFeatures, type KernelFeatures } from '../netlink/features.js';
 import { IpRunner } from '../netlink/iproute2/ip-runner.js';
+import { NetlinkExecutor } from '../netlink/netlink-executor.js';
+import type { RtApplier, RtReader } from '../netlink/rt-request.js';
+import { InProcessRtnetlink, isBun } from '../netlink/socket/rtnetlink-inprocess.js';
 import { readSysctl } from '../netlink/sysctl.js';
 import { ApiTransport } from '../runtime/api-transport.js';
 import { HttpEndpoints } from '../runtime/http-servers.js';
@@ -37,8 +40,14 @@ export interface EgressAgentOptions {
   config: EgressConfig;
   kubeConfig: KubeConfig;
   log: Logger;
-  /** Default: a new IpRunner. */
+  /** Runs the programs (nft, iptables, conntrack, modprobe, sysctl). Default: a new IpRunner. */
   ip?: IpRunner;
+  /**
+   * Applies the tunnels' typed requests and reads (FoU ports, peer links, routes, the return
+   * rule). Default: a NetlinkExecutor over coil-egress's own rtnetlink and genetlink socket when it
+   * runs on Bun (the image), else over `ip`.
+   */
+  kernel?: RtApplier & RtReader;
 }
 
 /**
@@ -88,7 +97,8 @@ export class EgressAgent {
     })));
     const natOptions = { ip: this.ip, podAddresses: c.podAddresses, outInterface: c.outInterface, snatAddresses: c.snatAddresses };
     this.nat = c.backend === 'iptables' ? new IptablesNat(natOptions) : new NftablesNat(natOptions);
-    this.server = new FouServer({ ip: this.ip, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
+    const kernel = o.kernel ?? new NetlinkExecutor({ ip: this.ip, ...(isBun ? { rtnetlink: new InProcessRtnetlink() } : {}) });
+    this.server = new FouServer({ ip: this.ip, kernel, podAddresses: c.podAddresses, port: c.fouPort, isSourcePortAuto: c.isSourcePortAuto, outInterface: c.outInterface });
   }
 
 

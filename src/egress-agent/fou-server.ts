@@ -12,7 +12,7 @@ import { EGRESS_WIDE_TABLE_ID, PROTOCOL_ID } from '../api/v2/keys.js';
 import { addressFamily } from '../netlink/cidr.js';
 import { ensureFouPeer, fouPeerLinkName, initFou, readFouPeers } from '../netlink/fou.js';
 import type { IpRunner } from '../netlink/iproute2/ip-runner.js';
-import { rt } from '../netlink/rt-request.js';
+import { rt, type RtApplier, type RtReader } from '../netlink/rt-request.js';
 import { syncPolicyRules, syncTableRoutes, type TableRoute } from '../netlink/fib-rules.js';
 
 /** Priority of the `iif <out> lookup 118` rule (Coil's). */
@@ -20,7 +20,14 @@ export const EGRESS_RETURN_RULE_PRIORITY = 2000;
 
 /** Constructor options of {@link FouServer}. */
 export interface FouServerOptions {
+  /** Runs the programs no netlink family replaces: `modprobe` and the sysctls of initFou. */
   ip: IpRunner;
+  /**
+   * Applies the typed requests and reads the dumps (FoU ports, peer links, routes of 118, the
+   * return rule): coil-egress's NetlinkExecutor (its own rtnetlink and genetlink socket on Bun,
+   * `ip` when that is not usable). Default: `ip`.
+   */
+  kernel?: RtApplier & RtReader;
   /** This pod's addresses (plain). */
   podAddresses: readonly string[];
   port: number;
@@ -52,6 +59,11 @@ export class FouServer {
     }
   }
 
+  /** Where typed requests and dumps go: `kernel`, else the IpRunner (iproute2). */
+  private get kernel(): RtApplier & RtReader {
+    return this.o.kernel ?? this.o.ip;
+  }
+
   /** Families this pod has addresses of. */
   families(): Array<4 | 6> {
     return [...this.local.keys()];
@@ -63,7 +75,7 @@ export class FouServer {
    */
   async init(): Promise<void> {
     const netns = this.o.netns;
-    await initFou(this.o.ip, { ...(netns ? { netns } : {}), port: this.o.port, families: this.families(),
+    await initFou({ kernel: this.kernel, ip: this.o.ip }, { ...(netns ? { netns } : {}), port: this.o.port, families: this.families(),
       ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
     await this.initReturnRule();
   }
@@ -77,7 +89,7 @@ export class FouServer {
   async initReturnRule(): Promise<void> {
     const netns = this.o.netns;
     for (const family of this.families()) {
-      await syncPolicyRules(this.o.ip, { ...(netns ? { netns } : {}), family, minPriority: EGRESS_RETURN_RULE_PRIORITY,
+      await syncPolicyRules(this.kernel, { ...(netns ? { netns } : {}), family, minPriority: EGRESS_RETURN_RULE_PRIORITY,
         maxPriority: EGRESS_RETURN_RULE_PRIORITY, desired: [{ priority: EGRESS_RETURN_RULE_PRIORITY, iif: this.o.outInterface, table: EGRESS_WIDE_TABLE_ID }] });
     }
   }
@@ -89,9 +101,9 @@ export class FouServer {
    * @throws NetlinkError
    */
   async sync(clients: ReadonlySet<string>): Promise<FouSyncResult> {
-    const { ip } = this.o;
+    const kernel = this.kernel;
     const target = this.o.netns ? { netns: this.o.netns } : {};
-    const existing = await readFouPeers(ip, target);
+    const existing = await readFouPeers(kernel, target);
     const links = new Map<string, string>();
     const skipped: string[] = [];
     const routes: Record<4 | 6, TableRoute[]> = { 4: [], 6: [] };
@@ -102,17 +114,17 @@ export class FouServer {
         skipped.push(client);
         continue;
       }
-      const { name } = await ensureFouPeer(ip, { remote: client, local, port: this.o.port, sourcePort: this.o.isSourcePortAuto ? 'auto' : this.o.port }, existing, target);
+      const { name } = await ensureFouPeer(kernel, { remote: client, local, port: this.o.port, sourcePort: this.o.isSourcePortAuto ? 'auto' : this.o.port }, existing, target);
       links.set(client, name);
       routes[family].push({ dst: `${client}/${family === 4 ? 32 : 128}`, dev: name });
     }
     const wanted = new Set(links.values());
     const stale = existing.filter((l) => !wanted.has(l.name));
-    if (stale.length > 0) await ip.batch(stale.map((l) => ['link', 'del', 'dev', l.name]), target);
+    if (stale.length > 0) await kernel.apply(stale.map((l) => rt.linkDel(l.name)), target);
     for (const family of [4, 6] as const) {
       if (!this.local.has(family)) continue;
       const up = routes[family].map((r) => rt.linkSet(r.dev, { up: true }));
-      await syncTableRoutes(ip, { ...target, family, table: EGRESS_WIDE_TABLE_ID, protocol: PROTOCOL_ID, desired: routes[family], beforeAdd: up });
+      await syncTableRoutes(kernel, { ...target, family, table: EGRESS_WIDE_TABLE_ID, protocol: PROTOCOL_ID, desired: routes[family], beforeAdd: up });
     }
     return { links, skipped };
   }

@@ -1,14 +1,18 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { probeFeatures } from './features.js';
-import { FLOW_DEVICE, ensureFouPeer, fouPeerAddLine, fouPeerLinkName, fouPeerRequest, fouPortLine, initFou, isFouPeerLinkName, parseFouShow, readFouPeers, type FouPeer } from './fou.js';
+import { FALLBACK_RENAMES, FLOW_DEVICE, ensureFouPeer, fouIpproto, fouPeerLinkName, fouPeerRequest, initFou, isFouPeerLinkName, readFouPeers, type FouPeer } from './fou.js';
 import { IpRunner } from './iproute2/ip-runner.js';
+import { formatRequest } from './iproute2/rt-format.js';
 import { NetlinkAgent } from './netlink-agent.js';
 import { NetlinkExecutor } from './netlink-executor.js';
 import { NetlinkError } from './netlink-error.js';
-import { rt, type RtRequest } from './rt-request.js';
+import { rt, type FouPortEntry, type RtRequest } from './rt-request.js';
+
+const fouPeerAddLine = (p: FouPeer): string[] => formatRequest(fouPeerRequest(p));
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from '../../test/netns/test-netns.js';
 import { kernelLacks, prerequisite } from '../../test/support/prerequisite.js';
+import { SpawnCounter } from '../../test/support/spawn-count.js';
 
 describe('FoU builders', () => {
   test('IPv4 peer links are named after the address bytes, as Coil names them', () => {
@@ -39,10 +43,12 @@ describe('FoU builders', () => {
     assert.throws(() => fouPeerAddLine({ remote: 'fd00::1', local: '10.0.0.1', port: 5555, sourcePort: 5555 }), TypeError);
   });
 
-  test('receive ports: ipproto 4 for IPv4, ipproto 41 -6 for IPv6; ip fou show is parsed back', () => {
-    assert.deepEqual(fouPortLine(5555, 4), ['fou', 'add', 'port', '5555', 'ipproto', '4']);
-    assert.deepEqual(fouPortLine(5555, 6), ['fou', 'add', 'port', '5555', 'ipproto', '41', '-6']);
-    assert.deepEqual(parseFouShow('port 5555 ipproto 4\nport 5555 ipproto 41 -6\n'), [{ port: 5555, family: 4 }, { port: 5555, family: 6 }]);
+  test('receive ports: ipproto 4 for IPv4, ipproto 41 -6 for IPv6 (the fallback\'s lines of the typed requests)', () => {
+    const port = (family: 4 | 6) => formatRequest(rt.fouPortAdd({ family, port: 5555, ipproto: fouIpproto(family) }));
+    assert.deepEqual(port(4), ['fou', 'add', 'port', '5555', 'ipproto', '4']);
+    assert.deepEqual(port(6), ['fou', 'add', 'port', '5555', 'ipproto', '41', '-6']);
+    assert.deepEqual(formatRequest(rt.linkAddExternal(FLOW_DEVICE[6], 6)), ['link', 'add', 'name', 'coil_ipip6', 'type', 'ip6tnl', 'external']);
+    assert.deepEqual(formatRequest(rt.linkSet('tunl0', { name: 'coil_tunl' })), ['link', 'set', 'dev', 'tunl0', 'name', 'coil_tunl']);
   });
 });
 
@@ -62,7 +68,7 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
   test('initFou is idempotent and creates the flow-based devices; peers are recreated when the source port changes', async (t) => {
     if (skip) return t.skip(skip);
     await ip.batch([['link', 'add', 'veth-a', 'type', 'veth', 'peer', 'name', 'veth-b'], ['addr', 'add', '10.9.0.1/24', 'dev', 'veth-a'], ['link', 'set', 'veth-a', 'up']], { netns: ns.path });
-    for (let i = 0; i < 2; i++) await initFou(ip, { netns: ns.path, port: 5555, families: [4], modprobePath: null });
+    for (let i = 0; i < 2; i++) await initFou({ kernel: ip, ip }, { netns: ns.path, port: 5555, families: [4], modprobePath: null });
     const links = await ip.json<{ ifname: string; flags: string[] }[]>(['link', 'show'], { netns: ns.path });
     assert.ok(links.some((l) => l.ifname === FLOW_DEVICE[4] && l.flags.includes('UP')));
     const peer = { remote: '10.9.0.2', local: '10.9.0.1', port: 5555, sourcePort: 5555 as const };
@@ -125,6 +131,66 @@ describe('FoU in a real network namespace', { skip: prerequisite(netnsSkipReason
       assert.deepEqual(fromAgent, fromIp);
       assert.equal((await readFouPeers(ip, { netns: b.path })).length, 3);
       assert.match(JSON.stringify(fromAgent.routes), /"dev":"fou4_0a090003"/);
+    } finally {
+      agent.stop();
+    }
+  });
+
+  // initFou and the peer-link reads through the netlink agent (genetlink `fou` for the ports,
+  // rtnetlink for the flow devices, the fallback devices' renames and the link dump) must leave
+  // and read the kernel as `ip` does, and start no `ip` process; without FoU both fail alike.
+  test('initFou, readFouPeers and ensureFouPeer by rtnetlink and genetlink (the netlink agent) equal ip\'s, start no ip; refused alike without FoU', async (t) => {
+    const agent = new NetlinkAgent();
+    if (!agent.isUsable) return t.skip(prerequisite(`${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`));
+    const spawns = new SpawnCounter();
+    const viaAgent = new NetlinkExecutor({ rtnetlink: agent, ip: spawns.ip });
+    const [a, b] = [await netns.create('init-ip'), await netns.create('init-rt')];
+    try {
+      const init = (kernel: typeof ip | NetlinkExecutor, ns: TestNetns) => initFou({ kernel, ip: kernel === ip ? ip : viaAgent.ip },
+        { netns: ns.path, port: 5555, families: [4, 6], modprobePath: null });
+      if (skip) {
+        // No FoU here: the receive ports' read fails on both paths, naming the `fou` family.
+        for (const [k, ns] of [[ip, a], [viaAgent, b]] as const) {
+          const err = await init(k, ns).then(() => undefined, (e: unknown) => e);
+          assert.ok(err instanceof NetlinkError, String(err));
+          assert.match(err.message, /fou|talking to the kernel/i);
+        }
+        assert.deepEqual(spawns.of('ip'), []);
+        return;
+      }
+      for (const ns of [a, b]) {
+        await ip.batch([['link', 'add', 'veth-a', 'type', 'veth', 'peer', 'name', 'veth-b'], ['addr', 'add', '10.9.0.1/24', 'dev', 'veth-a'],
+          ['addr', 'add', 'fd09::1/64', 'dev', 'veth-a', 'nodad'], ['link', 'set', 'veth-a', 'up']], { netns: ns.path });
+      }
+      // The kernel's fallback devices appear in every netns once ipip/ip6_tunnel are loaded.
+      for (let i = 0; i < 2; i++) {
+        await init(ip, a);
+        await init(viaAgent, b);
+      }
+      const peers: FouPeer[] = [
+        { remote: '10.9.0.2', local: '10.9.0.1', port: 5555, sourcePort: 5555 },
+        { remote: 'fd09::2', local: 'fd09::1', port: 5555, sourcePort: 'auto', mtuBytes: 1452 },
+      ];
+      for (const p of peers) {
+        await ensureFouPeer(ip, p, await readFouPeers(ip, { netns: a.path }), { netns: a.path });
+        await ensureFouPeer(viaAgent, p, await readFouPeers(viaAgent, { netns: b.path }), { netns: b.path });
+      }
+      const strip = (x: unknown): unknown => JSON.parse(JSON.stringify(x, (k, v: unknown) => (['ifindex', 'link_index', 'operstate', 'stats64', 'permaddr', 'address', 'broadcast', 'addr_info'].includes(k) ? undefined : v)));
+      const state = async (ns: TestNetns) => ({
+        ports: await ip.json<FouPortEntry[]>(['fou', 'show'], { netns: ns.path }),
+        links: strip(await ip.json(['-d', 'link', 'show'], { netns: ns.path })),
+      });
+      const [fromIp, fromAgent] = [await state(a), await state(b)];
+      assert.deepEqual(fromAgent, fromIp);
+      assert.deepEqual(fromIp.ports.map((p) => [p.port, p.family]).sort(), [[5555, 'inet'], [5555, 'inet6']]);
+      const names = (fromIp.links as { ifname: string }[]).map((l) => l.ifname);
+      for (const [from, to] of FALLBACK_RENAMES) assert.ok(!names.includes(from) && names.includes(to), `${from} renamed ${to}: ${names.join(' ')}`);
+      // The reads: the genetlink port dump and the link dump give what ip -json gives.
+      assert.deepEqual(await viaAgent.dump({ kind: 'fou-ports' }, { netns: b.path }), fromAgent.ports);
+      assert.deepEqual(await readFouPeers(viaAgent, { netns: b.path }), await readFouPeers(ip, { netns: b.path }));
+      assert.deepEqual((await readFouPeers(viaAgent, { netns: b.path })).map((l) => [l.name, l.remote, l.local, l.sourcePort]),
+        [['fou4_0a090002', '10.9.0.2', '10.9.0.1', 5555], [fouPeerLinkName('fd09::2'), 'fd09::2', 'fd09::1', 0]]);
+      assert.deepEqual(spawns.of('ip'), [], 'no ip process on the typed path');
     } finally {
       agent.stop();
     }

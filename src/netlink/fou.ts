@@ -1,8 +1,9 @@
 /**
  * Foo-over-UDP tunnels, shared by client pods (coild) and egress pods (coil-egress): the FoU
  * receive ports, one ipip/ip6tnl "peer link" per remote address, and the flow-based (external)
- * receive devices. Builders are pure; {@link initFou}, {@link ensureFouPeer} and
- * {@link deleteFouPeer} touch the kernel through an {@link IpRunner}.
+ * receive devices. Builders are pure; {@link initFou}, {@link readFouPeers}, {@link ensureFouPeer}
+ * and {@link deleteFouPeer} touch the kernel with typed requests (rt-request.ts) through the
+ * executor they are given.
  *
  * Concurrency: nothing here locks. Two calls for the same netns and peer must not overlap (the
  * callers serialise per pod / per process).
@@ -10,13 +11,28 @@
  * @see docs/compatibility.md#fou-tunnels (Coil `v2/pkg/fou/fou.go`)
  */
 import { createHash } from 'node:crypto';
-import type { BatchLine, IpRunner, RunTarget } from './iproute2/ip-runner.js';
+import type { IpRunner } from './iproute2/ip-runner.js';
 import { addressBytes, canonicalAddress, formatAddress, tryParseAddress, type IpAddress } from '../ipam/ip-address.js';
 import { addressOf } from './cidr.js';
+import { readLinks } from './link.js';
 import { isNetlinkErrno } from './netlink-error.js';
-import { formatRequest } from './iproute2/rt-format.js';
-import { rt, type RtRequest } from './rt-request.js';
+import { rt, type FouPortEntry, type RtApplier, type RtReader, type RtRequest } from './rt-request.js';
 import { writeSysctl } from './sysctl.js';
+
+/** A netns file path; undefined = the caller's own netns. */
+interface NetnsTarget {
+  netns?: string | undefined;
+}
+
+/**
+ * Where FoU's kernel work goes: typed requests and reads through `kernel` (coild's and
+ * coil-egress's NetlinkExecutor: rtnetlink and genetlink, `ip` only as its fallback), and the two
+ * things no netlink family does through `ip`, the IpRunner's programs: `modprobe` and the sysctls.
+ */
+export interface FouKernel {
+  kernel: RtApplier & RtReader;
+  ip: IpRunner;
+}
 
 /** TTL of the outer header of every peer link (Coil's value). */
 export const FOU_TUNNEL_TTL = 225;
@@ -76,7 +92,9 @@ export interface FouPeerLink {
 }
 
 /** Options of {@link initFou}. */
-export interface FouInitOptions extends Pick<RunTarget, 'netns'> {
+export interface FouInitOptions {
+  /** netns file path; undefined = the caller's own netns. */
+  netns?: string;
   /** FoU receive port (UDP). */
   port: number;
   /** Families to listen for: 4 = ipip (ipproto 4), 6 = ip6ip6 (ipproto 41). */
@@ -107,18 +125,8 @@ export function isFouPeerLinkName(name: string): boolean {
 }
 
 /**
- * `fou add port P ipproto 4` (v4) or `fou add port P ipproto 41 -6` (v6). Run such lines in a
- * batch of their own: iproute2 exits the whole process when the fou netlink family is missing.
- */
-export function fouPortLine(port: number, family: 4 | 6): BatchLine {
-  return family === 4 ? ['fou', 'add', 'port', String(port), 'ipproto', '4'] : ['fou', 'add', 'port', String(port), 'ipproto', '41', '-6'];
-}
-
-/**
  * The typed request creating the peer link for `peer` (rt-request.ts `link-add-fou`): ipip (v4)
- * or ip6tnl mode ip6ip6 without the encapsulation-limit option (v6), ttl 225, encap fou. Applied
- * through rtnetlink where coild has it (a tunnel's move, EgressClient.retarget), else as
- * {@link fouPeerAddLine}. The link is created down: bring it up just before routing through it
+ * or ip6tnl mode ip6ip6 without the encapsulation-limit option (v6), ttl 225, encap fou. The link is created down: bring it up just before routing through it
  * (Coil #287).
  * @throws TypeError when `remote` and `local` are not addresses of one family
  */
@@ -128,43 +136,33 @@ export function fouPeerRequest(peer: FouPeer | PlannedFouPeer): RtRequest {
     ttl: FOU_TUNNEL_TTL, encapSport: p.sourcePort === 'auto' ? 0 : p.sourcePort, encapDport: p.port });
 }
 
-/**
- * `link add name fou… type ipip|ip6tnl … encap fou …`: {@link fouPeerRequest} as an `ip -batch` line.
- * @throws TypeError when `remote` and `local` are not addresses of one family
- */
-export function fouPeerAddLine(peer: FouPeer | PlannedFouPeer): BatchLine {
-  return formatRequest(fouPeerRequest(peer));
-}
-
-/** `link add name coil_ipip4 type ipip external` / `coil_ipip6 type ip6tnl external`, then up. */
-export function flowDeviceLines(family: 4 | 6): BatchLine[] {
-  const name = FLOW_DEVICE[family];
-  return [['link', 'add', 'name', name, 'type', family === 4 ? 'ipip' : 'ip6tnl', 'external'], ['link', 'set', 'dev', name, 'up']];
+/** The IP protocol a receive port of `family` decapsulates to: IPIP (4) for IPv4, IPv6 (41) for IPv6 (Coil's). */
+export function fouIpproto(family: 4 | 6): number {
+  return family === 4 ? 4 : 41;
 }
 
 /**
- * Parses `ip fou show` text (`port 5555 ipproto 4`, `port 5555 ipproto 41 -6`).
- * @returns the listening ports with their family (by ipproto: 4 → 4, 41 → 6)
+ * Modules this process has loaded already: they are node-wide, so one `modprobe` per process
+ * suffices (a pod ADD after the first starts none).
  */
-export function parseFouShow(text: string): { port: number; family: 4 | 6 }[] {
-  const out: { port: number; family: 4 | 6 }[] = [];
-  for (const m of text.matchAll(/port (\d+) ipproto (\d+)/g)) out.push({ port: Number(m[1]), family: m[2] === '41' ? 6 : 4 });
-  return out;
-}
+const loadedModules = new Set<string>();
 
 /**
- * Prepares a netns for FoU, idempotently: loads fou/fou6, sets rp_filter 0 (decapsulated packets
- * arrive on a device their source is not routed through) and forwarding 1, adds the missing
- * receive ports, renames the fallback devices and creates the flow-based receive devices.
- * @throws NetlinkError when a step fails — notably `ip fou add` on a kernel without FoU
- *   ("Error talking to the kernel" / ENOENT): check {@link probeFeatures} first for a clear report
+ * Prepares a netns for FoU, idempotently: loads fou/fou6 (once per process), sets rp_filter 0
+ * (decapsulated packets arrive on a device their source is not routed through) and forwarding 1,
+ * adds the missing receive ports (generic netlink `fou`), renames the fallback devices and creates
+ * the flow-based receive devices — reads and writes as typed requests through `o.kernel`
+ * (rtnetlink and genetlink with coild's executor; `ip` on the iproute2 path).
+ * @throws NetlinkError when a step fails — notably the receive ports on a kernel without FoU
+ *   (ENOENT, "Error talking to the kernel"): check {@link probeFeatures} first for a clear report
  */
-export async function initFou(ip: IpRunner, o: FouInitOptions): Promise<void> {
+export async function initFou(k: FouKernel, o: FouInitOptions): Promise<void> {
+  const { kernel, ip } = k;
   const t = { netns: o.netns };
-  if (o.modprobePath !== null) {
-    const modules = o.families.map((f) => (f === 4 ? 'fou' : 'fou6'));
-    // Best effort: built-in FoU has no module, and a real absence shows in `fou add` below.
-    await ip.exec([o.modprobePath ?? 'modprobe', '-a', ...modules]).catch(() => undefined);
+  const modules = o.modprobePath === null ? [] : o.families.map((f) => (f === 4 ? 'fou' : 'fou6')).filter((m) => !loadedModules.has(m));
+  if (modules.length > 0) {
+    // Best effort: built-in FoU has no module, and a real absence shows in the ports below.
+    await ip.exec([o.modprobePath ?? 'modprobe', '-a', ...modules]).then(() => { for (const m of modules) loadedModules.add(m); }, () => undefined);
   }
   const sysctls: [string, string][] = [];
   if (o.families.includes(4)) sysctls.push(['net.ipv4.conf.default.rp_filter', '0'], ['net.ipv4.conf.all.rp_filter', '0'], ['net.ipv4.ip_forward', '1']);
@@ -173,50 +171,48 @@ export async function initFou(ip: IpRunner, o: FouInitOptions): Promise<void> {
     // /proc/sys/net shows the netns of the writing process, so one shell inside the netns writes
     // them all: no procps `sysctl` needed in the image, and one process instead of one per key.
     // The keys are the constants above, never input, so the shell text is fixed.
-    const script = sysctls.map(([k, v]) => `echo ${v} > /proc/sys/${k.replaceAll('.', '/')}`).join(' && ');
+    const script = sysctls.map(([key, v]) => `echo ${v} > /proc/sys/${key.replaceAll('.', '/')}`).join(' && ');
     await ip.exec(['sh', '-c', script], { netns: o.netns });
   } else {
-    for (const [k, v] of sysctls) await writeSysctl(ip, k, v);
+    for (const [key, v] of sysctls) await writeSysctl(ip, key, v);
   }
 
-  const { stdout } = await ip.exec([ip.ipPath, 'fou', 'show'], t);
-  const have = parseFouShow(stdout);
+  const have = await kernel.dump<FouPortEntry>({ kind: 'fou-ports' }, t);
+  const ports: RtRequest[] = [];
   for (const family of o.families) {
-    if (!have.some((h) => h.port === o.port && h.family === family)) await ip.batch([fouPortLine(o.port, family)], t);
+    const ipproto = fouIpproto(family);
+    const af = family === 4 ? 'inet' : 'inet6';
+    if (!have.some((h) => h.port === o.port && h.family === af)) ports.push(rt.fouPortAdd({ family, port: o.port, ipproto }));
   }
+  if (ports.length > 0) await kernel.apply(ports, t);
 
-  const links = await ip.json<{ ifname: string; flags: string[] }[]>(['link', 'show'], t);
+  const links = await readLinks(kernel, t);
   const names = new Set(links.map((l) => l.ifname));
-  const lines: BatchLine[] = [];
-  for (const [from, to] of FALLBACK_RENAMES) if (names.has(from) && !names.has(to)) lines.push(['link', 'set', 'dev', from, 'name', to]);
+  const requests: RtRequest[] = [];
+  for (const [from, to] of FALLBACK_RENAMES) if (names.has(from) && !names.has(to)) requests.push(rt.linkSet(from, { name: to }));
   for (const family of o.families) {
     const dev = links.find((l) => l.ifname === FLOW_DEVICE[family]);
-    if (dev === undefined) lines.push(...flowDeviceLines(family));
-    else if (!dev.flags.includes('UP')) lines.push(['link', 'set', 'dev', dev.ifname, 'up']);
+    if (dev === undefined) requests.push(rt.linkAddExternal(FLOW_DEVICE[family], family), rt.linkSet(FLOW_DEVICE[family], { up: true }));
+    else if (!dev.flags.includes('UP')) requests.push(rt.linkSet(dev.ifname, { up: true }));
   }
-  if (lines.length > 0) await ip.batch(lines, t);
-}
-
-interface DetailedLink {
-  ifname: string;
-  flags: string[];
-  linkinfo?: { info_kind?: string; info_data?: { remote?: string; local?: string; encap?: { type?: string; sport?: number | string } } };
+  if (requests.length > 0) await kernel.apply(requests, t);
 }
 
 /**
- * Reads the FoU peer links of a netns (names matching {@link isFouPeerLinkName}).
- * @throws NetlinkError when iproute2 fails
+ * Reads the FoU peer links of a netns (names matching {@link isFouPeerLinkName}): one link dump.
+ * @throws NetlinkError when the read fails
  */
-export async function readFouPeers(ip: IpRunner, target: Pick<RunTarget, 'netns'> = {}): Promise<FouPeerLink[]> {
-  const links = await ip.json<DetailedLink[]>(['-d', 'link', 'show'], target);
+export async function readFouPeers(kernel: RtReader, target: NetnsTarget = {}): Promise<FouPeerLink[]> {
+  const links = await readLinks(kernel, target);
   return links.filter((l) => isFouPeerLinkName(l.ifname)).map((l) => {
     const d = l.linkinfo?.info_data;
-    const sport = d?.encap?.sport;
+    const sport: unknown = d?.encap?.sport;
+    const endpoint = (a: string | undefined): string => (a && a !== 'any' ? canonicalAddress(a) : '');
     return {
       name: l.ifname,
       family: l.ifname.startsWith('fou4_') ? 4 : 6,
-      remote: d?.remote ? canonicalAddress(d.remote) : '',
-      local: d?.local ? canonicalAddress(d.local) : '',
+      remote: endpoint(d?.remote),
+      local: endpoint(d?.local),
       sourcePort: typeof sport === 'number' ? sport : /^\d+$/.test(String(sport ?? '')) ? Number(sport) : 0,
       isUp: l.flags.includes('UP'),
     };
@@ -230,7 +226,7 @@ export async function readFouPeers(ip: IpRunner, target: Pick<RunTarget, 'netns'
  * @returns the link name and whether it was (re)created
  * @throws NetlinkError when the kernel refuses (e.g. no ipip/ip6tnl support)
  */
-export async function ensureFouPeer(ip: IpRunner, peer: FouPeer | PlannedFouPeer, existing: readonly FouPeerLink[], target: Pick<RunTarget, 'netns'> = {}): Promise<{ name: string; created: boolean }> {
+export async function ensureFouPeer(kernel: RtApplier, peer: FouPeer | PlannedFouPeer, existing: readonly FouPeerLink[], target: NetnsTarget = {}): Promise<{ name: string; created: boolean }> {
   const p = planFouPeer(peer);
   const name = p.name;
   const have = existing.find((l) => l.name === name);
@@ -238,7 +234,7 @@ export async function ensureFouPeer(ip: IpRunner, peer: FouPeer | PlannedFouPeer
   if (have && have.remote === p.remote && have.local === p.local && have.sourcePort === sport) {
     return { name, created: false };
   }
-  await ip.batch([...(have ? [['link', 'del', 'dev', name]] : []), fouPeerAddLine(p)], target);
+  await kernel.apply([...(have ? [rt.linkDel(name)] : []), fouPeerRequest(p)], target);
   return { name, created: true };
 }
 
@@ -246,9 +242,9 @@ export async function ensureFouPeer(ip: IpRunner, peer: FouPeer | PlannedFouPeer
  * Deletes the peer link to `remote` (its routes go with it); a missing link is not an error.
  * @throws NetlinkError on other failures
  */
-export async function deleteFouPeer(ip: IpRunner, remote: string, target: Pick<RunTarget, 'netns'> = {}): Promise<void> {
+export async function deleteFouPeer(kernel: RtApplier, remote: string, target: NetnsTarget = {}): Promise<void> {
   try {
-    await ip.batch([['link', 'del', 'dev', fouPeerLinkName(remote)]], target);
+    await kernel.apply([rt.linkDel(fouPeerLinkName(remote))], target);
   } catch (err) {
     if (!isNetlinkErrno(err, 'ENODEV')) throw err;
   }

@@ -25,7 +25,22 @@ export interface Link {
   /** netns id (as seen from this netns) of a veth peer living in another netns. */
   link_netnsid?: number;
   /** Only with `-d`: kind of a virtual link (`veth`, `vxlan`, ...); absent for physical NICs. */
-  linkinfo?: { info_kind?: string };
+  linkinfo?: { info_kind?: string; info_data?: TunnelInfo };
+}
+
+/**
+ * `linkinfo.info_data` of an ipip or ip6tnl link (a FoU peer link, a flow-based receive device),
+ * the fields coil reads, as `ip -json -d link show` prints them.
+ */
+export interface TunnelInfo {
+  /** Flow-based (`external`, collect metadata): endpoints come with each packet. */
+  external?: boolean;
+  /** Outer destination: an address, or `any`. */
+  remote?: string;
+  /** Outer source: an address, or `any`. */
+  local?: string;
+  /** The UDP encapsulation, absent for none. `sport` 0 = chosen per flow (`auto`). */
+  encap?: { type: 'fou' | 'gue' | null; sport: number; dport: number };
 }
 
 /** Options of {@link link.addVeth}: the typed path's veth request, one definition for both. */

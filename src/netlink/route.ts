@@ -18,6 +18,27 @@ export interface Route {
   table?: string;
   type?: string;
   prefsrc?: string;
+  /** RTA_PRIORITY; IPv6 routes always have one (1024 unless set). */
+  metric?: number;
+  /** rtm_flags by name (`onlink`, `linkdown`, ...), as ip prints them: always present, often empty. */
+  flags?: string[];
+}
+
+/** Route protocols by number (iproute2's built-in names, lib/rt_names.c; others print as numbers). */
+export const ROUTE_PROTOCOLS: Readonly<Record<number, string>> = {
+  0: 'unspec', 1: 'redirect', 2: 'kernel', 3: 'boot', 4: 'static', 8: 'gated', 9: 'ra', 10: 'mrt', 11: 'zebra', 12: 'bird',
+  13: 'dnrouted', 14: 'xorp', 15: 'ntk', 16: 'dhcp', 18: 'keepalived', 42: 'babel', 99: 'openr', 186: 'bgp', 187: 'isis',
+  188: 'ospf', 189: 'rip', 192: 'eigrp',
+};
+
+/**
+ * The number of a route's `protocol` as {@link Route} holds it (a name of {@link ROUTE_PROTOCOLS}
+ * or a number in text). @returns undefined for a name ip would not print
+ */
+export function routeProtocolNumber(protocol: string): number | undefined {
+  if (/^\d+$/.test(protocol)) return Number(protocol);
+  const hit = Object.entries(ROUTE_PROTOCOLS).find(([, name]) => name === protocol);
+  return hit === undefined ? undefined : Number(hit[0]);
 }
 
 /** Options of {@link route.add}, {@link route.replace} and {@link route.del}. */

@@ -1,7 +1,9 @@
 /**
- * Typed rtnetlink requests: what the pod-network layer wants of the kernel (a veth pair, link
- * settings, addresses, routes) and what an egress tunnel's move does (a FoU peer link, `route
- * replace`), stated once as data. Executors apply them: rtnetlink.ts builds the
+ * Typed netlink requests: what the pod-network layer wants of the kernel (a veth pair, link
+ * settings, addresses, routes), what an egress tunnel's move does (a FoU peer link, `route
+ * replace`) and what FoU needs besides (receive ports: the generic netlink family `fou`; the
+ * flow-based receive devices), stated once as data. Executors apply them: rtnetlink.ts (and
+ * genetlink.ts for the `fou` family) builds the
  * netlink messages for the netlink agent or coild's own socket (rtnetlink-socket.ts), and
  * rt-format.ts writes the same request as an `ip -batch` line for the iproute2 fallback and the
  * equivalence tests. Pure: no I/O, JSON-serialisable (the agent receives them as JSON lines).
@@ -18,8 +20,8 @@ export type RtScope = 'global' | 'link' | 'host';
 export type RtRequest =
   /** RTM_NEWLINK veth pair; the peer is created in `peer.netnsPath` (a netns file path) when given. */
   | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: string; peer: { name: string; mtu?: number; mac?: string; netnsPath?: string } }
-  /** RTM_NEWLINK on an existing link: alias, MTU, up/down, link group. */
-  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
+  /** RTM_NEWLINK on an existing link: alias, MTU, up/down, link group, a new name (`name`). */
+  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number; name?: string }
   /** RTM_DELLINK of one link, or of every link in `group`. */
   | { kind: 'link-del'; dev?: string; group?: number }
   /**
@@ -29,14 +31,27 @@ export type RtRequest =
    * Created down.
    */
   | { kind: 'link-add-fou'; name: string; mtu?: number; remote: string; local: string; ttl: number; encapSport: number; encapDport: number }
+  /**
+   * RTM_NEWLINK of a flow-based ("external", IFLA_IPTUN_COLLECT_METADATA) tunnel device: ipip for
+   * family 4, ip6tnl for 6. It receives the FoU packets whose outer source matches no peer link
+   * (fou.ts FLOW_DEVICE). Created down.
+   */
+  | { kind: 'link-add-external'; name: string; family: 4 | 6 }
+  /**
+   * FOU_CMD_ADD / FOU_CMD_DEL of the generic netlink family `fou`: a UDP receive `port` whose
+   * payload, once the UDP header is stripped, is IP protocol `ipproto` (4 = IPIP, 41 = IPv6),
+   * listening on `family`'s sockets. Direct encapsulation (not GUE).
+   */
+  | { kind: 'fou-port'; verb: 'add' | 'del'; family: 4 | 6; port: number; ipproto: number }
   /** RTM_NEWADDR / RTM_DELADDR; `cidr` is `<address>/<bits>`. */
   | { kind: 'addr'; verb: 'add' | 'del'; cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }
   /**
    * RTM_NEWROUTE / RTM_DELROUTE; `dst` is `<address>/<bits>`, or `default` (family from `via`).
    * `replace` creates the route or replaces the one of the same destination (NLM_F_CREATE |
-   * NLM_F_REPLACE), with `add`'s defaults.
+   * NLM_F_REPLACE), with `add`'s defaults. `prefsrc` (RTA_PREFSRC, a plain address), `metric`
+   * (RTA_PRIORITY) and `isOnlink` (RTNH_F_ONLINK) copy a route as the kernel holds it.
    */
-  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number; prefsrc?: string; metric?: number; isOnlink?: boolean }
   /**
    * RTM_NEWRULE / RTM_DELRULE: a FIB rule of `family` at `priority` looking up `table`, with the
    * selectors coil uses — destination prefix (`dst`, `<address>/<bits>`), input interface
@@ -44,6 +59,9 @@ export type RtRequest =
    * `del` removes the rule matching the selectors given.
    */
   | { kind: 'rule'; verb: 'add' | 'del'; family: 4 | 6; priority: number; table: number; dst?: string; iif?: string; fwmark?: number; fwmask?: number };
+
+/** What a route request names: see the `route` kind of {@link RtRequest}. */
+export type RouteRequest = Omit<Extract<RtRequest, { kind: 'route' }>, 'kind' | 'verb'>;
 
 /** What a rule request names: see the `rule` kind of {@link RtRequest}. */
 export type RuleSelectors = Omit<Extract<RtRequest, { kind: 'rule' }>, 'kind' | 'verb'>;
@@ -96,7 +114,23 @@ export type RtDump =
   /** `ip -<family> -json rule show`. */
   | { kind: 'rules'; family: 4 | 6 }
   /** `ip -json route get <address>`: the route the kernel would use (ENETUNREACH when none). */
-  | { kind: 'route-get'; address: string };
+  | { kind: 'route-get'; address: string }
+  /**
+   * `ip -json fou show`: the FoU receive ports (FOU_CMD_GET dump of the generic netlink family
+   * `fou`; ENOENT when the kernel has no such family: FoU not loaded or not built).
+   */
+  | { kind: 'fou-ports' };
+
+/**
+ * One FoU receive port as `ip -json fou show` prints it (ipfou.c print_fou_mapping): `ipproto`
+ * for direct encapsulation, `gue` (null) for GUE; `family` `inet` or `inet6`.
+ */
+export interface FouPortEntry {
+  port: number;
+  ipproto?: number;
+  gue?: null;
+  family: 'inet' | 'inet6';
+}
 
 /**
  * What reads dumps: the NetlinkExecutor (rtnetlink, else iproute2) or an IpRunner (iproute2 only:
@@ -176,7 +210,7 @@ export const rt = {
       peer: { name: o.peerName, ...mtu, ...(o.peerMac ? { mac: o.peerMac } : {}), ...(o.peerNetns ? { netnsPath: o.peerNetns } : {}) },
     };
   },
-  linkSet(dev: string, o: { alias?: string; up?: boolean; mtu?: number; group?: number }): RtRequest {
+  linkSet(dev: string, o: { alias?: string; up?: boolean; mtu?: number; group?: number; name?: string }): RtRequest {
     return { kind: 'link-set', dev, ...o };
   },
   linkDel(dev: string): RtRequest {
@@ -189,16 +223,27 @@ export const rt = {
   fouPeer(o: { name: string; mtu?: number; remote: string; local: string; ttl: number; encapSport: number; encapDport: number }): RtRequest {
     return { kind: 'link-add-fou', ...o };
   },
+  /** A flow-based tunnel device; see the `link-add-external` request. */
+  linkAddExternal(name: string, family: 4 | 6): RtRequest {
+    return { kind: 'link-add-external', name, family };
+  },
+  /** A FoU receive port; see the `fou-port` request. */
+  fouPortAdd(o: { family: 4 | 6; port: number; ipproto: number }): RtRequest {
+    return { kind: 'fou-port', verb: 'add', ...o };
+  },
+  fouPortDel(o: { family: 4 | 6; port: number; ipproto: number }): RtRequest {
+    return { kind: 'fou-port', verb: 'del', ...o };
+  },
   addrAdd(o: { cidr: string; dev: string; scope?: RtScope; isNoDad?: boolean }): RtRequest {
     return { kind: 'addr', verb: 'add', ...o };
   },
-  routeAdd(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+  routeAdd(o: RouteRequest): RtRequest {
     return { kind: 'route', verb: 'add', ...o };
   },
-  routeReplace(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+  routeReplace(o: RouteRequest): RtRequest {
     return { kind: 'route', verb: 'replace', ...o };
   },
-  routeDel(o: { dst: string; via?: string; dev?: string; scope?: RtScope; protocol?: number; table?: number }): RtRequest {
+  routeDel(o: RouteRequest): RtRequest {
     return { kind: 'route', verb: 'del', ...o };
   },
   ruleAdd(o: RuleSelectors): RtRequest {

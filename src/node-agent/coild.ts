@@ -196,7 +196,7 @@ export class Coild {
       }
       this.egress = new EgressWatcher({
         cache, client, recorder: this.manager.recorder, locks: this.locks, lockKey: allocationKey,
-        egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, backend: cfg.backend }) },
+        egressClient: new EgressClient({ ip, kernel, port: cfg.egressPort, originatingOnly: { enabled: cfg.enableOriginatingOnly, applier: new OriginatingOnly({ ip, kernel, backend: cfg.backend }) },
           // Per-flow draining needs coild's own NAT pod choice (docs/egress-failover.md#draining).
           flowPins: { enabled: cfg.egressNatSteering, applier: new FlowPins({ ip, kernel, backend: cfg.backend }) } }),
         logger: log.child({ logger: 'egress' }),

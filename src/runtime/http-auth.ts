@@ -35,11 +35,8 @@ export const HTTP_AUTH_RBAC: readonly RbacRule[] = [
   kindRule(Kinds.SubjectAccessReview, ['create']),
 ];
 
-/** The reviews' token bucket: reviews that may be sent at once, and reviews per second refilled. */
-export type ReviewRate = BucketRate;
-
 /** Burst 10, then 2 reviews per second: what a process sends the API server at most. */
-export const DEFAULT_REVIEW_RATE: ReviewRate = Object.freeze({ burst: 10, perSecond: 2 });
+export const DEFAULT_REVIEW_RATE: BucketRate = Object.freeze({ burst: 10, perSecond: 2 });
 
 /** Cache lifetimes, milliseconds. */
 export interface AuthCacheOptions {
@@ -54,7 +51,7 @@ export interface AuthCacheOptions {
 /** Constructor options of {@link RequestAuthorizer}. */
 export interface RequestAuthorizerOptions extends AuthCacheOptions {
   readonly client: Pick<Client, 'create'>;
-  readonly rate?: ReviewRate;
+  readonly rate?: BucketRate;
   readonly clock?: Clock;
 }
 
@@ -102,7 +99,7 @@ export function bearerToken(req: IncomingMessage): string | undefined {
 /** Authenticates and authorizes requests; see the file's comment. One per process. */
 export class RequestAuthorizer {
   private readonly clock: Clock;
-  private readonly rate: ReviewRate;
+  private readonly rate: BucketRate;
   private readonly ttl: Required<AuthCacheOptions>;
   private readonly tokens = new Map<string, Cached<ReviewedUser | string>>();
   private readonly decisions = new Map<string, Cached<true | string>>();

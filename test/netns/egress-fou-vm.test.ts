@@ -4,7 +4,7 @@
  * without KVM (2 s of boot), most of it process starts, which are 20–70 times slower in the VM.
  *
  * Also runs, in the VM, the tests whose FoU steps skip (kernelLacks) or take their no-FoU branch on
- * this machine's kernel — fou.test.js and egress-dataplane.test.js, and egress-coild.test.js and
+ * this machine's kernel — fou.test.js, egress-dataplane.test.js and egress-spawns.test.js, and egress-coild.test.js and
  * coild-egress-only.test.js with their node lab — so that every FoU
  * branch of the netns tests runs somewhere on every CI run (test/skip-guard.test.ts checks that
  * each kernelLacks skip's file is listed here).
@@ -30,8 +30,8 @@ describe('egress FoU tunnels in a VM with a stock kernel', { skip }, () => {
   });
 
   // The tests that skip their FoU steps on a kernel without FoU run whole here, none skipped.
-  test('the FoU steps of fou.test.js and egress-dataplane.test.js, skipped on this kernel, pass in the VM', { timeout: 300_000 }, async () => {
-    const files = [join(repo, 'dist/src/netlink/fou.test.js'), join(here, 'egress-dataplane.test.js')];
+  test('the FoU steps of fou.test.js, egress-dataplane.test.js and egress-spawns.test.js, skipped on this kernel, pass in the VM', { timeout: 300_000 }, async () => {
+    const files = [join(repo, 'dist/src/netlink/fou.test.js'), join(here, 'egress-dataplane.test.js'), join(here, 'egress-spawns.test.js')];
     const { code, out, err } = await inVm([process.execPath, '--test', '--test-reporter=tap', ...files], { timeoutS: 280, show: (l) => /^\s*(not )?ok |^# (tests|pass|fail|skipped) /.test(l) });
     const count = (what: string): number => Number(new RegExp(`^# ${what} (\\d+)$`, 'm').exec(out)?.[1] ?? NaN);
     assert.equal(code, 0, `tests failed in the VM (rc ${code}):\n${out}\n${err.slice(-2000)}`);

@@ -17,16 +17,21 @@ import { after, before, describe, test } from 'node:test';
 import type { NetfilterBackend } from '../../src/api/v2/keys.js';
 import { fouPeerLinkName } from '../../src/netlink/fou.js';
 import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
+import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
+import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
 import { readIptablesRules, type IptablesCommands } from '../../src/netlink/netfilter/iptables.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { TestNetnsSet, netnsSkipReason, type TestNetns } from './test-netns.js';
 import { prerequisite } from '../support/prerequisite.js';
+import { SpawnCounter } from '../support/spawn-count.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { OriginatingOnly } from '../../src/node-agent/egress/originating-only.js';
 import { TunnelFarEnd, peerSeenBy, wire } from './egress-peer.js';
 
-const VARIANTS: ReadonlyArray<{ name: string; backend: NetfilterBackend; iptables?: IptablesCommands }> = [
+const VARIANTS: ReadonlyArray<{ name: string; backend: NetfilterBackend; iptables?: IptablesCommands; viaAgent?: boolean }> = [
   { name: 'nftables', backend: 'nftables' },
+  // coild's path: the reads and writes of the tables and rules as typed requests through the netlink agent.
+  { name: 'nftables, rtnetlink (the netlink agent)', backend: 'nftables', viaAgent: true },
   { name: 'iptables (iptables-nft)', backend: 'iptables', iptables: { 4: 'iptables-nft', 6: 'ip6tables-nft' } },
   { name: 'iptables (iptables-legacy)', backend: 'iptables', iptables: { 4: 'iptables-legacy', 6: 'ip6tables-legacy' } },
 ];
@@ -38,11 +43,18 @@ const GATEWAYS = [
 const TUNNEL4 = fouPeerLinkName('10.96.0.100');
 const TUNNEL6 = fouPeerLinkName('fd96::100');
 
-for (const variant of VARIANTS) describe(`originating-only egress: ${variant.name}`, { skip: prerequisite(netnsSkipReason()) }, () => {
+const agent = new NetlinkAgent();
+const agentMissing = agent.isUsable ? undefined : `${agent.runtimePath} or ${agent.scriptPath} missing: run hack/build-cni.sh`;
+
+for (const variant of VARIANTS) describe(`originating-only egress: ${variant.name}`, { skip: prerequisite(netnsSkipReason() ?? (variant.viaAgent ? agentMissing : undefined)) }, () => {
   const ip = new IpRunner();
   const netns = new TestNetnsSet({ ip });
-  const oo = new OriginatingOnly({ ip, backend: variant.backend, ...(variant.iptables ? { iptables: variant.iptables } : {}) });
-  const client = new EgressClient({ ip, port: 5555, modprobePath: null, originatingOnly: { enabled: true, applier: oo } });
+  // Processes the typed path starts (there must be no `ip` among them).
+  const spawns = new SpawnCounter();
+  const counted = spawns.ip;
+  const kernel = variant.viaAgent ? { kernel: new NetlinkExecutor({ rtnetlink: agent, ip: counted }) } : {};
+  const oo = new OriginatingOnly({ ip: variant.viaAgent ? counted : ip, ...kernel, backend: variant.backend, ...(variant.iptables ? { iptables: variant.iptables } : {}) });
+  const client = new EgressClient({ ip, ...kernel, port: 5555, modprobePath: null, originatingOnly: { enabled: true, applier: oo } });
   const plan = planEgressClient({ podIps: ['10.1.0.2', 'fd01::2'], port: 5555, gateways: GATEWAYS });
   let c: TestNetns;
   let x: TestNetns;
@@ -96,7 +108,14 @@ for (const variant of VARIANTS) describe(`originating-only egress: ${variant.nam
     await client.applyRouting(c.path, plan);
     eth0Index = (await ip.json<Array<{ ifindex: number }>>(['link', 'show', 'dev', 'eth0'], { netns: c.path }))[0]!.ifindex;
   });
-  after(() => netns.cleanup());
+  after(async () => {
+    if (variant.viaAgent) {
+      agent.stop();
+      assert.deepEqual(spawns.of('ip'), [], 'no ip process on the typed path');
+      assert.ok(spawns.of('nft').length > 0, `the counter sees the nft processes: ${spawns.programs().join(', ')}`);
+    }
+    await netns.cleanup();
+  });
 
   /** Opens a connection with `peerSeenBy` on a fresh port whose packets into the tunnels are counted. */
   const connect = async (server: TestNetns, host: string, client: TestNetns): Promise<{ seen: string; p: number }> => {

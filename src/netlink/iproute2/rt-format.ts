@@ -21,7 +21,11 @@ export function formatRequest(r: RtRequest): RequestLine {
     }
     case 'link-set':
       return ['link', 'set', 'dev', r.dev, ...(r.alias !== undefined ? ['alias', r.alias] : []), ...(r.mtu !== undefined ? ['mtu', String(r.mtu)] : []),
-        ...(r.up === undefined ? [] : [r.up ? 'up' : 'down']), ...(r.group !== undefined ? ['group', String(r.group)] : [])];
+        ...(r.up === undefined ? [] : [r.up ? 'up' : 'down']), ...(r.group !== undefined ? ['group', String(r.group)] : []), ...(r.name !== undefined ? ['name', r.name] : [])];
+    case 'link-add-external':
+      return ['link', 'add', 'name', r.name, 'type', r.family === 4 ? 'ipip' : 'ip6tnl', 'external'];
+    case 'fou-port':
+      return ['fou', r.verb, 'port', String(r.port), 'ipproto', String(r.ipproto), ...(r.family === 6 ? ['-6'] : [])];
     case 'link-del':
       return r.dev !== undefined ? ['link', 'del', 'dev', r.dev] : ['link', 'del', 'group', String(r.group)];
     case 'link-add-fou': {
@@ -33,7 +37,8 @@ export function formatRequest(r: RtRequest): RequestLine {
       return ['addr', r.verb, r.cidr, 'dev', r.dev, ...(r.scope ? ['scope', r.scope] : []), ...(r.isNoDad ? ['nodad'] : [])];
     case 'route':
       return ['route', r.verb, r.dst, ...(r.via ? ['via', r.via] : []), ...(r.dev !== undefined ? ['dev', r.dev] : []), ...(r.scope ? ['scope', r.scope] : []),
-        ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
+        ...(r.protocol !== undefined ? ['proto', String(r.protocol)] : []), ...(r.prefsrc !== undefined ? ['src', r.prefsrc] : []),
+        ...(r.metric !== undefined ? ['metric', String(r.metric)] : []), ...(r.isOnlink ? ['onlink'] : []), ...(r.table !== undefined ? ['table', String(r.table)] : [])];
     case 'rule':
       // The family is the batch's (`ip -6 -batch -`): see IpRunner.apply.
       return ['rule', r.verb, 'prio', String(r.priority), ...(r.iif !== undefined ? ['iif', r.iif] : []), ...(r.dst !== undefined ? ['to', r.dst] : []),
@@ -66,5 +71,7 @@ export function formatDump(d: RtDump): { args: string[]; family?: 4 | 6 } {
       return { args: ['rule', 'show'], family: d.family };
     case 'route-get':
       return { args: ['route', 'get', d.address] };
+    case 'fou-ports':
+      return { args: ['fou', 'show'] };
   }
 }

@@ -18,7 +18,7 @@
  * form `iptables-save` prints them in (the same for iptables-nft and iptables-legacy).
  */
 import type { IpRunner } from '../iproute2/ip-runner.js';
-import { deleteIptablesRule, ensureIptablesRule, readIptablesRules, type IptablesCommands, type IptablesRule } from './iptables.js';
+import { syncIptablesShape, type IptablesCommands, type IptablesRule, type WantedRule } from './iptables.js';
 import { applyNftScript } from './nftables.js';
 
 /** The range of conntrack marks that pin a flow: `0x636f0000 | slot` ("co"), slot 1–0xffff. */
@@ -64,9 +64,12 @@ export function flowPinNftScript(family: 4 | 6, links: readonly FlowPinLink[]): 
   return `${lines.join('\n')}\n`;
 }
 
-/** Makes the nftables shape of `family` hold exactly `links`. @throws NetlinkError when nft refuses */
-export function syncFlowPinsNft(ip: IpRunner, family: 4 | 6, links: readonly FlowPinLink[], netns: string | undefined): Promise<void> {
-  return applyNftScript(ip, flowPinNftScript(family, links), netns ? { netns } : {});
+/**
+ * Makes the nftables shape of each family given hold exactly its links, in one `nft -f -` (one
+ * process, one transaction). @throws NetlinkError when nft refuses
+ */
+export function syncFlowPinsNft(ip: IpRunner, shapes: ReadonlyArray<readonly [4 | 6, readonly FlowPinLink[]]>, netns: string | undefined): Promise<void> {
+  return applyNftScript(ip, shapes.map(([family, links]) => flowPinNftScript(family, links)).join(''), netns ? { netns } : {});
 }
 
 /** The iptables rules of the shape for `links`. Pure. @throws TypeError as {@link flowPinNftScript} */
@@ -84,16 +87,14 @@ const SAVED_SET = /^-o (\S+) -p tcp -m connmark --mark 0x0 -j CONNMARK --set-xma
 const SAVED_RESTORE = `-m connmark --mark ${`0x${FLOW_PIN_MARK_BASE.toString(16)}`}/${`0x${FLOW_PIN_MARK_MASK.toString(16)}`} -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff`;
 
 /**
- * Makes the iptables shape of `family` hold exactly `links`.
+ * Makes the iptables shape of `family` hold exactly `links`: one `-save` read, one
+ * `-restore --noflush` batch when something differs.
  * @throws NetlinkError when iptables fails
  */
 export async function syncFlowPinsIptables(ip: IpRunner, family: 4 | 6, links: readonly FlowPinLink[], o: { netns?: string; commands?: IptablesCommands } = {}): Promise<void> {
-  const t = { family, ...o };
-  const want = new Set(links.map((l) => `${l.name}|${l.mark}`));
-  for (const saved of await readIptablesRules(ip, 'mangle', t)) {
-    const m = saved.chain === 'POSTROUTING' ? SAVED_SET.exec(saved.text) : null;
-    const stale = (m !== null && !want.has(`${m[1]}|${parseInt(m[2]!, 16)}`)) || (saved.chain === 'OUTPUT' && saved.text === SAVED_RESTORE && links.length === 0);
-    if (stale) await deleteIptablesRule(ip, { table: 'mangle', chain: saved.chain, spec: saved.text.split(' ') }, t);
-  }
-  for (const r of flowPinIptablesRules(links)) await ensureIptablesRule(ip, r, t);
+  const rules = flowPinIptablesRules(links);
+  const want: WantedRule[] = rules.map((rule, i) => ({
+    rule, savedText: i < links.length ? `-o ${links[i]!.name} -p tcp -m connmark --mark 0x0 -j CONNMARK --set-xmark ${hex(links[i]!.mark)}/0xffffffff` : SAVED_RESTORE,
+  }));
+  await syncIptablesShape(ip, 'mangle', want, (saved) => (saved.chain === 'POSTROUTING' && SAVED_SET.test(saved.text)) || (saved.chain === 'OUTPUT' && saved.text === SAVED_RESTORE), { family, ...o });
 }

@@ -1,7 +1,9 @@
 /**
  * iptables rules through the iptables/ip6tables commands, as Coil's iptables backend programs them
  * (go-iptables runs the same commands): append a rule unless an equal one exists (`-C`, then
- * `-A`), delete it while one exists, and read rule counters back from `iptables-save -c`.
+ * `-A`), delete it while one exists, and read rule counters back from `iptables-save -c`. A
+ * shape coil syncs whole (flow pins, originating-only's connmark) is one `-save` read and one
+ * `-restore --noflush` batch ({@link syncIptablesShape}).
  *
  * Which variant runs — iptables-nft (nf_tables underneath) or iptables-legacy (x_tables) — is the
  * host image's choice: `iptables` is whatever Debian's alternatives select (iptables-nft by
@@ -104,6 +106,49 @@ export async function deleteIptablesRule(ip: IpRunner, rule: IptablesRule, t: Ip
 export async function readIptablesRules(ip: IpRunner, table: IptablesRule['table'], t: IptablesTarget): Promise<SavedRule[]> {
   const { stdout } = await run(ip, t, [`${command(t)}-save`, '-c', '-t', table]);
   return parseIptablesSave(stdout);
+}
+
+/** A rule a shape wants: how to add it, and the text `iptables-save` prints it back as. */
+export interface WantedRule {
+  readonly rule: IptablesRule;
+  /** Its canonical form, after `-A <chain> ` in `iptables-save` output. */
+  readonly savedText: string;
+}
+
+/**
+ * Makes the rules of one shape in `table` exactly `want`: one `<command>-save` read, then the
+ * deletions of the shape's rules not wanted (and of duplicates) and the appends of the missing
+ * ones in one `<command>-restore --noflush` (one process, one transaction); none when nothing
+ * differs. `isOurs` picks the shape's rules among the saved ones (other rules are left alone).
+ * @returns how many rules were deleted and appended
+ * @throws NetlinkError when the save or restore command fails (nothing is half-applied)
+ * @throws TypeError when a rule token holds whitespace or a quote (restore input splits on them)
+ */
+export async function syncIptablesShape(ip: IpRunner, table: IptablesRule['table'], want: readonly WantedRule[], isOurs: (saved: SavedRule) => boolean, t: IptablesTarget): Promise<{ deleted: number; added: number }> {
+  const wanted = new Map(want.map((w) => [`${w.rule.chain} ${w.savedText}`, w]));
+  const seen = new Set<string>();
+  const lines: string[] = [];
+  let deleted = 0;
+  for (const saved of await readIptablesRules(ip, table, t)) {
+    const key = `${saved.chain} ${saved.text}`;
+    const isWanted = wanted.has(key) && !seen.has(key);
+    if (isWanted) seen.add(key);
+    else if (isOurs(saved) || wanted.has(key)) {
+      lines.push(`-D ${saved.chain} ${saved.text}`);
+      deleted++;
+    }
+  }
+  let added = 0;
+  for (const [key, w] of wanted) {
+    if (seen.has(key)) continue;
+    for (const token of w.rule.spec) if (token === '' || /[\s"']/.test(token)) throw new TypeError(`iptables token ${JSON.stringify(token)} cannot go into restore input`);
+    lines.push(`-A ${w.rule.chain} ${w.rule.spec.join(' ')}`);
+    added++;
+  }
+  if (lines.length > 0) {
+    await ip.exec([`${command(t)}-restore`, '--noflush', '-w', LOCK_WAIT_S], { ...(t.netns !== undefined ? { netns: t.netns } : {}), input: `*${table}\n${lines.join('\n')}\nCOMMIT\n` });
+  }
+  return { deleted, added };
 }
 
 const SAVE_LINE = /^\[(\d+):(\d+)\] -A (\S+) (.*)$/;

@@ -23,9 +23,11 @@ const skip = prerequisite(netnsSkipReason() ?? (agent.isUsable ? undefined : `${
 const FIELDS: Record<RtDump['kind'], readonly string[]> = {
   links: ['ifindex', 'ifname', 'flags', 'mtu', 'operstate', 'link_type', 'address', 'group', 'ifalias', 'link_netnsid', 'linkinfo'],
   addrs: ['ifindex', 'ifname', 'address', 'addr_info'],
-  routes: ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
-  'route-get': ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc'],
+  routes: ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc', 'metric', 'flags'],
+  'route-get': ['dst', 'dev', 'gateway', 'protocol', 'scope', 'table', 'type', 'prefsrc', 'metric', 'flags'],
   rules: ['priority', 'src', 'srclen', 'dst', 'dstlen', 'iif', 'fwmark', 'fwmask', 'table'],
+  // Read over generic netlink; compared in the FoU VM (src/netlink/fou.test.ts).
+  'fou-ports': ['port', 'ipproto', 'gue', 'family'],
 };
 const ADDR_INFO_FIELDS = ['family', 'local', 'prefixlen', 'scope', 'tentative'];
 
@@ -34,7 +36,17 @@ function project(kind: RtDump['kind'], entries: readonly Record<string, unknown>
   const pick = (o: Record<string, unknown>, keys: readonly string[]) => Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]]));
   return entries.map((e) => {
     const p = pick(e, FIELDS[kind]);
-    if (kind === 'links' && p['linkinfo'] !== undefined) p['linkinfo'] = pick(p['linkinfo'] as Record<string, unknown>, ['info_kind']);
+    if (kind === 'links' && p['linkinfo'] !== undefined) {
+      const info = pick(p['linkinfo'] as Record<string, unknown>, ['info_kind', 'info_data']);
+      // Only a tunnel's data is decoded (link.ts TunnelInfo).
+      if (info['info_kind'] !== 'ipip' && info['info_kind'] !== 'ip6tnl') delete info['info_data'];
+      else if (info['info_data'] !== undefined) {
+        const data = pick(info['info_data'] as Record<string, unknown>, ['external', 'remote', 'local', 'encap']);
+        if (data['encap'] !== undefined) data['encap'] = pick(data['encap'] as Record<string, unknown>, ['type', 'sport', 'dport']);
+        info['info_data'] = data;
+      }
+      p['linkinfo'] = info;
+    }
     if (kind === 'addrs') p['addr_info'] = (p['addr_info'] as Record<string, unknown>[]).map((a) => pick(a, ADDR_INFO_FIELDS));
     return p;
   });
@@ -139,7 +151,7 @@ describe('rtnetlink dumps against ip -json in real network namespaces', { skip }
     assert.equal((await kernel.dump({ kind: 'routes', family: 6, table: 116 }, { netns: host.path })).length, 1);
     const rules = await kernel.dump<Record<string, unknown>>({ kind: 'rules', family: 4 }, { netns: host.path });
     assert.ok(rules.some((r) => r['dst'] === '169.254.0.0' && r['dstlen'] === 16) && rules.some((r) => r['iif'] === 'veth-a') && rules.some((r) => r['fwmask'] === '0xff00'));
-    assert.deepEqual(await kernel.dump({ kind: 'route-get', address: '10.64.0.5' }, { netns: host.path }), [{ dst: '10.64.0.5', dev: 'veth-a', table: '116', prefsrc: '10.250.0.9' }]);
+    assert.deepEqual(await kernel.dump({ kind: 'route-get', address: '10.64.0.5' }, { netns: host.path }), [{ dst: '10.64.0.5', dev: 'veth-a', table: '116', prefsrc: '10.250.0.9', flags: [] }]);
   });
 
   test('fails as ip does: a missing link ENODEV, a missing netns ENOENT', async () => {

@@ -13,8 +13,8 @@
  */
 import { addressBytes, formatAddress, tryParseAddress } from '../../ipam/ip-address.js';
 import type { Address, LinkAddresses } from '../addr.js';
-import type { Link } from '../link.js';
-import type { Route } from '../route.js';
+import type { Link, TunnelInfo } from '../link.js';
+import { ROUTE_PROTOCOLS, type Route } from '../route.js';
 import type { Rule } from '../rule.js';
 import type { RtDump } from '../rt-request.js';
 import {
@@ -25,6 +25,8 @@ import {
   RTM_NEWRULE, RTM_GETRULE, IFLA_LINK, IFLA_OPERSTATE, IFLA_EXT_MASK, IFLA_LINK_NETNSID,
   RTEXT_FILTER_VF, RTEXT_FILTER_SKIP_STATS, IFA_FLAGS, IFA_F_TENTATIVE, RTA_PREFSRC, RTM_F_CLONED,
   RTM_F_LOOKUP_TABLE, FRA_SRC, FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK,
+  IFLA_INFO_DATA, IFLA_IPTUN_LOCAL, IFLA_IPTUN_REMOTE, IFLA_IPTUN_ENCAP_TYPE, IFLA_IPTUN_ENCAP_SPORT,
+  IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_COLLECT_METADATA, TUNNEL_ENCAP_FOU, RTA_PRIORITY, RT_FLAG_NAMES,
 } from './rtnetlink-uapi.js';
 
 /** One answer message: its type and its payload (after struct nlmsghdr). */
@@ -53,8 +55,12 @@ export interface DumpIo {
   ifname(index: number): string | undefined;
 }
 
-/** Reads `d` through `io`. @returns the entries, in `ip -json`'s shapes and order @throws DumpError */
-export function readDump(d: RtDump, io: DumpIo): Link[] | LinkAddresses[] | Route[] | Rule[] {
+/**
+ * Reads `d` through `io` (an rtnetlink socket; the FoU ports are read over generic netlink, by
+ * rtnetlink-socket.ts with genetlink.ts). @returns the entries, in `ip -json`'s shapes and order
+ * @throws DumpError
+ */
+export function readDump(d: Exclude<RtDump, { kind: 'fou-ports' }>, io: DumpIo): Link[] | LinkAddresses[] | Route[] | Rule[] {
   switch (d.kind) {
     case 'links':
       return readLinks(io, d.dev);
@@ -337,11 +343,39 @@ function decodeLinkMessage(p: Uint8Array): { link: Link; ifiFlags: number; paren
   const netnsid = a[IFLA_LINK_NETNSID];
   if (netnsid !== undefined) link.link_netnsid = i32(netnsid);
   const info = a[IFLA_LINKINFO];
-  const kind = info === undefined ? undefined : attrsOf(info, 0, IFLA_INFO_KIND + 1)[IFLA_INFO_KIND];
-  if (kind !== undefined) link.linkinfo = { info_kind: cstring(kind) };
+  const infoAttrs = info === undefined ? undefined : attrsOf(info, 0, IFLA_INFO_DATA + 1);
+  const kind = infoAttrs?.[IFLA_INFO_KIND];
+  if (kind !== undefined) {
+    link.linkinfo = { info_kind: cstring(kind) };
+    const data = infoAttrs?.[IFLA_INFO_DATA];
+    if (data !== undefined && (link.linkinfo.info_kind === 'ipip' || link.linkinfo.info_kind === 'ip6tnl')) {
+      link.linkinfo.info_data = tunnelData(data, link.linkinfo.info_kind === 'ipip' ? 4 : 6);
+    }
+  }
   const parentAttr = a[IFLA_LINK];
   const parent = parentAttr !== undefined && netnsid === undefined ? u32(parentAttr) : undefined;
   return { link, ifiFlags, parent: parent === 0 ? undefined : parent };
+}
+
+/**
+ * The IFLA_INFO_DATA of an ipip or ip6tnl link, the fields coil reads, as link_iptnl.c /
+ * link_ip6tnl.c and tunnel.c print them: `external` when flow-based, the endpoints (`any` when
+ * unset), and the encapsulation unless none (ports in host order; sport 0 = per flow).
+ */
+function tunnelData(p: Uint8Array, family: 4 | 6): TunnelInfo {
+  const a = attrsOf(p, 0, IFLA_IPTUN_COLLECT_METADATA + 1);
+  const out: TunnelInfo = {};
+  if (a[IFLA_IPTUN_COLLECT_METADATA] !== undefined) out.external = true;
+  const endpoint = (b: Uint8Array | undefined): string => (b === undefined || b.length !== (family === 4 ? 4 : 16) || b.every((x) => x === 0) ? 'any' : ipText(b));
+  out.remote = endpoint(a[IFLA_IPTUN_REMOTE]);
+  out.local = endpoint(a[IFLA_IPTUN_LOCAL]);
+  const type = a[IFLA_IPTUN_ENCAP_TYPE];
+  const typeNo = type !== undefined && type.length >= 2 ? new DataView(type.buffer, type.byteOffset, 2).getUint16(0, true) : 0;
+  if (typeNo !== 0) {
+    const port = (b: Uint8Array | undefined): number => (b !== undefined && b.length >= 2 ? new DataView(b.buffer, b.byteOffset, 2).getUint16(0, false) : 0);
+    out.encap = { type: typeNo === TUNNEL_ENCAP_FOU ? 'fou' : typeNo === 2 ? 'gue' : null, sport: port(a[IFLA_IPTUN_ENCAP_SPORT]), dport: port(a[IFLA_IPTUN_ENCAP_DPORT]) };
+  }
+  return out;
 }
 
 /** Route/address scopes (rt_scope_t) as ip names them. */
@@ -364,12 +398,6 @@ function decodeAddr(p: Uint8Array): { index: number; info: Address } {
   return { index: v.getUint32(4, true), info };
 }
 
-/** Route protocols by number (iproute2's built-in names, lib/rt_names.c; others print as numbers). */
-const PROTOCOLS: Record<number, string> = {
-  0: 'unspec', 1: 'redirect', 2: 'kernel', 3: 'boot', 4: 'static', 8: 'gated', 9: 'ra', 10: 'mrt', 11: 'zebra', 12: 'bird',
-  13: 'dnrouted', 14: 'xorp', 15: 'ntk', 16: 'dhcp', 18: 'keepalived', 42: 'babel', 99: 'openr', 186: 'bgp', 187: 'isis',
-  188: 'ospf', 189: 'rip', 192: 'eigrp',
-};
 /** Route types (RTN_*) as ip names them. */
 const ROUTE_TYPES = ['none', 'unicast', 'local', 'broadcast', 'anycast', 'multicast', 'blackhole', 'unreachable', 'prohibit', 'throw', 'nat', 'xresolve'];
 
@@ -399,6 +427,8 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
   const dev = oif === undefined || filtered.dev ? undefined : nameOf(oif);
   const gateway = a[RTA_GATEWAY];
   const prefsrc = a[RTA_PREFSRC];
+  const metric = a[RTA_PRIORITY];
+  const rtmFlags = v.getUint32(8, true);
   const route: Route = {
     ...(type !== RTN_UNICAST ? { type: ROUTE_TYPES[type!] ?? String(type) } : {}),
     dst,
@@ -406,9 +436,11 @@ function decodeRoute(p: Uint8Array, nameOf: (index: number) => string | undefine
     ...(dev !== undefined ? { dev } : {}),
     ...(table !== RT_TABLE_MAIN && !filtered.table ? { table: tableName(table) } : {}),
     // ip prints neither for a cached clone (what `route get` answers with).
-    ...(protocol !== RTPROT_BOOT && !isCloned ? { protocol: PROTOCOLS[protocol!] ?? String(protocol) } : {}),
+    ...(protocol !== RTPROT_BOOT && !isCloned ? { protocol: ROUTE_PROTOCOLS[protocol!] ?? String(protocol) } : {}),
     ...(scope !== 0 && !isCloned ? { scope: scopeName(scope!) } : {}),
     ...(prefsrc !== undefined ? { prefsrc: ipText(prefsrc) } : {}),
+    ...(metric !== undefined ? { metric: u32(metric) } : {}),
+    flags: RT_FLAG_NAMES.filter(([bit]) => rtmFlags & bit).map(([, name]) => name),
   };
   return { route, table, oif };
 }

@@ -20,8 +20,9 @@ import { ptr } from 'bun:ffi';
 import { requireLibc } from '../../runtime/bun-libc.js';
 import { buildRequest, kernelMessage, parseAcks, RequestError, strerror, type Ack } from './rtnetlink.js';
 import { DumpError, readDump, requestMessage, type RawMessage } from './rtnetlink-dump.js';
-import { NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_DUMP_INTR, NLM_F_MULTI } from './rtnetlink-uapi.js';
-import type { RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from '../rt-request.js';
+import { buildFouPortRequest, decodeFouPort, fouDumpBody, getFamilyBody, parseFamilyId } from './genetlink.js';
+import { FOU_GENL_NAME, GENL_ID_CTRL, NETLINK_GENERIC, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_DUMP_INTR, NLM_F_MULTI } from './rtnetlink-uapi.js';
+import type { FouPortEntry, RtBatch, RtBatchResult, RtDumpCall, RtDumpResult, RtFailure, RtRequest } from '../rt-request.js';
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -51,8 +52,9 @@ class SyscallError extends Error {
   }
 }
 
-function openNetlink(): number {
-  const fd = Number(libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+/** A netlink socket of `protocol` (NETLINK_ROUTE, or NETLINK_GENERIC for FoU ports) in the calling thread's netns. */
+function openNetlink(protocol = NETLINK_ROUTE): number {
+  const fd = Number(libc.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol));
   if (fd < 0) throw new SyscallError('socket(AF_NETLINK)', errno());
   const tv = new BigInt64Array([BigInt(RECV_TIMEOUT_S), 0n]); // struct timeval
   libc.setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, ptr(tv), 16);
@@ -98,9 +100,40 @@ function transact(fd: number, request: Uint8Array, seq: number): Ack {
   }
 }
 
+/**
+ * A generic netlink socket of the calling thread's netns and the message type of the family `fou`
+ * in it, opened on first use by {@link apply}.
+ * @throws RequestError (ENOENT) when the kernel has no `fou` family (FoU not loaded or not built)
+ */
+function openFou(): { fd: number; familyId: number } {
+  const fd = openNetlink(NETLINK_GENERIC);
+  try {
+    return { fd, familyId: fouFamilyId(fd) };
+  } catch (err) {
+    libc.close(fd);
+    throw err;
+  }
+}
+
+/** Resolves the family `fou` on generic netlink socket `fd`. @throws RequestError (ENOENT) when absent */
+function fouFamilyId(fd: number): number {
+  let answer: RawMessage[];
+  try {
+    answer = query(fd, GENL_ID_CTRL, false, getFamilyBody(FOU_GENL_NAME));
+  } catch (err) {
+    if (!(err instanceof DumpError)) throw err;
+    // What `ip fou` fails with on a kernel without FoU ("Error talking to the kernel"), and why.
+    throw new RequestError(`Error talking to the kernel: generic netlink family "${FOU_GENL_NAME}": ${strerror(err.errno)}`, err.errno);
+  }
+  const id = answer.length > 0 ? parseFamilyId(answer[0]!.payload) : undefined;
+  if (id === undefined) throw new RequestError(`Error talking to the kernel: no id for generic netlink family "${FOU_GENL_NAME}"`, 2);
+  return id;
+}
+
 /** Applies `ops` with `fd`, in the netns the calling thread is in now (for if_nametoindex). */
 function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr: string; failures: RtFailure[] } {
   const opened: number[] = [];
+  let fou: { fd: number; familyId: number } | undefined;
   const ctx = {
     ifindex: (name: string) => Number(libc.if_nametoindex(ptr(cString(name)))),
     netnsFd: (path: string) => {
@@ -120,7 +153,20 @@ function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr:
       let failure: RtFailure | undefined;
       try {
         const seq = (lastSeq = (lastSeq + 1) >>> 0);
-        const ack = transact(fd, buildRequest(ops[i]!, seq, ctx), seq);
+        const op = ops[i]!;
+        let ack: Ack;
+        if (op.kind === 'fou-port') {
+          fou ??= openFou();
+          let message: Uint8Array;
+          try {
+            message = buildFouPortRequest(op, seq, fou.familyId);
+          } catch (err) {
+            throw err instanceof RangeError ? new RequestError(err.message, 22) : err;
+          }
+          ack = transact(fou.fd, message, seq);
+        } else {
+          ack = transact(fd, buildRequest(op, seq, ctx), seq);
+        }
         if (ack.errno !== 0) failure = { line: i + 1, errno: ack.errno, message: kernelMessage(ack.errno, ack.message) };
       } catch (err) {
         if (!(err instanceof RequestError)) throw err;
@@ -133,6 +179,7 @@ function apply(fd: number, ops: readonly RtRequest[], force: boolean): { stderr:
     }
   } finally {
     for (const nsFd of opened) libc.close(nsFd);
+    if (fou !== undefined) libc.close(fou.fd);
   }
   return { stderr, failures };
 }
@@ -229,13 +276,30 @@ function query(fd: number, type: number, isDump: boolean, body: Uint8Array): Raw
   }
 }
 
+/** The FoU receive ports of the calling thread's netns (a FOU_CMD_GET dump). @throws DumpError */
+function readFouPorts(): FouPortEntry[] {
+  let fou: { fd: number; familyId: number };
+  try {
+    fou = openFou();
+  } catch (err) {
+    if (err instanceof RequestError) throw new DumpError(err.message, err.errno);
+    throw err;
+  }
+  try {
+    return query(fou.fd, fou.familyId, true, fouDumpBody()).filter((m) => m.type === fou.familyId).map((m) => decodeFouPort(m.payload));
+  } finally {
+    libc.close(fou.fd);
+  }
+}
+
 /** Reads one dump, in its netns if it names one. */
 function runDump(call: RtDumpCall): RtDumpResult {
   try {
-    const r = inNetns(call.netns, (fd) => readDump(call.dump, {
+    const d = call.dump;
+    const r = inNetns(call.netns, (fd) => (d.kind === 'fou-ports' ? readFouPorts() : readDump(d, {
       query: (type, isDump, body) => query(fd, type, isDump, body),
       ifname: (index) => ifnameOf(fd, index),
-    }));
+    })));
     if ('errno' in r && 'stderr' in r) return { failure: { errno: r.errno, message: r.stderr.trim() }, exitCode: 255 };
     return { entries: r as unknown[] };
   } catch (err) {

@@ -1,8 +1,9 @@
 /**
- * The kernel ABI numbers of rtnetlink that coil's encoder (rtnetlink.ts, writes), decoder
- * (rtnetlink-dump.ts, reads) and socket (rtnetlink-socket.ts) share: message types and flags,
- * attribute types and values, from include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,
- * fib_rules,if_tunnel,ip6_tunnel,in,in6}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
+ * The kernel ABI numbers of rtnetlink and of the generic netlink family `fou` that coil's
+ * encoders (rtnetlink.ts, genetlink.ts: writes), decoder (rtnetlink-dump.ts, reads) and socket
+ * (rtnetlink-socket.ts) share: message types and flags, attribute types and values, from
+ * include/uapi/linux/{netlink,rtnetlink,if_link,if,veth,if_addr,fib_rules,if_tunnel,ip6_tunnel,
+ * in,in6,genetlink,fou}.h and socket.h. One place, so a request and the reading of its answer cannot disagree
  * on a number.
  */
 // netlink.h
@@ -47,6 +48,15 @@ export const RTM_GETRULE = 34;
 export const RTEXT_FILTER_VF = 1 << 0;
 export const RTEXT_FILTER_SKIP_STATS = 1 << 3;
 export const RTA_PREFSRC = 7;
+/** The route's metric (u32): `metric` / `priority` of `ip route`. */
+export const RTA_PRIORITY = 6;
+/** rtm_flags / rtnh_flags bits, in the order ip prints them (iproute.c print_rt_flags). */
+export const RT_FLAG_NAMES: ReadonlyArray<readonly [number, string]> = [
+  [0x1, 'dead'], [0x4, 'onlink'], [0x2, 'pervasive'], [0x8, 'offload'], [0x40, 'trap'], [0x100, 'notify'],
+  [0x10, 'linkdown'], [0x20, 'unresolved'], [0x2000, 'rt_offload'], [0x4000, 'rt_trap'], [0x20000000, 'rt_offload_failed'],
+];
+/** RTNH_F_ONLINK: the gateway is on the link even if no prefix says so. */
+export const RTNH_F_ONLINK = 0x4;
 export const RTM_F_CLONED = 0x200;
 export const RTM_F_LOOKUP_TABLE = 0x1000;
 // socket.h
@@ -115,3 +125,30 @@ export const FRA_FWMARK = 10;
 export const FRA_TABLE = 15;
 export const FRA_FWMASK = 16;
 export const FR_ACT_TO_TBL = 1;
+/** Zero-length flag attribute of an `external` (flow-based) ipip/ip6tnl link. */
+export const IFLA_IPTUN_COLLECT_METADATA = 19;
+// netlink.h: the generic netlink protocol (the socket of the `fou` family)
+export const NETLINK_GENERIC = 16;
+// genetlink.h: the controller family that resolves a family's name to its message type
+export const GENL_ID_CTRL = 0x10;
+/** Size of struct genlmsghdr (cmd, version, reserved), bytes. */
+export const GENL_HDRLEN = 4;
+export const CTRL_CMD_GETFAMILY = 3;
+export const CTRL_ATTR_FAMILY_ID = 1;
+export const CTRL_ATTR_FAMILY_NAME = 2;
+// fou.h: the `fou` generic netlink family (FoU receive ports)
+export const FOU_GENL_NAME = 'fou';
+export const FOU_GENL_VERSION = 1;
+export const FOU_CMD_ADD = 1;
+export const FOU_CMD_DEL = 2;
+export const FOU_CMD_GET = 3;
+/** u16 in network byte order. */
+export const FOU_ATTR_PORT = 1;
+/** u8: AF_INET or AF_INET6. */
+export const FOU_ATTR_AF = 2;
+/** u8: the protocol of the decapsulated payload (4 = IPIP, 41 = IPv6). */
+export const FOU_ATTR_IPPROTO = 3;
+/** u8: FOU_ENCAP_DIRECT or FOU_ENCAP_GUE. */
+export const FOU_ATTR_TYPE = 4;
+export const FOU_ENCAP_DIRECT = 1;
+export const FOU_ENCAP_GUE = 2;

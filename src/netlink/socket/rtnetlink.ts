@@ -27,7 +27,8 @@ import {
   IFLA_IPTUN_FLAGS, IFLA_IPTUN_PROTO, IFLA_IPTUN_PMTUDISC, IFLA_IPTUN_ENCAP_TYPE, IFLA_IPTUN_ENCAP_FLAGS,
   IFLA_IPTUN_ENCAP_SPORT, IFLA_IPTUN_ENCAP_DPORT, IFLA_IPTUN_FWMARK, TUNNEL_ENCAP_FOU, TUNNEL_ENCAP_FLAG_CSUM6,
   IP6_TNL_F_IGN_ENCAP_LIMIT, IPV6_DEFAULT_TNL_ENCAP_LIMIT, IPPROTO_IPV6, RTM_NEWRULE, RTM_DELRULE,
-  FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK, FR_ACT_TO_TBL,
+  FRA_PRIORITY, FRA_TABLE, FRA_DST, FRA_IIFNAME, FRA_FWMARK, FRA_FWMASK, FR_ACT_TO_TBL, IFLA_IPTUN_COLLECT_METADATA,
+  RTA_PRIORITY, RTA_PREFSRC, RTNH_F_ONLINK,
 } from './rtnetlink-uapi.js';
 
 const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
@@ -35,11 +36,12 @@ const RT_SCOPE = { global: 0, link: 253, host: 254 } as const;
 /** A request with its values decoded (addresses as numbers, MACs as bytes), ready to encode. */
 type RtOp =
   | { kind: 'link-add-veth'; name: string; mtu?: number; mac?: Uint8Array; peer: { name: string; mtu?: number; mac?: Uint8Array; netnsPath?: string } }
-  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number }
+  | { kind: 'link-set'; dev: string; alias?: string; mtu?: number; up?: boolean; group?: number; name?: string }
   | { kind: 'link-del'; dev?: string; group?: number }
+  | { kind: 'link-add-external'; name: string; family: 4 | 6 }
   | { kind: 'link-add-fou'; name: string; mtu?: number; remote: IpAddress; local: IpAddress; ttl: number; encapSport: number; encapDport: number }
   | { kind: 'addr'; verb: 'add' | 'del'; address: IpAddress; prefixBits: number; dev: string; scope?: keyof typeof RT_SCOPE; isNoDad: boolean }
-  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number }
+  | { kind: 'route'; verb: 'add' | 'del' | 'replace'; family: 4 | 6; dst?: IpAddress; dstBits: number; via?: IpAddress; dev?: string; scope?: keyof typeof RT_SCOPE; protocol?: number; table?: number; prefsrc?: IpAddress; metric?: number; isOnlink: boolean }
   | { kind: 'rule'; verb: 'add' | 'del'; family: 4 | 6; priority: number; table: number; dst?: IpAddress; dstBits: number; iif?: string; fwmark?: number; fwmask?: number };
 
 /** What a request needs from the netns it runs in. */
@@ -126,7 +128,13 @@ function decode(r: RtRequest): RtOp {
     }
     case 'link-set':
       if (r.alias !== undefined && Buffer.byteLength(r.alias) >= 256) throw invalid('alias'); // IFALIASZ
-      return { kind: r.kind, dev: linkName(r.dev), ...opt('alias', r.alias), ...opt('mtu', u32(r.mtu, 'mtu')), ...opt('up', r.up), ...opt('group', u32(r.group, 'group')) };
+      return { kind: r.kind, dev: linkName(r.dev), ...opt('alias', r.alias), ...opt('mtu', u32(r.mtu, 'mtu')), ...opt('up', r.up), ...opt('group', u32(r.group, 'group')),
+        ...opt('name', r.name === undefined ? undefined : linkName(r.name)) };
+    case 'fou-port': // a generic netlink request: genetlink.ts builds it, on its own socket
+      throw invalid('request: fou-port is not an rtnetlink message');
+    case 'link-add-external':
+      if (r.family !== 4 && r.family !== 6) throw invalid(`family ${String(r.family)}`);
+      return { kind: r.kind, name: linkName(r.name), family: r.family };
     case 'link-del':
       if ((r.dev === undefined) === (r.group === undefined)) throw invalid('link-del: one of dev and group');
       return r.dev !== undefined ? { kind: r.kind, dev: linkName(r.dev) } : { kind: r.kind, group: u32(r.group, 'group')! };
@@ -162,10 +170,13 @@ function decode(r: RtRequest): RtOp {
       if (via !== undefined && via.address.family !== family) throw invalid('gateway of another family'); // RTA_VIA: not ours
       const protocol = u32(r.protocol, 'protocol');
       if (protocol !== undefined && protocol > 255) throw invalid(`protocol ${protocol}`);
+      const prefsrc = r.prefsrc === undefined ? undefined : plainAddress(r.prefsrc);
+      if (prefsrc !== undefined && prefsrc.family !== family) throw invalid(`source ${r.prefsrc ?? ''} of another family`);
       return {
         kind: r.kind, verb: r.verb, family, dstBits, ...opt('dst', dst), ...opt('via', via?.address),
         ...opt('dev', r.dev === undefined ? undefined : linkName(r.dev)), ...opt('scope', scopeOf(r.scope)),
-        ...opt('protocol', protocol), ...opt('table', u32(r.table, 'table')),
+        ...opt('protocol', protocol), ...opt('table', u32(r.table, 'table')), ...opt('prefsrc', prefsrc),
+        ...opt('metric', u32(r.metric, 'metric')), isOnlink: r.isOnlink === true,
       };
     }
     case 'rule': {
@@ -276,6 +287,22 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       if (op.mtu !== undefined) w.attrU32(IFLA_MTU, op.mtu);
       if (op.alias !== undefined) w.attrString(IFLA_IFALIAS, op.alias, false);
       if (op.group !== undefined) w.attrU32(IFLA_GROUP, op.group);
+      if (op.name !== undefined) w.attrString(IFLA_IFNAME, op.name);
+      break;
+    }
+    case 'link-add-external': {
+      // As link_iptnl.c / link_ip6tnl.c send `type ipip|ip6tnl external`: proto 0 (any), then
+      // the metadata flag and nothing else.
+      header(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
+      ifinfomsg(w, 0);
+      w.attrString(IFLA_IFNAME, op.name);
+      w.attr(IFLA_LINKINFO, () => {
+        w.attrString(IFLA_INFO_KIND, op.family === 4 ? 'ipip' : 'ip6tnl', false);
+        w.attr(IFLA_INFO_DATA, () => {
+          w.attrU8(IFLA_IPTUN_PROTO, 0);
+          w.attr(IFLA_IPTUN_COLLECT_METADATA, () => undefined);
+        });
+      });
       break;
     }
     case 'link-del': {
@@ -324,9 +351,11 @@ export function buildRequest(request: RtRequest, seq: number, ctx: ResolveContex
       w.u8(op.protocol ?? (isAdd ? RTPROT_BOOT : 0));
       w.u8(scope);
       w.u8(isAdd ? RTN_UNICAST : 0);
-      w.u32(0); // flags
+      w.u32(op.isOnlink ? RTNH_F_ONLINK : 0); // rtm_flags
       if (table >= 256) w.attrU32(RTA_TABLE, table);
       if (op.dst) w.attrBytes(RTA_DST, addressBytes(op.dst));
+      if (op.metric !== undefined) w.attrU32(RTA_PRIORITY, op.metric);
+      if (op.prefsrc) w.attrBytes(RTA_PREFSRC, addressBytes(op.prefsrc));
       if (op.via) w.attrBytes(RTA_GATEWAY, addressBytes(op.via));
       if (op.dev !== undefined) w.attrU32(RTA_OIF, ifindexOf(ctx, op.dev));
       break;

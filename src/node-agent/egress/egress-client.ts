@@ -206,11 +206,12 @@ export function retargetRequests(from: EgressClientPlan, to: EgressClientPlan): 
 
 /** Constructor options of {@link EgressClient}. */
 export interface EgressClientOptions {
+  /** Runs the programs no netlink family replaces: `modprobe` and the sysctls of initFou. */
   ip: IpRunner;
   /**
-   * Applies the typed requests and reads the dumps of {@link EgressClient.retarget}, the route
-   * sync of 117/118 and the peer links' deletion: coild's NetlinkExecutor (rtnetlink through its
-   * agent or its own socket, `ip` when neither is usable). Default: `ip`, a process per batch.
+   * Applies every typed request and reads every dump of the client (FoU ports, peer links, routes
+   * of 117/118, rules): coild's NetlinkExecutor (rtnetlink and genetlink through its agent or its
+   * own socket, `ip` when neither is usable). Default: `ip`, a process per batch.
    */
   kernel?: RtApplier & RtReader;
   /** FoU port. */
@@ -280,11 +281,11 @@ export class EgressClient {
    *   the peer links there before, which the plan keeps or re-creates, for {@link pinFlows}
    */
   private async ensureTunnels(netns: string, plan: EgressClientPlan): Promise<{ stale: string[]; present: Set<string> }> {
-    const ip = this.o.ip;
-    await initFou(ip, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
-    const existing = await readFouPeers(ip, { netns });
+    const kernel = this.kernel;
+    await initFou({ kernel, ip: this.o.ip }, { netns, port: this.o.port, families: plan.families, ...(this.o.modprobePath !== undefined ? { modprobePath: this.o.modprobePath } : {}) });
+    const existing = await readFouPeers(kernel, { netns });
     const wanted = new Set([...plan.peers, ...plan.drains].map((p) => p.name));
-    for (const p of plan.peers) await ensureFouPeer(ip, p, existing, { netns });
+    for (const p of plan.peers) await ensureFouPeer(kernel, p, existing, { netns });
     return { stale: existing.filter((l) => !wanted.has(l.name)).map((l) => l.name), present: new Set(existing.map((l) => l.name)) };
   }
 
@@ -317,10 +318,10 @@ export class EgressClient {
   /**
    * The remotes of the pod's peer links as the kernel holds them (where its tunnels point now;
    * after a coild restart, the only record of the NAT pods chosen before).
-   * @throws NetlinkError when iproute2 fails
+   * @throws NetlinkError when the read fails
    */
   async peerRemotes(netns: string): Promise<string[]> {
-    return (await readFouPeers(this.o.ip, { netns })).map((l) => l.remote);
+    return (await readFouPeers(this.kernel, { netns })).map((l) => l.remote);
   }
 
   /**
@@ -364,14 +365,13 @@ export class EgressClient {
    * a deleted Egress or a removed annotation, which Coil leaves in place
    * (docs/compatibility.md#set-but-never-unset) — and the originating-only state. The FoU port and
    * flow devices stay: harmless, and shared by any later apply.
-   * @throws NetlinkError when iproute2 fails
+   * @throws NetlinkError when the kernel refuses, or nft or iptables fails
    */
   async remove(netns: string): Promise<void> {
-    const ip = this.o.ip;
     for (const family of [4, 6] as const) {
       await syncPolicyRules(this.kernel, { netns, family, minPriority: EGRESS_RULE_PRIORITY_MIN, maxPriority: EGRESS_RULE_PRIORITY_MAX, desired: [] });
     }
-    const links = await readFouPeers(ip, { netns });
+    const links = await readFouPeers(this.kernel, { netns });
     if (links.length > 0) await this.kernel.apply(links.map((l) => rt.linkDel(l.name)), { netns });
     await this.o.flowPins?.applier.remove(netns);
     await this.o.originatingOnly?.applier.remove(netns);

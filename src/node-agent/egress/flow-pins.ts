@@ -57,13 +57,19 @@ export class FlowPins {
    */
   async apply(netns: string, links: Readonly<Record<4 | 6, readonly string[]>>): Promise<Record<4 | 6, Map<string, number>>> {
     const out: Record<4 | 6, Map<string, number>> = { 4: new Map(), 6: new Map() };
-    for (const family of [4, 6] as const) out[family] = await this.applyFamily(netns, family, links[family]);
+    const marks: Partial<Record<4 | 6, FlowPinLink[]>> = {};
+    for (const family of [4, 6] as const) {
+      const r = await this.applyFamily(netns, family, links[family]);
+      out[family] = r.slots;
+      if (r.marks !== undefined) marks[family] = r.marks;
+    }
+    await this.syncMarks(netns, marks);
     return out;
   }
 
   /** Removes pinning from both families (anchor: the rules at prio 1700). @throws NetlinkError */
   async remove(netns: string): Promise<void> {
-    for (const family of [4, 6] as const) await this.applyFamily(netns, family, []);
+    await this.apply(netns, { 4: [], 6: [] });
   }
 
   /**
@@ -88,11 +94,14 @@ export class FlowPins {
     return out;
   }
 
-  private async applyFamily(netns: string, family: 4 | 6, links: readonly string[]): Promise<Map<string, number>> {
-    const ip = this.o.ip;
+  /**
+   * The kernel half of one family: the pin tables and rules. @returns the slots, and the marks
+   * the netfilter shape must hold (undefined: the family had nothing pinned and gets nothing)
+   */
+  private async applyFamily(netns: string, family: 4 | 6, links: readonly string[]): Promise<{ slots: Map<string, number>; marks?: FlowPinLink[] }> {
     const rules = await this.rules(netns, family);
     // The rules are the anchor: a family with none and no link to pin has nothing to do (one read).
-    if (rules.length === 0 && links.length === 0) return new Map();
+    if (rules.length === 0 && links.length === 0) return { slots: new Map() };
     const existing = await this.slotsOf(netns, family, rules);
     const slots = assignPinSlots(links, existing);
     const held = new Set(rules.flatMap((r) => slotOfTable(Number(r.table)) ?? []));
@@ -107,10 +116,21 @@ export class FlowPins {
     if (requests.length > 0) await this.kernel.apply(requests, { netns });
     await syncPolicyRules(this.kernel, { netns, family, minPriority: FLOW_PIN_RULE_PRIORITY, maxPriority: FLOW_PIN_RULE_PRIORITY,
       desired: [...slots.values()].map((s) => ({ priority: FLOW_PIN_RULE_PRIORITY, fwmark: pinMark(s), table: pinTable(s) })) });
-    const marks: FlowPinLink[] = [...slots].map(([name, s]) => ({ name, mark: pinMark(s) }));
-    if (this.o.backend === 'iptables') await syncFlowPinsIptables(ip, family, marks, { netns, ...(this.o.iptables ? { commands: this.o.iptables } : {}) });
-    else await syncFlowPinsNft(ip, family, marks, netns);
-    return slots;
+    return { slots, marks: [...slots].map(([name, s]) => ({ name, mark: pinMark(s) })) };
+  }
+
+  /**
+   * The netfilter half: nftables gets both families' shapes in one `nft -f -` (one process, one
+   * transaction per sync); iptables one sync per family's program.
+   */
+  private async syncMarks(netns: string, marks: Partial<Record<4 | 6, FlowPinLink[]>>): Promise<void> {
+    const families = ([4, 6] as const).filter((f) => marks[f] !== undefined);
+    if (families.length === 0) return;
+    if (this.o.backend === 'iptables') {
+      for (const f of families) await syncFlowPinsIptables(this.o.ip, f, marks[f]!, { netns, ...(this.o.iptables ? { commands: this.o.iptables } : {}) });
+      return;
+    }
+    await syncFlowPinsNft(this.o.ip, families.map((f) => [f, marks[f]!] as const), netns);
   }
 
   private async rules(netns: string, family: 4 | 6): Promise<Rule[]> {

@@ -21,7 +21,7 @@ import { LinkReaper } from '../../netlink/link-reaper.js';
 import { detectMtu } from '../../netlink/mtu.js';
 import { NetlinkError, isNetlinkErrno } from '../../netlink/netlink-error.js';
 import { readRoutes, readRoutesBothFamilies, type Route } from '../../netlink/route.js';
-import { readRules, rule } from '../../netlink/rule.js';
+import { readRules } from '../../netlink/rule.js';
 import { writeSysctl } from '../../netlink/sysctl.js';
 import {
   IPV6_GATEWAY, PodNetworkError, hostVethName, parseAlias,
@@ -73,7 +73,7 @@ export interface RtnetlinkPodNetworkOptions {
  */
 export class RtnetlinkPodNetwork implements PodNetwork {
   private readonly kernel: NetlinkExecutor;
-  /** The executor's iproute2 runner, for what only processes do (sysctl in another netns, rule writes). */
+  /** The executor's iproute2 runner, for what only processes do (sysctl in another netns). */
   private readonly ip: IpRunner;
   private readonly hostNetns: string | undefined;
   private readonly podTableId: number;
@@ -106,7 +106,7 @@ export class RtnetlinkPodNetwork implements PodNetwork {
     const ensureRule = async (family: 4 | 6): Promise<void> => {
       const rules = await readRules(this.kernel, { ...host, family });
       if (rules.some((r) => r.priority === this.podRulePrio)) return;
-      await this.ip.batch([rule.add({ priority: this.podRulePrio, table: this.podTableId })], { ...host, family });
+      await this.kernel.apply([rt.ruleAdd({ family, priority: this.podRulePrio, table: this.podTableId })], host);
       addedRuleFamilies.push(family);
     };
     const steps = await Promise.allSettled([
@@ -131,11 +131,14 @@ export class RtnetlinkPodNetwork implements PodNetwork {
     const host = { netns: this.hostNetns };
     for (const family of [4, 6] as const) {
       const rules = await readRules(this.kernel, { ...host, family });
-      const lines = rules.filter((r) => r.priority === this.podRulePrio && r.table === String(this.podTableId))
-        .map(() => rule.del({ priority: this.podRulePrio, table: this.podTableId }));
+      const requests = rules.filter((r) => r.priority === this.podRulePrio && r.table === String(this.podTableId))
+        .map(() => rt.ruleDel({ family, priority: this.podRulePrio, table: this.podTableId }));
+      // `ip route flush table T` as typed requests: every route of the table, by its key.
       const routes = await readRoutes(this.kernel, { ...host, family, table: this.podTableId });
-      if (routes.length > 0) lines.push(['route', 'flush', 'table', String(this.podTableId)]);
-      if (lines.length > 0) await this.ip.batch(lines, { ...host, family });
+      for (const r of routes) {
+        requests.push(rt.routeDel({ dst: r.dst === 'default' ? (family === 4 ? '0.0.0.0/0' : '::/0') : r.dst, ...(r.dev ? { dev: r.dev } : {}), table: this.podTableId }));
+      }
+      if (requests.length > 0) await this.kernel.apply(requests, host);
     }
   }
 
