@@ -15,7 +15,8 @@
  *   opened while it restarted kept, its peer links, FoU port and conntrack entries untouched by
  *   the restart, where Coil's path resets them;
  * - every loss is judged on at least one client of the lost NAT pod, and reads its clients once
- *   their paths drained (egress-failover-measure.ts).
+ *   their paths drained (egress-failover-measure.ts); a run on a starved VM (a client sent under
+ *   half its probes: the machine's load, not coild) fails the test as such, naming the load.
  * Also egress-probe-scenario.js: the probe on real FoU in both families; and
  * hack/bench/egress-session-keeping.js's `option` mode: an Egress with a shared SNAT address keeps
  * its clients' streams across the loss of its active NAT pod, coild's own parts moving the tunnels
