@@ -91,6 +91,14 @@ describe('the failover bench reads a client once its path drained', () => {
     assert.equal(seen.lost, 401, 'every probe of the window (t0 to its end, 10 ms apart) is lost');
   });
 
+  it('a pause of a stream says how long and from when', () => {
+    const d = record(END + 20, () => 5);
+    const echo: number[] = [];
+    for (let t = T0 - 2_000; t <= END; t += 50) if (t < T0 + 1_000 || t >= T0 + 2_500) echo.push(t + 5);
+    d.streams = [{ echo, err: '', errAt: 0, closedAt: 0 }];
+    assert.deepEqual(measure(d, T0, WINDOW_MS).streams, ['paused 1550 ms from +955 ms']);
+  });
+
   it('a client that sent few of its probes (a starved VM) says so', () => {
     const full = measure(record(END + 20, () => 5), T0, WINDOW_MS);
     assert.equal(full.sentOfDue, 1);

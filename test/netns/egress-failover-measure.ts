@@ -65,7 +65,8 @@ export interface Seen {
  * enough to starve the VM a move came 4.8 s after the loss (2026-12-07, load average 14), after
  * the 4 s window, and read as "no answer" although the client was answered again. A stream is `kept` (echoes
  * never paused over 300 ms plus the longest stall seen), `reset +N ms` (an error N ms after t0,
- * also one after the window's end that came before the read), `closed +N ms`, `paused N ms` or
+ * also one after the window's end that came before the read), `closed +N ms`, `paused N ms from
+ * +M ms` (the longest echo gap and when it began) or
  * `hung (last echo +N ms)` (no echo from the window's last second on).
  *
  * A stream's echoes are read past the window's end, up to the read: the record is read once the
@@ -106,10 +107,14 @@ export function measure(d: Dump, t0: number, windowMs: number): Seen {
     const echoes = [t0, ...st.echo.filter((t) => t >= t0 && t <= end), ...(after !== undefined ? [after] : [])];
     if (echoes[echoes.length - 1]! < end - 1_000) return hung(st.echo, t0);
     let maxGap = 0;
-    for (let i = 1; i < echoes.length; i++) maxGap = Math.max(maxGap, echoes[i]! - echoes[i - 1]!);
+    let gapFrom = t0;
+    for (let i = 1; i < echoes.length; i++) {
+      if (echoes[i]! - echoes[i - 1]! > maxGap) { maxGap = echoes[i]! - echoes[i - 1]!; gapFrom = echoes[i - 1]!; }
+    }
     // An echo gap that a stall of the client, of X or of the VM explains (seen as the client's
     // own pause between sends, or as a probe answered late) is not the network's.
-    return maxGap > 300 + Math.max(stallMs, maxRttMs) ? `paused ${maxGap} ms` : 'kept';
+    // When the pause began tells whether it follows an event of the run (a restart, a move).
+    return maxGap > 300 + Math.max(stallMs, maxRttMs) ? `paused ${maxGap} ms from +${gapFrom - t0} ms` : 'kept';
   });
   const late = (d.late ?? []).map((st) => {
     const what = st.errAt ? `reset +${st.errAt - t0} ms (${st.err})` : st.closedAt ? `closed +${st.closedAt - t0} ms`
