@@ -130,8 +130,6 @@ const { values: args } = parseArgs({ options: {
   /** The address family of every pod, the ClusterIP, the target and so of the tunnels. */
   family: { type: 'string', default: '4' },
   verbose: { type: 'boolean', short: 'v', default: false },
-  /** Skips the uncounted warm-up run that goes first (see main). */
-  'no-warm-up': { type: 'boolean', default: false },
 } });
 /** `-k`: kinds, each `kind` (run `-n` times) or `kind:RUNS`. */
 const COIL_DELAY_MS = Number(args['coil-delay']);
@@ -161,8 +159,6 @@ const GRACE_MS = count('k8s-grace-ms', args['k8s-grace-ms']);
 const NAT_READY_TIMEOUT_MS = 120_000;
 const STEADY_MS = count('steady-s', args['steady-s'], 1) * 1000;
 const BURN = count('burn', args.burn);
-/** One uncounted coil node-lost run before the measured ones (`--no-warm-up`: none). */
-const WARM_UP = !args['no-warm-up'];
 
 count('repeat', args.repeat, 1);
 count('streams', args.streams);
@@ -340,14 +336,6 @@ async function main(): Promise<Row[]> {
   try {
     // Each row is printed as soon as its run ends, so a run cut short keeps what it measured.
     printDetailHeader();
-    // Warm-up: the first run after the VM's boot is starved whatever the machine's load (TCG
-    // translates every program's code for the first time: 41 % of the probes sent at a load
-    // average of 2.2 in the VM test of 2026-12-07 23:00, where the runs after it sent 71–90 %),
-    // so one coil node-lost run goes first, printed as the warm-up and counted nowhere.
-    if (PATHS.includes('coil') && WARM_UP) {
-      const warm = await coilRun(n, clients, 'node-lost', NAT[0]!);
-      printDetail({ ...warm, path: 'warm-up (not counted)' });
-    }
     for (const { kind, runs } of KIND_RUNS) {
       for (let i = 0; i < runs; i++) {
         if (PATHS.includes('coil')) {
@@ -661,7 +649,7 @@ const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 main().then(
   async (rows) => {
     console.log('');
-    console.log(`| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) | starved runs (a client sent < ${100 * STARVED_SHARE} % of its probes) |`);
+    console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) | starved runs (a client sent < ${100 * STARVED_SHARE} % of its probes) |');
     console.log('|---|---|---:|---:|---:|---:|---|---:|---:|---:|');
     const groups = new Map<string, Row[]>();
     for (const r of rows) groups.set(`${r.path}|${r.kind}`, [...(groups.get(`${r.path}|${r.kind}`) ?? []), r]);
