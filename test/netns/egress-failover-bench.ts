@@ -649,7 +649,7 @@ const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 main().then(
   async (rows) => {
     console.log('');
-    console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) | starved runs (a client sent < ${100 * STARVED_SHARE} % of its probes) |');
+    console.log(`| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) | starved runs (a client sent < ${100 * STARVED_SHARE} % of its probes) |`);
     console.log('|---|---|---:|---:|---:|---:|---|---:|---:|---:|');
     const groups = new Map<string, Row[]>();
     for (const r of rows) groups.set(`${r.path}|${r.kind}`, [...(groups.get(`${r.path}|${r.kind}`) ?? []), r]);
