@@ -38,19 +38,36 @@
  * path its slice endpoint appears, on Coil's the DNAT gets the third endpoint; the lost column
  * names the added pod and the outage should be 0).
  *
- * `sigkill` and `sigstop` hit the NAT pod's process, not its data path: each NAT pod runs a
- * long-lived process in its netns (a stand-in for coil-egress, named `coil-egress-standin`: coil-
- * egress's own entrypoint needs an API server), while its data path is kernel state in the netns
- * (FoU port, NAT rules and conntrack, peer links) that survives the process, as on a node, where
- * the pod sandbox (and its netns) stays. `sigkill`: kubelet sees the exit and the endpoint turns
- * not ready (not serving, not terminating) `--k8s-not-ready-ms` later; the container is restarted
- * `--k8s-restart-ms` after the kill (a new stand-in, and coil-egress's setup run again, as its
- * start does); it would turn ready again after its readiness probe passes (after the window).
- * `sigstop`: the readiness probe fails `--k8s-readiness-fail-ms` later (Kubernetes' defaults for
- * the NAT pods' probe, which sets neither: failureThreshold 3 × periodSeconds 10 s = 30 s) and the
- * endpoint turns not ready; the liveness probe's kill and restart come later still (after the
- * window). On Coil's path kube-proxy then drops the endpoint and flushes its UDP conntrack entries,
- * as for a lost pod. The delays are parameters: the real-node lab measures Kubernetes' own.
+ * `sigkill` and `sigstop` hit the NAT pod's process, not its data path: each NAT pod runs the real
+ * coil-egress (its own entrypoint, as the image runs it, against a stand-in of the API server's pod
+ * list: egress-agent-process.ts), which sets the pod up as in its pod; its data path is kernel state
+ * in the netns (FoU port, NAT rules and conntrack, peer links) that outlives the process, as on a
+ * node, where the pod sandbox (and its netns) stays. kubelet's answer is played as kubelet does
+ * (`playKubelet`): `sigkill` — the endpoint turns not ready (not serving, not terminating)
+ * `--k8s-not-ready-ms` after the kill and the container starts again `--k8s-restart-ms` after it
+ * (the first restart, without back-off); `sigstop` — the readiness probe fails
+ * `--k8s-readiness-fail-ms` after the stop (failureThreshold 3 × periodSeconds 10 s = 30 s by
+ * default) and the endpoint turns not ready, the liveness probe fails `--k8s-liveness-fail-ms` after
+ * it (default: the same) and kubelet kills the container (SIGTERM, SIGKILL after `--k8s-grace-ms`,
+ * the grace period, 30 s by default) and starts it again. Both: the endpoint is ready again once the
+ * restarted coil-egress's /readyz passes; every client opens one more TCP stream when the
+ * container starts again (a new flow while coil-egress sets the pod up), and the NAT pod's peer
+ * links, FoU ports and the clients' conntrack entries are compared before the signal and after the
+ * restart (the last column). The window runs until 2 s after that readiness (at least 4 s after the
+ * endpoint turned not ready). On Coil's path kube-proxy drops the not-ready endpoint from its DNAT
+ * and deletes its UDP conntrack entries (as for a lost pod), and takes it back for new flows once
+ * ready. The delays are parameters: the real-node lab measures Kubernetes' own.
+ *
+ * Coil's `graceful` row models kube-proxy as its source says it treats an endpoint that stops
+ * serving: terminating (still serving), it leaves the DNAT for new flows while a ready endpoint is
+ * left (pkg/proxy/topology.go, CategorizeEndpoints) but its UDP conntrack entries stay
+ * (pkg/proxy/conntrack/cleanup.go, CleanStaleEntries keeps the entries of serving endpoints,
+ * terminating or not), so the tunnel's flow — one fixed 5-tuple — and every connection in it stay
+ * on the pod; once not serving, its entries are deleted and the tunnel's next packet is DNATed to
+ * another NAT pod.
+ *
+ * The clients' records are read once their paths have drained (egress-failover-measure.ts): a
+ * probe of the window still in flight is not counted lost.
  *
  * `steady`: no loss at all for `--steady-s` seconds, under the clients' load and `--burn` busy
  * processes: coild's false failovers (must be 0) and its probes' round trips, for the rule that
@@ -69,12 +86,10 @@ import type { V1EndpointSlice, V1Pod, V1Service } from '@kubernetes/client-node'
 import { Registry } from 'prom-client';
 import { Kinds } from '../../src/api/v2/kinds.js';
 import type { Egress } from '../../src/api/v2/egress.js';
-import { FouServer } from '../../src/egress-agent/fou-server.js';
-import { IptablesNat } from '../../src/egress-agent/nat-iptables.js';
-import { NftablesNat } from '../../src/egress-agent/nat-nftables.js';
 import { IpRunner } from '../../src/netlink/iproute2/ip-runner.js';
 import { NetlinkAgent } from '../../src/netlink/netlink-agent.js';
 import { NetlinkExecutor } from '../../src/netlink/netlink-executor.js';
+import { rt } from '../../src/netlink/rt-request.js';
 import { writeSysctl } from '../../src/netlink/sysctl.js';
 import { EgressClient, planEgressClient } from '../../src/node-agent/egress/egress-client.js';
 import { EgressWatcher } from '../../src/node-agent/egress/egress-watcher.js';
@@ -89,6 +104,8 @@ import { sleep } from '../../src/runtime/clock.js';
 import { TestNetnsSet, type TestNetns } from './test-netns.js';
 import { wire } from './egress-peer.js';
 import { ApiStandIn, ask, inNetns, type ClientPod } from './egress-testbed.js';
+import { drained, DRAIN_TIMEOUT_MS, measure, STARVED_SHARE, type Dump, type Seen } from './egress-failover-measure.js';
+import { CoilEgressProcess, natState, natStateChange, playKubelet, PodListStandIn, writeKubeconfig, type ContainerEvents, type KubeletTimings, type NatState } from './egress-agent-process.js';
 
 const { values: args } = parseArgs({ options: {
   kinds: { type: 'string', short: 'k', default: 'node-lost,graceful,scale-up' },
@@ -102,13 +119,19 @@ const { values: args } = parseArgs({ options: {
   'k8s-not-ready-ms': { type: 'string', default: '1000' },
   'k8s-restart-ms': { type: 'string', default: '1000' },
   'k8s-readiness-fail-ms': { type: 'string', default: '30000' },
+  /** A hung coil-egress: its liveness probe fails (kubelet kills it) this long after the stop; default: as the readiness probe. */
+  'k8s-liveness-fail-ms': { type: 'string' },
+  /** The grace period of kubelet's kill of a hung container (SIGTERM, then SIGKILL). */
+  'k8s-grace-ms': { type: 'string', default: '30000' },
   'steady-s': { type: 'string', default: '60' },
   burn: { type: 'string', default: '0' },
+  /** Which paths run: `coil` (coild steers), `Coil` (tunnels to the ClusterIP, kube-proxy), comma-separated. */
+  paths: { type: 'string', default: 'coil,Coil' },
   /** The address family of every pod, the ClusterIP, the target and so of the tunnels. */
   family: { type: 'string', default: '4' },
   verbose: { type: 'boolean', short: 'v', default: false },
 } });
-const KINDS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean);
+/** `-k`: kinds, each `kind` (run `-n` times) or `kind:RUNS`. */
 const COIL_DELAY_MS = Number(args['coil-delay']);
 const REPEAT = Number(args.repeat);
 const STREAMS = Number(args.streams);
@@ -118,12 +141,25 @@ function count(flag: string, text: string | undefined, min = 0): number {
   if (text === undefined || !/^\d+$/.test(text) || v < min) throw new Error(`--${flag}: a whole number ≥ ${min} expected, got ${JSON.stringify(text)}`);
   return v;
 }
+const KIND_RUNS = args.kinds.split(',').map((k) => k.trim()).filter(Boolean).map((k) => {
+  const [kind = '', runs] = k.split(':');
+  return { kind, runs: runs === undefined ? Number(args.repeat) : count(`kinds (${kind})`, runs, 1) };
+});
+const KINDS = KIND_RUNS.map((k) => k.kind);
+const PATHS = args.paths.split(',').map((p) => p.trim()).filter(Boolean);
+for (const p of PATHS) if (p !== 'coil' && p !== 'Coil') throw new Error(`--paths: coil or Coil expected, got ${JSON.stringify(p)}`);
+if (PATHS.length === 0) throw new Error('--paths: at least one of coil, Coil');
 const FAIL_AFTER = args['probe-fail-after'] === undefined ? undefined : count('probe-fail-after', args['probe-fail-after'], 1);
 const NOT_READY_MS = count('k8s-not-ready-ms', args['k8s-not-ready-ms']);
 const RESTART_MS = count('k8s-restart-ms', args['k8s-restart-ms']);
 const READINESS_FAIL_MS = count('k8s-readiness-fail-ms', args['k8s-readiness-fail-ms']);
+const LIVENESS_FAIL_MS = count('k8s-liveness-fail-ms', args['k8s-liveness-fail-ms'] ?? args['k8s-readiness-fail-ms']);
+const GRACE_MS = count('k8s-grace-ms', args['k8s-grace-ms']);
+/** How long a coil-egress start may take under TCG before the bench gives up. */
+const NAT_READY_TIMEOUT_MS = 120_000;
 const STEADY_MS = count('steady-s', args['steady-s'], 1) * 1000;
 const BURN = count('burn', args.burn);
+
 count('repeat', args.repeat, 1);
 count('streams', args.streams);
 count('coil-delay', args['coil-delay']);
@@ -141,6 +177,17 @@ const coildIp = new IpRunner({ timeoutMs: 60_000, spawner: helper.spawner });
 const agent = new NetlinkAgent();
 const coildKernel = new NetlinkExecutor({ ip: coildIp, ...(args.move === 'rtnetlink' ? { rtnetlink: agent } : {}) });
 const netns = new TestNetnsSet({ ip });
+/**
+ * The bench's own kernel writes at a loss (a NAT pod's node link down, and up after the run): one
+ * rtnetlink round trip through a netlink agent of its own, warmed before the first loss, so the
+ * loss comes when t0 says. An `ip` process, as before, took seconds to start on a VM starved by a
+ * loaded machine (2026-12-07, load average 14): the link went down seconds after t0, and a run
+ * read an outage of 0 for a client whose NAT pod was lost after the window had begun.
+ */
+const faultAgent = new NetlinkAgent();
+const faults = new NetlinkExecutor({ ip, rtnetlink: faultAgent });
+/** Sets NAT pod `idx`'s (1-based) link on the node up or down. */
+const natLink = (n: TestNetns, idx: number, up: boolean) => faults.apply([rt.linkSet(`n-e${idx}`, { up })], { netns: n.path });
 /** The addresses of the family: NAT pod k's and its node side's, client k's and its node side's, with their prefix length. */
 const A = V6
   ? { clusterIp: 'fd96::100', target: '2001:db8:100::2', targetGw: '2001:db8:100::1', targetNet: '2001:db8:100::/64', natNet: 'fd02::/16', bits: 64, any: '::/0',
@@ -155,11 +202,6 @@ const CLUSTER_IP = A.clusterIp;
 const TARGET = A.target;
 const NAT = [A.nat(1), A.nat(2), A.nat(3)];
 const WINDOW_MS = 4_000;
-/**
- * How long after a window's end its probes are read: a probe sent just before the end is still on
- * its way back at the end, and read at once it would count as lost.
- */
-const SETTLE_MS = 300;
 const started = Date.now();
 const log = (s: string) => { if (args.verbose) console.error(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${s}`); };
 
@@ -178,73 +220,6 @@ for(let i=0;i<n;i++){const st={echo:[],err:'',errAt:0,closedAt:0};streams.push(s
 const late=[];
 s.bind(0,()=>{console.log('ready');setInterval(()=>{const b=Buffer.alloc(8);b.writeUInt32BE(++seq,0);sent.push([seq,Date.now()]);s.send(b,7007,target,()=>{});},10);});
 process.stdin.on('data',(d)=>{for(const l of d.toString().split('\\n')){if(l==='dump')console.log(JSON.stringify({sent,got,streams,late}));if(l==='open'){const st={echo:[],err:'',errAt:0,closedAt:0,via:'',openedAt:Date.now()};late.push(st);open(st,7009);}if(l==='quit')process.exit(0);}});`;
-
-interface Dump {
-  sent: Array<[number, number]>; got: Record<string, number>; streams: Array<{ echo: number[]; err: string; errAt: number; closedAt: number }>;
-  /** Streams opened on `open` (to 7009, which names the NAT pod's address first): `via`. */
-  late: Array<{ echo: number[]; err: string; errAt: number; closedAt: number; via: string; openedAt: number }>;
-}
-
-/** What one client saw in [t0, t0 + WINDOW_MS]. */
-interface Seen {
-  outageMs: number; lost: number; sent: number; streams: string[]; disturbed: number;
-  /** The client program's own longest pause between two probe sends: a CPU stall of the VM, not the network. */
-  stallMs: number;
-  /**
-   * The longest round trip of an answered probe in the window: a probe held up, not lost, means
-   * a process or the VM stalled (a blocked path drops packets, it does not queue them for long).
-   */
-  maxRttMs: number;
-  /** Probes answered in the 2 s before the loss (0: the path never worked). */
-  answeredBefore: number;
-  /** Streams opened during the window: `new +N ms via <NAT pod>: kept | reset +M ms (…) | closed +M ms | hung`. */
-  late: string[];
-}
-
-/**
- * The outage is the longest run of unanswered probes, from the send time of the last answered
- * probe before it to that of the first answered after it (nothing got through in between), 0 when
- * every probe was answered, Infinity when the window ends unanswered. A stream is `kept` (echoes
- * never paused over 300 ms), `reset +N ms` (an error N ms after t0), `closed +N ms`, `paused N ms`
- * or `hung` (no echo in the window's last second).
- */
-function measure(d: Dump, t0: number, windowMs = WINDOW_MS): Seen {
-  const end = t0 + windowMs;
-  const inWindow = d.sent.filter(([, t]) => t >= t0 && t <= end);
-  const lost = inWindow.filter(([s]) => !(s in d.got)).length;
-  let outageMs = 0;
-  let lastOk: number | undefined = [...d.sent].reverse().find(([s, t]) => t < t0 && s in d.got)?.[1];
-  let gap = false;
-  for (const [s, t] of inWindow) {
-    if (!(s in d.got)) { gap = true; continue; }
-    if (gap && lastOk !== undefined) outageMs = Math.max(outageMs, t - lastOk);
-    gap = false;
-    lastOk = t;
-  }
-  if (gap) outageMs = Infinity;
-  let stallMs = 0;
-  for (let i = 1; i < inWindow.length; i++) stallMs = Math.max(stallMs, inWindow[i]![1] - inWindow[i - 1]![1]);
-  const maxRttMs = Math.max(0, ...inWindow.filter(([s]) => s in d.got).map(([s, t]) => d.got[s]! - t));
-  const answeredBefore = d.sent.filter(([s, t]) => t >= t0 - 2_000 && t < t0 && s in d.got).length;
-  const streams = d.streams.map((st) => {
-    if (st.errAt && st.errAt >= t0) return `reset +${st.errAt - t0} ms (${st.err})`;
-    if (st.closedAt && st.closedAt >= t0) return `closed +${st.closedAt - t0} ms`;
-    if (st.errAt || st.closedAt) return 'failed before the loss';
-    const echoes = [t0, ...st.echo.filter((t) => t >= t0 && t <= end)];
-    if (echoes[echoes.length - 1]! < end - 1_000) return 'hung';
-    let maxGap = 0;
-    for (let i = 1; i < echoes.length; i++) maxGap = Math.max(maxGap, echoes[i]! - echoes[i - 1]!);
-    // An echo gap that a stall of the client, of X or of the VM explains (seen as the client's
-    // own pause between sends, or as a probe answered late) is not the network's.
-    return maxGap > 300 + Math.max(stallMs, maxRttMs) ? `paused ${maxGap} ms` : 'kept';
-  });
-  const late = (d.late ?? []).map((st) => {
-    const what = st.errAt ? `reset +${st.errAt - t0} ms (${st.err})` : st.closedAt ? `closed +${st.closedAt - t0} ms`
-      : (st.echo[st.echo.length - 1] ?? 0) < end - 1_000 ? 'hung' : 'kept';
-    return `new +${st.openedAt - t0} ms via ${st.via || '?'}: ${what}`;
-  });
-  return { outageMs, lost, sent: inWindow.length, streams, disturbed: streams.filter((x) => x !== 'kept').length, stallMs, maxRttMs, answeredBefore, late };
-}
 
 /** kube-proxy's DNAT of the ClusterIP over `endpoints`, by a hash of the client address (ClientIP affinity). */
 async function setDnat(node: TestNetns, endpoints: readonly string[]): Promise<void> {
@@ -267,6 +242,16 @@ function slice(conditions: Record<string, { serving: boolean; terminating: boole
 
 interface Row {
   path: string; kind: string; lost: string; onLost: Seen[]; others: Seen[]; detectMs?: number; movedMs?: number;
+  /** coil's path: the NAT pods its prober declared down that were not lost ({@link falseDowns}). */
+  falseDowns?: string[];
+  /** `sigkill`/`sigstop`: kubelet's steps (ms after the signal) and what the restart of coil-egress changed in its netns. */
+  restart?: string;
+  /**
+   * coil's `graceful`: when the pod stopped serving and its link went down, and when coild ended
+   * the drain (deleted the drained peer link), ms after t0: `not serving +N, link down +N, drain
+   * ended +N ms` (`drain not ended` when coild had not by the read).
+   */
+  drain?: string;
   /** coild's failovers (a NAT pod declared down while its slice said serving) and its probes' round trips. */
   probes?: ProbeStats;
 }
@@ -285,15 +270,6 @@ async function probeStats(registry: Registry): Promise<ProbeStats> {
   const bucket = (le: number | string) => rtt.filter((v) => (v as { metricName?: string }).metricName?.endsWith('_bucket') && v.labels.le === le).reduce((a, v) => a + v.value, 0);
   const answered = bucket('+Inf');
   return { failovers, answered, over25ms: answered - bucket(0.025), over100ms: answered - bucket(0.1), over250ms: answered - bucket(0.25) };
-}
-
-/**
- * The NAT pods' processes: one long-lived process per NAT pod in its netns, a stand-in for
- * coil-egress (named `coil-egress-standin`), so SIGKILL and SIGSTOP hit a real process there
- * while the data path stays kernel state.
- */
-function startNatProcess(ns: TestNetns): ChildProcess {
-  return spawn('ip', ['netns', 'exec', ns.name, 'bash', '-c', 'exec -a coil-egress-standin sleep infinity'], { stdio: 'ignore' });
 }
 
 /** Client addresses 10.1.k.2 (fd01:k::2) whose rendezvous first choices are NAT[0], NAT[1], NAT[2]. */
@@ -332,28 +308,44 @@ async function main(): Promise<Row[]> {
   for (const [i, e] of es.entries()) await ip.batch([addrAdd(NAT[i]!, 'eth0'), ['route', 'add', A.any, 'via', A.natGw(i + 1)]], { netns: e.path });
   await writeSysctl(ip, V6 ? 'net.ipv6.conf.all.forwarding' : 'net.ipv4.ip_forward', '1');
   await setDnat(n, NAT);
-  // What coil-egress sets up in its pod when it starts (again after a restart: idempotent).
-  const natSetup = async (i: number) => {
-    const e = es[i]!;
-    // E2 has Coil's default backend (its iptables rules), E1 and E3 the nftables one: steered
-    // tunnels work with a NAT pod set up as Coil's.
-    await (i === 1 ? new IptablesNat({ ip, podAddresses: [NAT[i]!], outInterface: 'eth0', netns: e.path }) : new NftablesNat({ ip, podAddresses: [NAT[i]!], outInterface: 'eth0', netns: e.path })).init();
-    const server = new FouServer({ ip, podAddresses: [NAT[i]!], port: 5555, isSourcePortAuto: false, outInterface: 'eth0', netns: e.path });
-    await server.init();
-    await server.sync(new Set(clients.map((c) => c.address)));
-  };
-  for (const i of es.keys()) await natSetup(i);
-  natPods = es.map((ns, i) => ({ ns, process: startNatProcess(ns), setup: () => natSetup(i) }));
+  // The NAT pods: the real coil-egress in each netns, against a stand-in of the API server's pod
+  // list (egress-agent-process.ts); it sets up the FoU port, the NAT rules, the return rule and the
+  // peer links to the clients, as in its pod. E2 runs Coil's default backend (iptables), E1 and E3
+  // nftables: steered tunnels work with a NAT pod set up as Coil's.
+  const clientPods: V1Pod[] = clients.map((c) => ({ metadata: { namespace: 'app', name: `client${c.index}`, uid: `uid-${c.index}`, annotations: { 'egress.coil.cybozu.com/internet': 'nat' } },
+    spec: { containers: [] }, status: { phase: 'Running', podIP: c.address, podIPs: [{ ip: c.address }] } }));
+  podList = new PodListStandIn(clientPods);
+  const apiPort = await podList.start();
+  kubeconfigDir = await mkdtemp(join(tmpdir(), 'coil-bench-kubeconfig-'));
+  for (const [i, e] of es.entries()) {
+    const host = V6 ? `[${A.natGw(i + 1)}]` : A.natGw(i + 1);
+    const kubeconfig = await writeKubeconfig(kubeconfigDir, e.name, `http://${host}:${apiPort}`);
+    natPods.push(new CoilEgressProcess({ ns: e, address: NAT[i]!, kubeconfig, backend: i === 1 ? 'iptables' : 'nftables', onLog: (l) => log(`coil-egress ${NAT[i]}: ${l}`) }));
+  }
+  // One after another: three first starts at once under TCG time out coil-egress's first nft.
+  for (const p of natPods) {
+    p.start();
+    await p.waitReady(NAT_READY_TIMEOUT_MS);
+  }
+  await faults.dump({ kind: 'links' }, { netns: n.path });
   log(`topology up; clients ${clients.map((c) => c.address).join(', ')}`);
 
   const echo = await inNetns(x, ECHO);
   const burners = Array.from({ length: BURN }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' }));
   const rows: Row[] = [];
   try {
-    for (const kind of KINDS) {
-      for (let i = 0; i < REPEAT; i++) {
-        rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
-        if (kind !== 'steady') rows.push(await coilBaselineRun(n, clients, kind, i));
+    // Each row is printed as soon as its run ends, so a run cut short keeps what it measured.
+    printDetailHeader();
+    for (const { kind, runs } of KIND_RUNS) {
+      for (let i = 0; i < runs; i++) {
+        if (PATHS.includes('coil')) {
+          rows.push(await coilRun(n, clients, kind, kind === 'scale-up' ? NAT[2]! : NAT[i % NAT.length]!));
+          printDetail(rows[rows.length - 1]!);
+        }
+        if (kind !== 'steady' && PATHS.includes('Coil')) {
+          rows.push(await coilBaselineRun(n, clients, kind, i));
+          printDetail(rows[rows.length - 1]!);
+        }
       }
     }
   } finally {
@@ -363,39 +355,82 @@ async function main(): Promise<Row[]> {
   return rows;
 }
 
-/** Each NAT pod's netns, its process (the coil-egress stand-in) and its setup. */
-let natPods: Array<{ ns: TestNetns; process: ChildProcess; setup: () => Promise<void> }> = [];
+/** Each NAT pod's coil-egress, in NAT order. */
+const natPods: CoilEgressProcess[] = [];
+/** The API server's stand-in for coil-egress's pod list, and the directory of its kubeconfigs. */
+let podList: PodListStandIn | undefined;
+let kubeconfigDir: string | undefined;
+
+/** kubelet's delays (egress-agent-process.ts, {@link playKubelet}), from the flags. */
+const KUBELET: KubeletTimings = { notReadyMs: NOT_READY_MS, restartMs: RESTART_MS, readinessFailMs: READINESS_FAIL_MS, livenessFailMs: LIVENESS_FAIL_MS, graceMs: GRACE_MS };
+
+/** A hit on a NAT pod's coil-egress and what followed: kubelet's steps, and what its restart changed in the netns. */
+interface Hit { t0: number; events: ContainerEvents; change: string; windowMs: number }
 
 /**
- * Hits NAT pod `idx`'s process with `signal` at t0 and plays Kubernetes' answer: `onNotReady` when
- * the endpoint turns not ready (`--k8s-not-ready-ms` after a SIGKILL; `--k8s-readiness-fail-ms`
- * after a SIGSTOP), and for a SIGKILL the container's restart at `--k8s-restart-ms` (a new
- * process, coil-egress's setup again).
- * @returns when every change of the window is done, and the ms after t0 of the endpoint change
+ * Hits NAT pod `idx`'s coil-egress with `signal` (at the returned `t0`) and plays kubelet's answer
+ * ({@link playKubelet}): `onNotReady` when the endpoint turns not ready, a new TCP stream from
+ * every client when the container starts again (a new flow during coil-egress's setup), and
+ * `onReady` once its /readyz passes. The netns's peer links, FoU ports and the clients' conntrack
+ * entries are read before the signal and after the restart.
+ * @returns the steps and the change; `windowMs`: the window to judge (at least `WINDOW_MS` after
+ *   the endpoint change, and 2 s past the restarted process's readiness)
  */
-async function hitNatProcess(idx: number, signal: 'SIGKILL' | 'SIGSTOP', onNotReady: () => Promise<void>): Promise<number> {
+async function hitNatProcess(idx: number, signal: 'SIGKILL' | 'SIGSTOP', clients: readonly ClientPod[], ps: readonly ChildProcess[],
+  hooks: { onNotReady: () => Promise<void>; onReady?: () => Promise<void> }): Promise<Hit> {
   const pod = natPods[idx]!;
+  const addresses = clients.map((c) => c.address);
+  const family = V6 ? 6 : 4;
+  const before: NatState = await natState(ip, pod.ns, addresses, family);
   const t0 = Date.now();
-  pod.process.kill(signal);
-  const notReadyAt = signal === 'SIGKILL' ? NOT_READY_MS : READINESS_FAIL_MS;
-  const steps: Array<[number, () => Promise<void>]> = [[notReadyAt, onNotReady]];
-  if (signal === 'SIGKILL') {
-    steps.push([RESTART_MS, async () => {
-      pod.process = startNatProcess(pod.ns);
-      await pod.setup();
-    }]);
-  }
-  for (const [at, step] of steps.sort((a, b) => a[0] - b[0])) {
-    await sleep(Math.max(0, at - (Date.now() - t0)));
-    await step();
-  }
-  return notReadyAt;
+  pod.signal(signal);
+  const events = await playKubelet(pod, signal, t0, KUBELET, {
+    onNotReady: hooks.onNotReady,
+    onRestart: () => { for (const p of ps) p.stdin!.write('open\n'); },
+    ...(hooks.onReady ? { onReady: hooks.onReady } : {}),
+  }, NAT_READY_TIMEOUT_MS);
+  const after = await natState(ip, pod.ns, addresses, family);
+  log(`${signal} ${NAT[idx]}: ${JSON.stringify(events)}; ${natStateChange(before, after)}`);
+  return { t0, events, change: natStateChange(before, after), windowMs: Math.max((events.notReadyAt ?? 0) + WINDOW_MS, (events.readyAt ?? 0) + 2_000) };
 }
 
-/** After a run: the process hit is running again (a stopped one continued; a killed one was restarted). */
-function reviveNatProcess(idx: number): void {
-  const pod = natPods[idx]!;
-  if (pod.process.exitCode === null && pod.process.signalCode === null) pod.process.kill('SIGCONT');
+/** Every change of a NAT pod's health that coild's prober made (its log), with the time. */
+const healthChanges: Array<{ at: number; natPod: string; health: string }> = [];
+/** The steering's logger: keeps the prober's health changes (and prints them with `-v`). */
+const steeringLogger = createLogger({ name: 'bench-steering', level: 'info', stream: { write: (line: string) => {
+  const r = JSON.parse(line) as { msg?: string; natPod?: string; health?: string; previous?: string };
+  if (r.msg !== 'NAT pod health changed' || !r.natPod || !r.health) return true;
+  healthChanges.push({ at: Date.now(), natPod: r.natPod, health: r.health });
+  log(`prober: ${r.natPod} ${r.previous} → ${r.health}`);
+  return true;
+} } as unknown as NodeJS.WritableStream });
+
+/**
+ * The NAT pods coild's prober declared down since `t0` although they were not lost (`lost`):
+ * false failovers, each moving the clients of a healthy NAT pod; `address +N ms` each.
+ */
+function falseDowns(t0: number, lost: string | undefined): string[] {
+  return healthChanges.filter((h) => h.at >= t0 && h.health === 'down' && h.natPod !== lost).map((h) => `${h.natPod} +${h.at - t0} ms`);
+}
+
+/** A hit's summary for the table: `not ready +N, killed +N, restarted +N, ready +N ms; <what changed>`. */
+function restartOf(h: Hit): string {
+  const e = h.events;
+  return `not ready +${e.notReadyAt}${e.killedAt !== undefined ? `, killed +${e.killedAt}` : ''}, restarted +${e.restartedAt}, ready +${e.readyAt} ms; ${h.change}`;
+}
+
+/**
+ * The clients' records for a window ending at `end`, read once every client's path has drained
+ * (egress-failover-measure.ts `drained`), or {@link DRAIN_TIMEOUT_MS} after `end` for a path that
+ * never recovered.
+ */
+async function readDrained(ps: readonly ChildProcess[], end: number): Promise<Dump[]> {
+  await sleep(Math.max(0, end - Date.now()));
+  for (;;) {
+    const dumps = await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')));
+    if (dumps.every((d) => drained(d, end)) || Date.now() > end + DRAIN_TIMEOUT_MS) return dumps;
+    await sleep(200);
+  }
 }
 
 /** Starts every client's program; @returns them in client order. */
@@ -425,13 +460,16 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
   let t0 = 0;
   let detectMs: number | undefined;
   let movedMs: number | undefined;
-  const steering = new NatSteering({ cache: api.cache, port: 5555, logger: silentLogger(), registry, onChange: (e) => watcher?.onSteeringChange(e), ...(FAIL_AFTER ? { probeFailAfter: FAIL_AFTER } : {}) });
+  /** When a retarget deleted the drained link (its plan had drains, the next has none), ms after t0. */
+  let drainEndedMs: number | undefined;
+  const steering = new NatSteering({ cache: api.cache, port: 5555, logger: steeringLogger, registry, onChange: (e) => watcher?.onSteeringChange(e), ...(FAIL_AFTER ? { probeFailAfter: FAIL_AFTER } : {}) });
   // coild's flow pinning, on the nftables backend (docs/egress-failover.md#draining).
   const egressClient = new EgressClient({ ip: coildIp, kernel: coildKernel, port: 5555, flowPins: { enabled: true, applier: new FlowPins({ ip: coildIp, backend: 'nftables' }) } });
   const retarget = egressClient.retarget.bind(egressClient);
   egressClient.retarget = async (...a) => {
     const moved = await retarget(...a);
     if (t0 && movedMs === undefined) movedMs = Date.now() - t0;
+    if (t0 && drainEndedMs === undefined && a[1].drains.length > 0 && a[2].drains.length === 0) drainEndedMs = Date.now() - t0;
     if (t0) log(`coil ${kind}: retarget ${a[1].peers.map((p) => p.remote).join()} → ${a[2].peers.map((p) => p.remote).join()}${a[2].drains.length > 0 ? ` draining ${a[2].drains.map((p) => p.remote).join()}` : ''} done +${Date.now() - t0} ms`);
     return moved;
   };
@@ -440,11 +478,6 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     egressClient, locks: new KeyedMutex(), lockKey: (a, b) => `${a}:${b}`, logger: args.verbose ? createLogger({ name: 'bench-coild', level: 'warn' }) : silentLogger(),
     stateDir, port: 5555, probe: async () => ({ veth: true, ipv6: true, vxlan: true, ipip: true, ip6tnl: true, fou: true }), registry, steering,
   });
-  const onSteeringChange = watcher.onSteeringChange.bind(watcher);
-  watcher.onSteeringChange = (e: string) => {
-    if (t0 && detectMs === undefined && kind === 'node-lost') detectMs = Date.now() - t0;
-    onSteeringChange(e);
-  };
   await watcher.init();
   const ac = new AbortController();
   const loops = [watcher.run(ac.signal), steering.run(ac.signal)];
@@ -464,30 +497,28 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
     const idx = NAT.indexOf(lost) + 1;
     t0 = Date.now();
     if (kind === 'steady') {
-      await sleep(STEADY_MS + SETTLE_MS);
-      const seenSteady = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0, STEADY_MS));
+      const seenSteady = (await readDrained(ps, t0 + STEADY_MS)).map((d) => measure(d, t0, STEADY_MS));
       const probes = await probeStats(registry);
       log(`coil steady: ${JSON.stringify(probes)}`);
-      return { path: 'coil', kind, lost: `none (${STEADY_MS / 1000} s, ${BURN} busy processes)`, onLost: [], others: seenSteady, probes };
+      return { path: 'coil', kind, lost: `none (${STEADY_MS / 1000} s, ${BURN} busy processes)`, onLost: [], others: seenSteady, probes, falseDowns: falseDowns(t0, undefined) };
     }
     if (kind === 'sigkill' || kind === 'sigstop') {
       const signal = kind === 'sigkill' ? 'SIGKILL' : 'SIGSTOP';
-      const notReadyAt = await hitNatProcess(idx - 1, signal, async () => {
-        api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: false } }));
+      const hit = await hitNatProcess(idx - 1, signal, clients, ps, {
+        onNotReady: async () => { api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: false } })); },
+        onReady: async () => { api.put(Kinds.EndpointSlice.kind, slice(all)); },
       });
-      await sleep(Math.max(0, notReadyAt + WINDOW_MS + SETTLE_MS - (Date.now() - t0)));
-      const m = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
-      reviveNatProcess(idx - 1);
+      const m = (await readDrained(ps, hit.t0 + hit.windowMs)).map((d) => measure(d, hit.t0, hit.windowMs));
       log(`coil ${kind}: ${lost}, ${JSON.stringify(m)}`);
-      return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), probes: await probeStats(registry) };
+      return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), probes: await probeStats(registry), falseDowns: falseDowns(hit.t0, undefined), restart: restartOf(hit) };
     }
     if (kind === 'scale-up') {
       api.put(Kinds.EndpointSlice.kind, slice(all));
-      await sleep(WINDOW_MS + SETTLE_MS);
-      const seenUp = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0));
+      const seenUp = (await readDrained(ps, t0 + WINDOW_MS)).map((d) => measure(d, t0, WINDOW_MS));
       log(`coil scale-up: added ${lost}, ${JSON.stringify(seenUp)}`);
-      return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp, probes: await probeStats(registry) };
+      return { path: 'coil', kind, lost: `${lost} added`, onLost: [], others: seenUp, probes: await probeStats(registry), falseDowns: falseDowns(t0, undefined) };
     }
+    let notServingMs: number | undefined;
     if (kind === 'graceful') {
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: true, terminating: true } }));
       // A connection opened during the drain: it should go to another NAT pod and outlive this one.
@@ -495,19 +526,24 @@ async function coilRun(n: TestNetns, clients: readonly ClientPod[], kind: string
       for (const p of ps) p.stdin!.write('open\n');
       await sleep(500);
       api.put(Kinds.EndpointSlice.kind, slice({ ...all, [lost]: { serving: false, terminating: true } }));
-      log(`coil graceful: ${lost} not serving +${Date.now() - t0} ms`);
+      notServingMs = Date.now() - t0;
+      log(`coil graceful: ${lost} not serving +${notServingMs} ms`);
       // The sandbox (and its netns) goes some time after the containers stopped and the endpoint
       // turned not serving: kubelet's teardown, the CNI DEL. 200 ms here, a lower bound.
       await sleep(200);
     }
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
-    await sleep(WINDOW_MS + SETTLE_MS);
-    const seen = await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')));
-    const m = seen.map((d) => measure(d, t0));
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
+    await natLink(n, idx, false);
+    const linkDownMs = Date.now() - t0;
+    const m = (await readDrained(ps, t0 + WINDOW_MS)).map((d) => measure(d, t0, WINDOW_MS));
+    const drain = notServingMs === undefined ? undefined
+      : `not serving +${notServingMs}, link down +${linkDownMs}, ${drainEndedMs === undefined ? 'drain not ended' : `drain ended +${drainEndedMs} ms`}`;
+    await natLink(n, idx, true);
     m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`coil: client ${clients[i]!.address} got no answer through NAT pod ${on[i]} before the loss`); });
+    // Detected: when the prober declared the lost NAT pod down (not any change: another pod's false failover is not a detection).
+    const down = healthChanges.find((h) => h.at >= t0 && h.natPod === lost && h.health === 'down');
+    if (kind === 'node-lost' && down) detectMs = down.at - t0;
     log(`coil ${kind}: lost ${lost}, detect ${detectMs} ms, moved ${movedMs} ms, ${JSON.stringify(m)}`);
-    return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), ...(detectMs !== undefined ? { detectMs } : {}), ...(movedMs !== undefined ? { movedMs } : {}), probes: await probeStats(registry) };
+    return { path: 'coil', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), ...(detectMs !== undefined ? { detectMs } : {}), ...(movedMs !== undefined ? { movedMs } : {}), probes: await probeStats(registry), falseDowns: falseDowns(t0, lost), ...(drain ? { drain } : {}) };
   } finally {
     await stopClients(ps);
     ac.abort();
@@ -533,8 +569,7 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
     if (kind === 'scale-up') {
       const t = Date.now();
       await setDnat(n, NAT);
-      await sleep(WINDOW_MS + SETTLE_MS);
-      const seenUp = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t));
+      const seenUp = (await readDrained(ps, t + WINDOW_MS)).map((d) => measure(d, t, WINDOW_MS));
       log(`Coil scale-up: ${JSON.stringify(seenUp)}`);
       return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost: `${NAT[2]} added`, onLost: [], others: seenUp };
     }
@@ -543,64 +578,96 @@ async function coilBaselineRun(n: TestNetns, clients: readonly ClientPod[], kind
     const t0 = Date.now();
     if (kind === 'sigkill' || kind === 'sigstop') {
       // kube-proxy, once the endpoint is not ready: out of the DNAT, its UDP conntrack entries flushed.
-      const notReadyAt = await hitNatProcess(idx - 1, kind === 'sigkill' ? 'SIGKILL' : 'SIGSTOP', async () => {
-        await setDnat(n, NAT.filter((a) => a !== lost));
-        await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
+      const hit = await hitNatProcess(idx - 1, kind === 'sigkill' ? 'SIGKILL' : 'SIGSTOP', clients, ps, {
+        onNotReady: async () => {
+          await setDnat(n, NAT.filter((a) => a !== lost));
+          await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
+        },
+        // Ready again: back in the DNAT for new flows; established ones stay where they went.
+        onReady: () => setDnat(n, NAT),
       });
-      await sleep(Math.max(0, notReadyAt + WINDOW_MS + SETTLE_MS - (Date.now() - t0)));
-      const m = (await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')))).map((d) => measure(d, t0, notReadyAt + WINDOW_MS));
-      reviveNatProcess(idx - 1);
+      const m = (await readDrained(ps, hit.t0 + hit.windowMs)).map((d) => measure(d, hit.t0, hit.windowMs));
       log(`Coil ${kind}: ${lost}, ${JSON.stringify(m)}`);
-      return { path: 'Coil (kube-proxy)', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost) };
+      return { path: 'Coil (kube-proxy)', kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost), restart: restartOf(hit) };
     }
     if (kind === 'graceful') {
-      // Kubernetes marks the endpoint terminating: kube-proxy keeps established flows (the
-      // tunnel's UDP conntrack entry), so nothing changes until the pod is gone.
-      await sleep(1_200);
+      // kube-proxy as it treats an endpoint that stops serving (docs/egress-failover.md#measured):
+      // terminating but serving, it leaves the DNAT for new flows while a ready endpoint is left
+      // (pkg/proxy/topology.go CategorizeEndpoints), and its UDP conntrack entries stay
+      // (pkg/proxy/conntrack/cleanup.go CleanStaleEntries keeps those of serving endpoints,
+      // terminating or not): the tunnel's flow, one fixed 5-tuple, stays on the pod. The same
+      // timeline as coil's row: terminating at 0, a new stream at +0.5 s, not serving at +1 s
+      // — then CleanStaleEntries deletes the tunnel's entry and its next packet is DNATed anew —,
+      // the sandbox gone at +1.2 s.
+      await setDnat(n, NAT.filter((a) => a !== lost));
+      await sleep(500);
+      for (const p of ps) p.stdin!.write('open\n');
+      await sleep(500);
+      await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
+      log(`Coil graceful: ${lost} not serving +${Date.now() - t0} ms`);
+      await sleep(200);
+      await natLink(n, idx, false);
+    } else {
+      await natLink(n, idx, false);
+      await sleep(COIL_DELAY_MS);
+      // kube-proxy: the endpoint leaves the DNAT, and UDP conntrack entries towards it are flushed.
+      await setDnat(n, NAT.filter((a) => a !== lost));
+      await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
     }
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'down']], { netns: n.path });
-    await sleep(COIL_DELAY_MS);
-    // kube-proxy: the endpoint leaves the DNAT, and UDP conntrack entries towards it are flushed.
-    await setDnat(n, NAT.filter((a) => a !== lost));
-    await ip.exec(['conntrack', '-D', ...CT_FAMILY, '-p', 'udp', '--reply-src', lost]).catch(() => undefined);
-    await sleep(WINDOW_MS + SETTLE_MS);
-    const seen = await Promise.all(ps.map((p) => ask<Dump>(p, 'dump')));
-    const m = seen.map((d) => measure(d, t0));
-    await ip.batch([['link', 'set', 'dev', `n-e${idx}`, 'up']], { netns: n.path });
+    const m = (await readDrained(ps, t0 + WINDOW_MS)).map((d) => measure(d, t0, WINDOW_MS));
+    await natLink(n, idx, true);
     m.forEach((x, i) => { if (x.answeredBefore === 0) throw new Error(`Coil: client ${clients[i]!.address} got no answer through the ClusterIP before the loss`); });
     log(`Coil ${kind}: lost ${lost}, ${JSON.stringify(m)}`);
-    return { path: `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`, kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost) };
+    const path = kind === 'graceful' ? 'Coil (kube-proxy: terminating, then not serving)' : `Coil (endpoint removed +${COIL_DELAY_MS} ms after the pod is gone)`;
+    return { path, kind, lost, onLost: m.filter((_, i) => on[i] === lost), others: m.filter((_, i) => on[i] !== lost) };
   } finally {
     await stopClients(ps);
     for (const c of clients) await client.remove(c.ns.path);
   }
 }
 
+/** The detail table's header (and the run's settings above it). */
+function printDetailHeader(): void {
+  console.log(`IPv${args.family}; move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}, liveness ${LIVENESS_FAIL_MS}, grace period ${GRACE_MS}`);
+  console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms); answered late (lost to the former read); probes sent of due (fewest) | coild: failovers, probe RTT > 25/100/250 ms of answered | NAT pod: kubelet steps (ms) and its netns across the restart of coil-egress, or the steps of its drain |');
+  console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|---|');
+}
+
+/** One run's row of the detail table. */
+function printDetail(r: Row): void {
+  const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
+  console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))}; ${[...r.onLost, ...r.others].reduce((a, s) => a + s.lateAnswers, 0)}; ${Math.round(100 * sentOfDue(r))} %${starved(r) ? ' (starved)' : ''} | ${r.probes ? `${r.probes.failovers}${r.falseDowns?.length ? ` (not lost: ${r.falseDowns.join(', ')})` : ''}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} | ${r.restart ?? r.drain ?? '-'} |`);
+}
+
+/** The fewest probes a client of the run sent, as a share of those due. */
+const sentOfDue = (r: Row) => Math.min(1, ...r.onLost.map((s) => s.sentOfDue), ...r.others.map((s) => s.sentOfDue));
+/** A run whose VM was starved ({@link STARVED_SHARE}): its figures say how little CPU the VM got, not what coild does. */
+const starved = (r: Row) => sentOfDue(r) < STARVED_SHARE;
+
 const fmt = (ms: number) => (Number.isFinite(ms) ? String(ms) : 'no answer');
 
 main().then(
   async (rows) => {
-    console.log(`IPv${args.family}; move: ${args.move}; probe: down after ${FAIL_AFTER ?? 'the default number of'} unanswered probes; k8s delays (ms): not ready after a kill ${NOT_READY_MS}, restart ${RESTART_MS}, readiness failed after a stop ${READINESS_FAIL_MS}`);
-    console.log('| path | loss | NAT pod lost | detected / moved (ms) | outage (ms) | probes lost / sent | its streams | other clients: probes lost, streams disturbed | their disturbed streams | longest client stall / probe RTT (ms) | coild: failovers, probe RTT > 25/100/250 ms of answered |');
-    console.log('|---|---|---|---|---:|---:|---|---|---|---:|---|');
-    for (const r of rows) {
-      const worst = r.onLost.reduce((a, s) => (s.outageMs > a.outageMs ? s : a), { outageMs: 0 } as Seen);
-      console.log(`| ${r.path} | ${r.kind} | ${r.lost} | ${r.detectMs ?? '-'} / ${r.movedMs ?? '-'} | ${fmt(worst.outageMs)} | ${r.onLost.reduce((a, s) => a + s.lost, 0)} / ${r.onLost.reduce((a, s) => a + s.sent, 0)} | ${r.onLost.flatMap((s) => [...s.streams, ...s.late]).join('; ')} | ${r.others.reduce((a, s) => a + s.lost, 0)}, ${r.others.reduce((a, s) => a + s.disturbed, 0)} | ${r.others.flatMap((s) => s.streams.filter((x) => x !== 'kept')).join('; ')} | ${Math.max(0, ...r.onLost.map((s) => s.stallMs), ...r.others.map((s) => s.stallMs))} / ${Math.max(0, ...r.onLost.map((s) => s.maxRttMs), ...r.others.map((s) => s.maxRttMs))} | ${r.probes ? `${r.probes.failovers}, ${r.probes.over25ms}/${r.probes.over100ms}/${r.probes.over250ms} of ${r.probes.answered}` : '-'} |`);
-    }
     console.log('');
-    console.log('| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum) |');
-    console.log('|---|---|---:|---:|---:|---:|---|---:|');
+    console.log(`| path | loss | runs | outage p50 (ms) | outage max (ms) | probes lost on the lost NAT pod (sum) | other clients: probes lost, streams disturbed (sum) | coild false failovers (sum: NAT pods declared down that were not lost) | clients on the lost NAT pod (fewest in a run) | starved runs (a client sent < ${100 * STARVED_SHARE} % of its probes) |`);
+    console.log('|---|---|---:|---:|---:|---:|---|---:|---:|---:|');
     const groups = new Map<string, Row[]>();
     for (const r of rows) groups.set(`${r.path}|${r.kind}`, [...(groups.get(`${r.path}|${r.kind}`) ?? []), r]);
     for (const [k, rs] of groups) {
-      const o = rs.map((r) => Math.max(0, ...r.onLost.map((s) => s.outageMs))).sort((a, b) => a - b);
+      // A run with no client on the lost NAT pod has no outage to judge: left out of p50 and max,
+      // and the last column shows it (0).
+      const o = rs.filter((r) => r.onLost.length > 0).map((r) => Math.max(...r.onLost.map((s) => s.outageMs))).sort((a, b) => a - b);
       const [path, kind] = k.split('|');
-      console.log(`| ${path} | ${kind} | ${rs.length} | ${fmt(o[Math.floor((o.length - 1) / 2)]!)} | ${fmt(o[o.length - 1]!)} | ${rs.reduce((a, r) => a + r.onLost.reduce((b, s) => b + s.lost, 0), 0)} | ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.lost, 0), 0)}, ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.disturbed, 0), 0)} | ${rs[0]!.probes ? rs.reduce((a, r) => a + (r.kind === 'node-lost' ? 0 : r.probes?.failovers ?? 0), 0) : '-'} |`);
+      const onLost = ['node-lost', 'graceful', 'sigkill', 'sigstop'].includes(kind!) ? String(Math.min(...rs.map((r) => r.onLost.length))) : '-';
+      console.log(`| ${path} | ${kind} | ${rs.length} | ${o.length > 0 ? fmt(o[Math.floor((o.length - 1) / 2)]!) : '-'} | ${o.length > 0 ? fmt(o[o.length - 1]!) : '-'} | ${rs.reduce((a, r) => a + r.onLost.reduce((b, s) => b + s.lost, 0), 0)} | ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.lost, 0), 0)}, ${rs.reduce((a, r) => a + r.others.reduce((b, s) => b + s.disturbed, 0), 0)} | ${rs[0]!.falseDowns ? rs.reduce((a, r) => a + (r.falseDowns?.length ?? 0), 0) : '-'} | ${onLost} | ${rs.filter(starved).length} |`);
     }
     console.log(`load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}, wall ${((Date.now() - started) / 1000).toFixed(1)} s`);
     helper.stop();
     agent.stop();
-    for (const p of natPods) p.process.kill('SIGKILL');
+    faultAgent.stop();
+    for (const p of natPods) { p.signal('SIGCONT'); p.signal('SIGKILL'); }
+    await podList?.stop();
+    if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
     await netns.cleanup();
     await ip.exec(['ip', 'netns', 'del', 'coilbench-node']).catch(() => undefined);
     process.exit(0);
@@ -609,7 +676,10 @@ main().then(
     console.error(`FAIL ${err instanceof Error ? err.stack : String(err)}`);
     helper.stop();
     agent.stop();
-    for (const p of natPods) p.process.kill('SIGKILL');
+    faultAgent.stop();
+    for (const p of natPods) { p.signal('SIGCONT'); p.signal('SIGKILL'); }
+    await podList?.stop();
+    if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
     await netns.cleanup();
     await ip.exec(['ip', 'netns', 'del', 'coilbench-node']).catch(() => undefined);
     process.exit(1);
