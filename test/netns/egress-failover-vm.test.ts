@@ -15,8 +15,9 @@
  *   opened while it restarted kept, its peer links, FoU port and conntrack entries untouched by
  *   the restart, where Coil's path resets them;
  * - every loss is judged on at least one client of the lost NAT pod, and reads its clients once
- *   their paths drained (egress-failover-measure.ts); a run on a starved VM (a client sent under
- *   half its probes: the machine's load, not coild) fails the test as such, naming the load.
+ *   their paths drained (egress-failover-measure.ts); a kind whose run was starved (a client sent
+ *   under half its probes: the machine's load, not coild) runs again in a new VM, up to twice, and
+ *   fails the test as such, naming the load, only when every attempt was starved.
  * Also egress-probe-scenario.js: the probe on real FoU in both families; and
  * hack/bench/egress-session-keeping.js's `option` mode: an Egress with a shared SNAT address keeps
  * its clients' streams across the loss of its active NAT pod, coild's own parts moving the tunnels
@@ -53,30 +54,48 @@ describe('egress failover in a VM with a stock kernel', { skip }, () => {
     assert.equal((out.match(/^ok /gm) ?? []).length, 5);
   });
 
-  test(`coild moves a lost NAT pod's clients (bound ${OUTAGE_BOUND_MS} ms under TCG), others lose nothing; a graceful deletion loses no probe, a scale-up moves nothing; a killed or stopped NAT process moves nobody; both paths work with both kinds of NAT pod`, { timeout: 960_000 }, async () => {
+  test(`coild moves a lost NAT pod's clients (bound ${OUTAGE_BOUND_MS} ms under TCG), others lose nothing; a graceful deletion loses no probe, a scale-up moves nothing; a killed or stopped NAT process moves nobody; both paths work with both kinds of NAT pod`, { timeout: 2_700_000 }, async () => {
     // The readiness delay is shortened: what is measured (nothing moves on coil's path; Coil's
     // resets) does not depend on it, only the run's length does.
     // A hung coil-egress is killed (liveness) at once with a grace period of 1 s instead of 30 s: the
     // restart is what is judged, not how long kubelet waits for it.
-    const { code, out, err } = await inVm([process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1',
-      '-k', 'node-lost,graceful,scale-up,sigkill,sigstop', '--k8s-readiness-fail-ms', '2000', '--k8s-grace-ms', '1000'], { timeoutS: 900 });
-    assert.equal(code, 0, `bench failed (rc ${code}):\n${out}\n${err.slice(-3000)}`);
+    const bench = async (kinds: readonly string[]): Promise<string> => {
+      const { code, out, err } = await inVm([process.execPath, join(repo, 'dist/hack/bench/egress-failover.js'), '-n', '1', '-s', '1',
+        '-k', kinds.join(','), '--k8s-readiness-fail-ms', '2000', '--k8s-grace-ms', '1000'], { timeoutS: 900 });
+      assert.equal(code, 0, `bench failed (rc ${code}):\n${out}\n${err.slice(-3000)}`);
+      return out;
+    };
     // | path | loss | runs | outage p50 | outage max | probes lost on the lost NAT pod | other clients: probes lost, streams disturbed | coild false failovers | clients on the lost NAT pod | starved runs |
-    const summary = new Map(out.split('\n').filter((l) => /^\| (coil|Coil) /.test(l) && l.split('|').length === 12)
-      .map((l) => l.split('|').map((c) => c.trim())).map((c) => [`${c[1]!.startsWith('coil') ? 'coil' : 'Coil'} ${c[2]}`, c]));
+    const summaryRows = (text: string): string[][] => text.split('\n').filter((l) => /^\| (coil|Coil) /.test(l) && l.split('|').length === 12)
+      .map((l) => l.split('|').map((c) => c.trim()));
+    // A starved VM (its clients sent under half their probes: the machine gave it too little CPU,
+    // as the VM's first run after boot can get on a shared machine) measures the machine's load,
+    // not coild: that kind runs again in a new VM, up to twice, and the test fails only when every
+    // attempt was starved, naming the load. Each kind is judged on its last attempt's rows alone.
+    const KINDS = ['node-lost', 'graceful', 'scale-up', 'sigkill', 'sigstop'];
+    const lastRun = new Map<string, string>();
+    const log: string[] = [];
+    let pending = KINDS;
+    for (let attempt = 1; attempt <= 3 && pending.length > 0; attempt++) {
+      const text = await bench(pending);
+      log.push(`--- attempt ${attempt}: ${pending.join(',')}\n${text}`);
+      for (const kind of pending) lastRun.set(kind, text);
+      pending = pending.filter((kind) => summaryRows(text).some((c) => c[2] === kind && c[10] !== '0'));
+    }
+    const full = log.join('\n');
+    const out = KINDS.flatMap((kind) => lastRun.get(kind)!.split('\n').filter((l) => /^\| (coil|Coil[^|]*) \| ([^|]+) \|/.exec(l)?.[2] === kind)).join('\n');
+    const summary = new Map(summaryRows(out).map((c) => [`${c[1]!.startsWith('coil') ? 'coil' : 'Coil'} ${c[2]}`, c]));
     const row = (key: string): string[] => {
       const r = summary.get(key);
-      assert.ok(r, `summary row ${key} missing:\n${out}`);
+      assert.ok(r, `summary row ${key} missing:\n${full}`);
       return r;
     };
     // Every loss is judged on a client that was on the lost NAT pod: with none, the outage would be
     // 0 by construction.
     for (const key of ['coil node-lost', 'Coil node-lost', 'coil graceful', 'Coil graceful', 'coil sigkill', 'Coil sigkill', 'coil sigstop', 'Coil sigstop']) {
-      assert.ok(Number(row(key)[9]) >= 1, `${key}: no client was on the lost NAT pod, so nothing was judged:\n${out}`);
+      assert.ok(Number(row(key)[9]) >= 1, `${key}: no client was on the lost NAT pod, so nothing was judged:\n${full}`);
     }
-    // A starved VM (its clients sent under half their probes: the machine gave it too little CPU)
-    // measures the machine's load, not coild: said as such rather than as a slow failover.
-    for (const key of summary.keys()) assert.equal(row(key)[10], '0', `${key}: the VM was starved (load average ${/load average (\S+)/.exec(out)?.[1]}), the run measured nothing:\n${out}`);
+    for (const key of summary.keys()) assert.equal(row(key)[10], '0', `${key}: the VM was starved in 3 attempts (load averages ${[...full.matchAll(/load average (\S+)/g)].map((m) => m[1]).join(', ')}), the runs measured nothing:\n${full}`);
     const coilLost = row('coil node-lost');
     assert.ok(Number(coilLost[5]) <= OUTAGE_BOUND_MS, `coil's outage for a lost NAT pod: ${coilLost[5]} ms`);
     assert.equal(coilLost[7], '0, 0', 'clients of the other NAT pods lost probes or had streams disturbed');
